@@ -1,0 +1,1 @@
+"""Data: files -> examples -> ids -> batches."""

@@ -1,0 +1,69 @@
+"""Dynamic padding, boolean masks and length bucketing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from attnmatch.data.encoding import EncodedPairs
+from attnmatch.data.schema import PairBatch
+from attnmatch.data.vocab import PAD_ID
+
+
+def pad_ids(seqs: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pads id arrays to the longest one (at least 1 column).
+
+    Returns:
+        ids (B, T) long with PAD_ID on padding, mask (B, T) bool, True on real tokens.
+    """
+    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    width = max(int(lengths.max(initial=0)), 1)
+    ids = np.full((len(seqs), width), PAD_ID, dtype=np.int64)
+    for row, seq in enumerate(seqs):
+        ids[row, : len(seq)] = seq
+    mask = np.arange(width)[None, :] < lengths[:, None]
+    return torch.from_numpy(ids), torch.from_numpy(mask)
+
+
+def collate(
+    data: EncodedPairs, indices: np.ndarray, *, group_index: np.ndarray | None = None
+) -> PairBatch:
+    """Builds a PairBatch of the pairs `indices` of `data`.
+
+    Args:
+        group_index: (B,) group of each pair within the batch; by default the pairs' dataset
+            groups renumbered 0..G-1 in order of appearance.
+    """
+    indices = np.asarray(indices, dtype=np.int64)
+    left_ids, left_mask = pad_ids([data.texts[t] for t in data.left[indices]])
+    right_ids, right_mask = pad_ids([data.texts[t] for t in data.right[indices]])
+    if group_index is None:
+        _, group_index = np.unique(data.group_ids[indices], return_inverse=True)
+    return PairBatch(
+        left_ids=left_ids,
+        left_mask=left_mask,
+        right_ids=right_ids,
+        right_mask=right_mask,
+        labels=torch.from_numpy(data.labels[indices].copy()),
+        group_index=torch.from_numpy(np.asarray(group_index, dtype=np.int64)),
+    )
+
+
+def pair_lengths(data: EncodedPairs, indices: np.ndarray | None = None) -> np.ndarray:
+    """(N,) padded cost proxy of each pair: max(left length, right length)."""
+    lengths = data.text_lengths
+    idx = np.arange(len(data)) if indices is None else indices
+    return np.maximum(lengths[data.left[idx]], lengths[data.right[idx]])
+
+
+def bucketed_batches(
+    data: EncodedPairs, batch_size: int, *, indices: np.ndarray | None = None
+) -> list[np.ndarray]:
+    """Inference batches of pairs with similar lengths (less padding); order is deterministic."""
+    idx = np.arange(len(data)) if indices is None else np.asarray(indices)
+    lengths = data.text_lengths
+    order = np.lexsort((lengths[data.left[idx]], lengths[data.right[idx]]))
+    idx = idx[order]
+    return [idx[i : i + batch_size] for i in range(0, len(idx), batch_size)]

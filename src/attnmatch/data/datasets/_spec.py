@@ -1,0 +1,351 @@
+"""Dataset specs, data location, checksums and download: what every corpus module shares.
+
+A corpus module (e.g. `wikiqa.py`) declares one `DatasetSpec`: its files with their sha256, its
+splits, options and official evaluation protocol, and a loader that parses verified files into
+`Example`s. This module finds the files (`find_dataset_dir`), checks them (`verified_paths`,
+`verify_files`) and downloads them (`download_dataset`); it never parses a format itself.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import shutil
+import tarfile
+import tempfile
+import urllib.request
+import zipfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import IO, Any, Literal
+from urllib.parse import urlparse
+
+from attnmatch.atomic import atomic_directory
+from attnmatch.data.protocol import ClassificationProtocol, RankingProtocol
+from attnmatch.data.schema import Example
+
+Task = Literal["ranking", "classification", "regression"]
+Protocol = RankingProtocol | ClassificationProtocol
+# loader(paths, split, options): `paths` maps each of the split's file names (as declared in the
+# spec) to a verified file on disk; `options` is complete (defaults filled in) and validated.
+Loader = Callable[[Mapping[str, Path], str, Mapping[str, Any]], list[Example]]
+ProtocolFactory = Callable[[str, Mapping[str, Any]], Protocol | None]
+
+ENV_VAR = "ATTNMATCH_DATA"
+
+
+class DatasetNotFoundError(FileNotFoundError):
+    """A dataset folder or one of its files is not where attnmatch looked."""
+
+
+class ChecksumError(ValueError):
+    """A data file's sha256 differs from the one in its dataset spec."""
+
+
+class DatasetFormatError(ValueError):
+    """A data file does not follow its format; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class FileSpec:
+    """One data file and its checksum.
+
+    Args:
+        name: the file name in a dataset folder (the bundled name, e.g. `WikiQA-dev.tsv.gz`).
+        sha256: its hex digest.
+        alternatives: other accepted `(name, sha256)` for the same content, tried in order when
+            `name` is absent, e.g. the uncompressed file of the official download.
+    """
+
+    name: str
+    sha256: str
+    alternatives: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def candidates(self) -> tuple[tuple[str, str], ...]:
+        """Every accepted `(name, sha256)`, the bundled one first."""
+        return ((self.name, self.sha256), *self.alternatives)
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class DatasetSpec:
+    """Everything attnmatch knows about a corpus, as data.
+
+    Args:
+        name: registry name (`attnmatch datasets ...`, `load_split(name, ...)`).
+        title: human-readable name.
+        task: "ranking", "classification" or "regression".
+        splits: split names, in their usual order.
+        split_files: the `FileSpec` names each split reads.
+        files: every file of the dataset (including license and reference files).
+        folder: sub-folder name under a data root (e.g. "wikiqa").
+        license: one line; the license file itself is among `files`.
+        citation: the paper to cite.
+        url: the official download URL (used by `attnmatch datasets fetch`).
+        archive_sha256: sha256 of the archive at `url`, if known.
+        protocol_description: how the official evaluation protocol selects groups and metrics.
+        options: loader options and their allowed values; the first value is the default.
+        loader: parses a split's verified files into examples (see `Loader`).
+        make_protocol: `(split, options) -> protocol`; use `protocol()` instead.
+    """
+
+    name: str
+    title: str
+    task: Task
+    splits: tuple[str, ...]
+    split_files: Mapping[str, tuple[str, ...]]
+    files: tuple[FileSpec, ...]
+    folder: str
+    license: str
+    citation: str
+    url: str
+    archive_sha256: str | None = None
+    protocol_description: str = ""
+    options: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    loader: Loader
+    make_protocol: ProtocolFactory
+
+    def __post_init__(self) -> None:
+        if self.task not in ("ranking", "classification", "regression"):
+            raise ValueError(f"{self.name}: unknown task {self.task!r}")
+        if set(self.split_files) != set(self.splits):
+            raise ValueError(f"{self.name}: split_files must cover exactly {self.splits}")
+        names = {f.name for f in self.files}
+        for split, wanted in self.split_files.items():
+            if unknown := sorted(set(wanted) - names):
+                raise ValueError(f"{self.name}: split {split!r} reads undeclared files {unknown}")
+        if not all(self.options.values()):
+            raise ValueError(f"{self.name}: every option needs at least one allowed value")
+
+    def file(self, name: str) -> FileSpec:
+        """The `FileSpec` called `name`."""
+        for f in self.files:
+            if f.name == name:
+                return f
+        raise KeyError(f"{self.name} has no file {name!r}")
+
+    def check_split(self, split: str) -> None:
+        """Raises ValueError naming the valid splits if `split` is not one."""
+        if split not in self.splits:
+            raise ValueError(
+                f"{self.name} has no split {split!r}; valid splits: {', '.join(self.splits)}"
+            )
+
+    def resolve_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """`options` completed with defaults; unknown names or values raise ValueError."""
+        if unknown := sorted(set(options) - set(self.options)):
+            valid = ", ".join(self.options) or "none"
+            raise ValueError(f"{self.name}: unknown option(s) {unknown}; valid options: {valid}")
+        resolved = {key: allowed[0] for key, allowed in self.options.items()}
+        for key, value in options.items():
+            # Type-strict, so that 1 is not taken for True.
+            if not any(type(value) is type(a) and value == a for a in self.options[key]):
+                raise ValueError(
+                    f"{self.name}: option {key}={value!r} is not one of {self.options[key]}"
+                )
+            resolved[key] = value
+        return resolved
+
+    def protocol(self, split: str, **options: Any) -> Protocol | None:
+        """The official evaluation protocol of `split` under `options`."""
+        self.check_split(split)
+        return self.make_protocol(split, self.resolve_options(options))
+
+
+@dataclass(frozen=True)
+class FileCheck:
+    """The result of checking one file: status "ok", "missing" or "mismatch"."""
+
+    file: str
+    status: Literal["ok", "missing", "mismatch"]
+    detail: str
+
+
+def default_cache_dir() -> Path:
+    """`~/.cache/attnmatch`: where `download_dataset` writes by default."""
+    return Path.home() / ".cache" / "attnmatch"
+
+
+def _has_any_file(spec: DatasetSpec, folder: Path) -> bool:
+    return any((folder / name).is_file() for f in spec.files for name, _ in f.candidates)
+
+
+def find_dataset_dir(spec: DatasetSpec, data_dir: str | Path | None = None) -> Path:
+    """The folder that holds `spec`'s files.
+
+    An explicit `data_dir` wins: it may be the dataset folder itself or its parent. Otherwise
+    the first of `$ATTNMATCH_DATA/<folder>`, `./data/<folder>` and `~/.cache/attnmatch/<folder>`
+    that holds at least one of the dataset's files.
+
+    Raises:
+        DatasetNotFoundError: listing every place looked at.
+    """
+    if data_dir is not None:
+        root = Path(data_dir).expanduser()
+        if _has_any_file(spec, root):
+            return root
+        if (root / spec.folder).is_dir():
+            return root / spec.folder
+        looked = [str(root), str(root / spec.folder)]
+    else:
+        env = os.environ.get(ENV_VAR)
+        candidates = [Path(env).expanduser() / spec.folder] if env else []
+        candidates += [Path.cwd() / "data" / spec.folder, default_cache_dir() / spec.folder]
+        for folder in candidates:
+            if _has_any_file(spec, folder):
+                return folder
+        looked = [str(p) for p in candidates]
+        if not env:
+            looked.insert(0, f"${ENV_VAR}/{spec.folder} (${ENV_VAR} is not set)")
+    places = "\n".join(f"  - {p}" for p in looked)
+    raise DatasetNotFoundError(
+        f"dataset {spec.name!r} not found; looked in:\n{places}\n"
+        f"Download it with `attnmatch datasets fetch {spec.name}`, or pass its folder explicitly."
+    )
+
+
+# Digests of files already read in this process, keyed by (path, size, mtime_ns): a file that
+# changes on disk gets a new key and is hashed again.
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 hex digest of `path`, cached in-process by path, size and mtime."""
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _DIGESTS:
+        digest = hashlib.sha256()
+        with path.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+        _DIGESTS[key] = digest.hexdigest()
+    return _DIGESTS[key]
+
+
+def _locate(file: FileSpec, folder: Path) -> tuple[Path, str] | None:
+    for name, sha256 in file.candidates:
+        if (folder / name).is_file():
+            return folder / name, sha256
+    return None
+
+
+def verified_paths(spec: DatasetSpec, folder: Path, names: tuple[str, ...]) -> dict[str, Path]:
+    """Finds and checks the files `names` of `spec` in `folder`.
+
+    Returns:
+        `{spec file name: path on disk}`; the path may be an accepted alternative.
+
+    Raises:
+        DatasetNotFoundError: a file is absent under every accepted name.
+        ChecksumError: a file's sha256 differs from the spec's.
+    """
+    paths = {}
+    for name in names:
+        file = spec.file(name)
+        found = _locate(file, folder)
+        if found is None:
+            accepted = " or ".join(n for n, _ in file.candidates)
+            raise DatasetNotFoundError(
+                f"{spec.name}: {accepted} not found in {folder}; "
+                f"check it with `attnmatch datasets verify {spec.name}`"
+            )
+        path, expected = found
+        actual = file_sha256(path)
+        if actual != expected:
+            raise ChecksumError(
+                f"{spec.name}: checksum mismatch for {path}\n"
+                f"  expected sha256 {expected}\n  actual   sha256 {actual}\n"
+                f"The file is corrupt, modified or a different version; "
+                f"fetch it again with `attnmatch datasets fetch {spec.name}`."
+            )
+        paths[name] = path
+    return paths
+
+
+def verify_files(spec: DatasetSpec, data_dir: str | Path | None = None) -> list[FileCheck]:
+    """Checks every file of `spec` in its folder (see `find_dataset_dir`), one row per file."""
+    folder = find_dataset_dir(spec, data_dir)
+    checks = []
+    for file in spec.files:
+        found = _locate(file, folder)
+        if found is None:
+            checks.append(FileCheck(file.name, "missing", f"not in {folder}"))
+            continue
+        path, expected = found
+        actual = file_sha256(path)
+        if actual == expected:
+            checks.append(FileCheck(path.name, "ok", str(path)))
+        else:
+            detail = f"{path}: expected sha256 {expected}, actual {actual}"
+            checks.append(FileCheck(path.name, "mismatch", detail))
+    return checks
+
+
+def open_text(path: str | Path) -> IO[str]:
+    """Opens a `.gz` or plain text file as UTF-8 (a leading BOM is dropped).
+
+    Lines keep their ends (`newline=""`), so parsers see and strip `\\r\\n` themselves.
+    """
+    path = Path(path)
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
+    return path.open(encoding="utf-8-sig", newline="")
+
+
+def _extract_members(archive: Path, wanted: set[str], dest: Path) -> None:
+    # Only known base names are written, flat into `dest`: no path in the archive is trusted.
+    if zipfile.is_zipfile(archive):
+        with zipfile.ZipFile(archive) as zf:
+            for info in zf.infolist():
+                name = PurePosixPath(info.filename).name
+                if not info.is_dir() and name in wanted:
+                    with zf.open(info) as src, (dest / name).open("wb") as out:
+                        shutil.copyfileobj(src, out)
+    elif tarfile.is_tarfile(archive):
+        with tarfile.open(archive) as tf:
+            for member in tf.getmembers():
+                name = PurePosixPath(member.name).name
+                fileobj = tf.extractfile(member) if member.isfile() and name in wanted else None
+                if fileobj is not None:
+                    with fileobj, (dest / name).open("wb") as out:
+                        shutil.copyfileobj(fileobj, out)
+    else:
+        raise ValueError(f"{archive.name}: not a zip or tar archive")
+
+
+def download_dataset(spec: DatasetSpec, dest: str | Path | None = None) -> Path:
+    """Downloads `spec.url`, checks it and extracts the dataset's files.
+
+    Args:
+        spec: the dataset.
+        dest: a data root; the files go to `dest/<folder>` (default `~/.cache/attnmatch`).
+
+    Returns:
+        The dataset folder. It is replaced as a whole, and only once every file is verified.
+
+    Raises:
+        ChecksumError: the archive or an extracted file has an unexpected sha256.
+        DatasetNotFoundError: the archive lacks one of the dataset's files.
+    """
+    if not spec.url:
+        raise ValueError(f"{spec.name} has no download URL")
+    root = Path(dest).expanduser() if dest is not None else default_cache_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root, prefix=f".{spec.folder}.download.") as tmp:
+        archive = Path(tmp) / (PurePosixPath(urlparse(spec.url).path).name or "archive")
+        with urllib.request.urlopen(spec.url, timeout=60) as response, archive.open("wb") as f:
+            shutil.copyfileobj(response, f)
+        if spec.archive_sha256 and (actual := file_sha256(archive)) != spec.archive_sha256:
+            raise ChecksumError(
+                f"{spec.url}: expected sha256 {spec.archive_sha256}, actual {actual}"
+            )
+        wanted = {name for f in spec.files for name, _ in f.candidates}
+        with atomic_directory(root / spec.folder) as staging:
+            _extract_members(archive, wanted, staging)
+            bad = [c for c in verify_files(spec, staging) if c.status != "ok"]
+            if bad:
+                lines = "\n".join(f"  {c.file}: {c.status} ({c.detail})" for c in bad)
+                raise ChecksumError(f"{spec.name}: downloaded files failed to verify:\n{lines}")
+    return root / spec.folder

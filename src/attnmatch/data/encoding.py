@@ -1,0 +1,89 @@
+"""Token ids computed once per dataset and kept as integer arrays.
+
+Many pairs share a text (a question has ~10 candidate answers), so each distinct text is
+tokenised and encoded once; pairs refer to texts by index. Batches are then built by indexing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from attnmatch.data.schema import Example
+from attnmatch.data.tokenize import Tokenizer
+from attnmatch.data.vocab import Vocab
+
+
+@dataclass(frozen=True)
+class EncodedPairs:
+    """A dataset split as integer arrays.
+
+    Attributes:
+        texts: id arrays (int64) of the distinct texts.
+        left, right: (N,) indices into `texts` for each pair.
+        labels: (N,) float32 labels.
+        group_ids: (N,) int64 index into `group_names` (pairs without a group get their own).
+        group_names: the original group (query) ids, in order of first appearance.
+    """
+
+    texts: list[np.ndarray]
+    left: np.ndarray
+    right: np.ndarray
+    labels: np.ndarray
+    group_ids: np.ndarray
+    group_names: list[str]
+
+    def __len__(self) -> int:
+        return int(self.left.shape[0])
+
+    @property
+    def text_lengths(self) -> np.ndarray:
+        return np.fromiter((len(t) for t in self.texts), dtype=np.int64, count=len(self.texts))
+
+    def groups(self) -> list[np.ndarray]:
+        """Pair indices of each group, in group order."""
+        order = np.argsort(self.group_ids, kind="stable")
+        bounds = np.flatnonzero(np.diff(self.group_ids[order])) + 1
+        return np.split(order, bounds)
+
+
+def encode_examples(
+    examples: Sequence[Example], tokenizer: Tokenizer, vocab: Vocab
+) -> EncodedPairs:
+    """Tokenises and encodes each distinct text once.
+
+    Raises:
+        ValueError: if `examples` is empty.
+    """
+    if not examples:
+        raise ValueError("cannot encode an empty list of examples")
+    text_index: dict[str, int] = {}
+    texts: list[np.ndarray] = []
+
+    def index_of(text: str) -> int:
+        i = text_index.get(text)
+        if i is None:
+            i = text_index[text] = len(texts)
+            texts.append(np.asarray(vocab.encode(tokenizer.tokenize(text)), dtype=np.int64))
+        return i
+
+    n = len(examples)
+    left = np.empty(n, dtype=np.int64)
+    right = np.empty(n, dtype=np.int64)
+    labels = np.empty(n, dtype=np.float32)
+    group_ids = np.empty(n, dtype=np.int64)
+    group_index: dict[str, int] = {}
+    group_names: list[str] = []
+    for i, ex in enumerate(examples):
+        left[i] = index_of(ex.left)
+        right[i] = index_of(ex.right)
+        labels[i] = float(ex.label)
+        name = ex.group if ex.group is not None else f"#{i}"
+        g = group_index.get(name)
+        if g is None:
+            g = group_index[name] = len(group_names)
+            group_names.append(name)
+        group_ids[i] = g
+    return EncodedPairs(texts, left, right, labels, group_ids, group_names)

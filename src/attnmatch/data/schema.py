@@ -1,0 +1,58 @@
+"""The two data contracts every module shares: `Example` and `PairBatch`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+import torch
+
+Label = int | float
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """One text pair.
+
+    Args:
+        left: the query / question / first sentence.
+        right: the candidate / answer / second sentence.
+        label: relevance (0/1) for ranking, class index for classification, score for regression.
+        group: query id for ranking datasets (evaluation groups by it); None otherwise.
+        id: an optional stable identifier of the pair (e.g. WikiQA's SentenceID).
+    """
+
+    left: str
+    right: str
+    label: Label
+    group: str | None = None
+    id: str | None = None
+
+
+@dataclass
+class PairBatch:
+    """A padded batch of pairs.
+
+    Shape:
+        left_ids: (B, L) long, left_mask: (B, L) bool (True on real tokens),
+        right_ids: (B, R) long, right_mask: (B, R) bool,
+        labels: (B,) float (ranking relevance / regression) or long (classification),
+        group_index: (B,) long, the group (query) each pair belongs to within the batch.
+        extras: model-specific inputs declared by a model's config (none yet).
+    """
+
+    left_ids: torch.Tensor
+    left_mask: torch.Tensor
+    right_ids: torch.Tensor
+    right_mask: torch.Tensor
+    labels: torch.Tensor
+    group_index: torch.Tensor
+    extras: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.left_ids.shape[0])
+
+    def to(self, device: torch.device | str) -> PairBatch:
+        moved = {
+            f.name: getattr(self, f.name).to(device) for f in fields(self) if f.name != "extras"
+        }
+        return PairBatch(**moved, extras={k: v.to(device) for k, v in self.extras.items()})

@@ -1,0 +1,94 @@
+"""Evaluation: a model on an encoded split under the split's official protocol."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from attnmatch.data.collate import bucketed_batches, collate
+from attnmatch.data.encoding import EncodedPairs
+from attnmatch.data.protocol import ClassificationProtocol, Protocol, RankingProtocol
+from attnmatch.losses import ranking_scores
+from attnmatch.metrics import classification_metrics, ranking_metrics
+
+
+@dataclass
+class Report:
+    """Aggregate metrics and, for ranking, one row per evaluated query."""
+
+    metrics: dict[str, float]
+    protocol: str
+    primary: str
+    num_pairs: int
+    per_query: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metrics": self.metrics,
+            "protocol": self.protocol,
+            "primary": self.primary,
+            "num_pairs": self.num_pairs,
+            "per_query": self.per_query,
+        }
+
+
+@torch.inference_mode()
+def predict(
+    model: nn.Module, data: EncodedPairs, *, batch_size: int = 512, device: str = "cpu"
+) -> np.ndarray:
+    """Model outputs for every pair of `data`, in the data's order.
+
+    Batches are length-bucketed for speed; results are put back in order.
+
+    Returns:
+        (N, num_outputs) float32 array.
+    """
+    was_training = model.training
+    model.eval()
+    outputs: np.ndarray | None = None
+    try:
+        for idx in bucketed_batches(data, batch_size):
+            out = model(collate(data, idx).to(device)).float().cpu().numpy()  # (b, num_outputs)
+            if outputs is None:
+                outputs = np.empty((len(data), out.shape[1]), dtype=np.float32)
+            outputs[idx] = out
+    finally:
+        model.train(was_training)
+    assert outputs is not None
+    return outputs
+
+
+def evaluate(
+    model: nn.Module,
+    data: EncodedPairs,
+    protocol: Protocol,
+    *,
+    batch_size: int = 512,
+    device: str = "cpu",
+) -> Report:
+    """Scores `data` and computes the protocol's metrics.
+
+    Ranking: scores are grouped by query; only the groups the protocol keeps count (e.g. WikiQA:
+    questions with at least one correct answer); ties are broken pessimistically (see
+    `attnmatch.metrics.ranking`). Classification: argmax accuracy / F1 over all pairs.
+    """
+    outputs = predict(model, data, batch_size=batch_size, device=device)
+    return report_from_outputs(outputs, data, protocol)
+
+
+def report_from_outputs(outputs: np.ndarray, data: EncodedPairs, protocol: Protocol) -> Report:
+    if isinstance(protocol, RankingProtocol):
+        scores = ranking_scores(torch.from_numpy(outputs)).numpy()
+        groups = [data.group_names[g] for g in data.group_ids]
+        metrics, rows = ranking_metrics(
+            scores, data.labels, groups, metrics=protocol.metrics, keep=protocol.keeps
+        )
+        return Report(metrics, protocol.name, protocol.primary, len(data), rows)
+    if isinstance(protocol, ClassificationProtocol):
+        metrics = classification_metrics(outputs, data.labels.astype(np.int64), metrics=protocol.metrics)
+        return Report(metrics, protocol.name, protocol.primary, len(data))
+    raise TypeError(f"unsupported protocol {protocol!r}")

@@ -1,0 +1,34 @@
+"""Evaluation metrics: ranking (per query group, trec_eval definitions) and classification."""
+
+from attnmatch.metrics.classification import accuracy, classification_metrics, f1, macro_f1
+from attnmatch.metrics.ranking import (
+    METRIC_FUNCTIONS,
+    RankingMetric,
+    Ties,
+    average_precision,
+    metric_function,
+    ndcg_at_k,
+    precision_at_k,
+    rank_order,
+    ranking_metrics,
+    recall_n_at_k,
+    reciprocal_rank,
+)
+
+__all__ = [
+    "METRIC_FUNCTIONS",
+    "RankingMetric",
+    "Ties",
+    "accuracy",
+    "average_precision",
+    "classification_metrics",
+    "f1",
+    "macro_f1",
+    "metric_function",
+    "ndcg_at_k",
+    "precision_at_k",
+    "rank_order",
+    "ranking_metrics",
+    "recall_n_at_k",
+    "reciprocal_rank",
+]

@@ -1,0 +1,24 @@
+"""Registered models. Every model module is imported here, explicitly."""
+
+from attnmatch.models import mvlstm  # noqa: F401
+from attnmatch.models._registry import (
+    ModelEntry,
+    Preset,
+    get_model_entry,
+    get_preset,
+    list_models,
+    list_presets,
+)
+from attnmatch.models.build import build_model, model_config_from_dict, resolve_model_config
+
+__all__ = [
+    "ModelEntry",
+    "Preset",
+    "build_model",
+    "get_model_entry",
+    "get_preset",
+    "list_models",
+    "list_presets",
+    "model_config_from_dict",
+    "resolve_model_config",
+]

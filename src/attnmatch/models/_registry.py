@@ -1,0 +1,91 @@
+"""A small explicit registry of models and their named presets.
+
+`register_model` decorates a model class with its config class; `register_preset` names a config
+(e.g. a paper table row). Duplicate names raise. Lookups import `attnmatch.models`, which imports
+every model module explicitly, so no caller ever needs a side-effect import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from torch import nn
+
+M = TypeVar("M", bound=type[nn.Module])
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    model_cls: type[nn.Module]
+    config_cls: type
+    tasks: tuple[str, ...]
+    paper: str
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named configuration of a registered model (e.g. a paper's table row)."""
+
+    name: str
+    model: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+
+_MODELS: dict[str, ModelEntry] = {}
+_PRESETS: dict[str, Preset] = {}
+
+
+def register_model(
+    name: str, *, config: type, tasks: tuple[str, ...], paper: str = ""
+) -> Callable[[M], M]:
+    """Class decorator registering a model under `name` with its config dataclass."""
+
+    def wrap(cls: M) -> M:
+        if name in _MODELS:
+            raise ValueError(f"model {name!r} is already registered ({_MODELS[name].model_cls})")
+        _MODELS[name] = ModelEntry(name, cls, config, tasks, paper)
+        return cls
+
+    return wrap
+
+
+def register_preset(name: str, *, model: str, overrides: dict[str, Any], description: str) -> None:
+    if name in _PRESETS:
+        raise ValueError(f"preset {name!r} is already registered")
+    if model not in _MODELS:
+        raise ValueError(f"preset {name!r} refers to unknown model {model!r}")
+    _PRESETS[name] = Preset(name, model, dict(overrides), description)
+
+
+def _ensure_loaded() -> None:
+    import attnmatch.models  # noqa: F401  (imports every model module explicitly)
+
+
+def get_model_entry(name: str) -> ModelEntry:
+    _ensure_loaded()
+    if name not in _MODELS:
+        raise KeyError(f"unknown model {name!r}; registered models: {', '.join(sorted(_MODELS))}")
+    return _MODELS[name]
+
+
+def get_preset(name: str) -> Preset:
+    _ensure_loaded()
+    if name not in _PRESETS:
+        raise KeyError(f"unknown preset {name!r}; presets: {', '.join(sorted(_PRESETS))}")
+    return _PRESETS[name]
+
+
+def list_models() -> list[str]:
+    """Names of the registered model types."""
+    _ensure_loaded()
+    return sorted(_MODELS)
+
+
+def list_presets() -> list[str]:
+    """Names of the registered presets (paper table rows and common configurations)."""
+    _ensure_loaded()
+    return sorted(_PRESETS)

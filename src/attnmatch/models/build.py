@@ -1,0 +1,58 @@
+"""Building models from registered names, presets and override dicts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+from attnmatch import configs
+from attnmatch.models._registry import _MODELS, _PRESETS, _ensure_loaded, get_model_entry
+
+
+def resolve_model_config(
+    name: str,
+    *,
+    vocab_size: int,
+    embedding_dim: int,
+    num_outputs: int,
+    overrides: dict[str, Any] | None = None,
+) -> tuple[str, Any]:
+    """The (model type, validated config) for a preset or model name plus overrides.
+
+    Args:
+        name: a preset (e.g. "amvlstm_q") or a registered model type (e.g. "mvlstm").
+        vocab_size, embedding_dim: fill the token encoder config.
+        num_outputs: 1 for ranking scores, the number of classes for classification.
+        overrides: nested config values applied last (e.g. {"k": 50, "encoder": {...}}).
+    """
+    _ensure_loaded()
+    if name in _PRESETS:
+        preset = _PRESETS[name]
+        model_type, base = preset.model, dict(preset.overrides)
+    elif name in _MODELS:
+        model_type, base = name, {}
+    else:
+        raise KeyError(
+            f"unknown model or preset {name!r}; presets: {', '.join(sorted(_PRESETS))}; "
+            f"models: {', '.join(sorted(_MODELS))}"
+        )
+    data: dict[str, Any] = {
+        "encoder": {"vocab_size": vocab_size, "embedding_dim": embedding_dim},
+        "num_outputs": num_outputs,
+    }
+    data = configs.merge(data, base)
+    data = configs.merge(data, overrides or {})
+    return model_type, model_config_from_dict(model_type, data)
+
+
+def model_config_from_dict(model_type: str, data: dict[str, Any]) -> Any:
+    entry = get_model_entry(model_type)
+    return configs.from_dict(entry.config_cls, data, path="model")
+
+
+def build_model(model_type: str, config: Any) -> nn.Module:
+    entry = get_model_entry(model_type)
+    if not isinstance(config, entry.config_cls):
+        raise TypeError(f"model {model_type!r} needs a {entry.config_cls.__name__}, got {type(config).__name__}")
+    return entry.model_cls(config)

@@ -1,0 +1,1 @@
+"""Small shared, tested primitives (masking, similarity). Models live in `attnmatch.models`."""

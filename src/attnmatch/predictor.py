@@ -1,0 +1,84 @@
+"""`Matcher`: score pairs and rank candidates with a saved model, from Python.
+
+Example:
+    >>> from attnmatch import Matcher
+    >>> m = Matcher("runs/demo/model")                                    # doctest: +SKIP
+    >>> m.rank("how are glacier caves formed?", ["A glacier cave is ...", "..."], top_k=1)  # doctest: +SKIP
+    [Ranked(index=0, text='A glacier cave is ...', score=1.23)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from attnmatch.data.schema import Example
+from attnmatch.data.encoding import encode_examples
+from attnmatch.evaluation import predict
+from attnmatch.losses import ranking_scores
+from attnmatch.model_dir import LoadedModel, load_model
+
+
+@dataclass(frozen=True)
+class Ranked:
+    index: int
+    text: str
+    score: float
+
+
+class Matcher:
+    """A loaded model directory, ready to score text pairs.
+
+    Args:
+        model_dir: a folder written by `save_model` / `attnmatch train`.
+        batch_size: pairs per inference batch.
+        threads: torch CPU threads (None: torch's default).
+    """
+
+    def __init__(self, model_dir: str | Path | LoadedModel, *, batch_size: int = 512, threads: int | None = None):
+        self.loaded = model_dir if isinstance(model_dir, LoadedModel) else load_model(model_dir)
+        self.batch_size = batch_size
+        if threads:
+            torch.set_num_threads(threads)
+
+    @property
+    def task(self) -> str:
+        return self.loaded.task
+
+    def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """Relevance scores (higher = better match) of (left, right) pairs.
+
+        For models with a class head this is log P(match) (the last class).
+
+        Returns:
+            (N,) float32.
+        """
+        if len(pairs) == 0:
+            return np.zeros(0, dtype=np.float32)
+        for i, pair in enumerate(pairs):
+            if len(pair) != 2 or not all(isinstance(t, str) for t in pair):
+                raise ValueError(f"pair {i} is not a (str, str) tuple: {pair!r}")
+        examples = [Example(left=a, right=b, label=0, group="q") for a, b in pairs]
+        data = encode_examples(examples, self.loaded.tokenizer, self.loaded.vocab)
+        outputs = predict(self.loaded.model, data, batch_size=self.batch_size)
+        return ranking_scores(torch.from_numpy(outputs)).numpy()
+
+    def rank(self, query: str, candidates: Sequence[str], top_k: int | None = None) -> list[Ranked]:
+        """Candidates sorted by score, best first (ties keep the input order).
+
+        Raises:
+            ValueError: the query is empty or there are no candidates.
+        """
+        if not query.strip():
+            raise ValueError("the query is empty")
+        if not candidates:
+            raise ValueError("no candidates to rank")
+        scores = self.score([(query, c) for c in candidates])
+        order = np.argsort(-scores, kind="stable")
+        if top_k is not None:
+            order = order[:top_k]
+        return [Ranked(int(i), candidates[i], float(scores[i])) for i in order]

@@ -1,0 +1,428 @@
+"""The trainer: one short, explicit loop.
+
+epochs -> batches -> loss -> step; evaluate on dev after every epoch; keep the best model by the
+dev protocol's primary metric; stop early after `patience` epochs without improvement; write an
+atomic checkpoint every epoch. Every epoch re-seeds torch and the sampler from (seed, epoch), so
+`resume=True` after a crash gives the same result as an uninterrupted run. The test split is
+evaluated once, with the dev-selected model, at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import random
+import statistics
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from attnmatch import __version__
+from attnmatch.atomic import write_text_atomic
+from attnmatch.data.collate import collate
+from attnmatch.data.datasets import load_split
+from attnmatch.data.encoding import EncodedPairs, encode_examples
+from attnmatch.data.protocol import ClassificationProtocol, Protocol, RankingProtocol
+from attnmatch.data.sampling import PairBatchSampler, RankingGroupSampler
+from attnmatch.data.tokenize import Tokenizer
+from attnmatch.data.vocab import Vocab
+from attnmatch.evaluation import Report, evaluate
+from attnmatch.losses import compute_loss
+from attnmatch.model_dir import load_model, save_model, write_metrics
+from attnmatch.models import build_model, resolve_model_config
+from attnmatch.training.checkpoint import load_checkpoint, save_checkpoint
+from attnmatch.training.config import ExperimentConfig
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+@dataclass
+class Prepared:
+    """Data, vocabulary and a freshly initialised model for an experiment."""
+
+    exp: ExperimentConfig
+    task: str
+    tokenizer: Tokenizer
+    vocab: Vocab
+    train: EncodedPairs
+    dev: EncodedPairs
+    dev_protocol: Protocol
+    test: EncodedPairs | None
+    test_protocol: Protocol | None
+    model_type: str
+    model: torch.nn.Module
+    embedding_stats: dict[str, Any] = field(default_factory=dict)
+
+
+def prepare(exp: ExperimentConfig) -> Prepared:
+    """Loads the splits, builds the vocabulary and the model with its pretrained vectors."""
+    from attnmatch.embeddings import build_embedding_matrix, load_named_vectors
+
+    d = exp.data
+    train_split = load_split(d.dataset, d.train_split, data_dir=d.data_dir, **d.options)
+    dev_split = load_split(d.dataset, d.dev_split, data_dir=d.data_dir, **d.options)
+    test_split = (
+        load_split(d.dataset, d.test_split, data_dir=d.data_dir, **d.options) if d.test_split else None
+    )
+    if dev_split.protocol is None:
+        raise ValueError(f"dataset {d.dataset!r} split {d.dev_split!r} has no evaluation protocol")
+    tokenizer = Tokenizer(lowercase=d.lowercase, max_length=d.max_length)
+    vocab = Vocab.build(
+        (tokenizer.tokenize(t) for ex in train_split.examples for t in (ex.left, ex.right)),
+        min_freq=d.min_freq,
+    )
+    seed_everything(exp.train.seed)
+    stats: dict[str, Any] = {"source": exp.embeddings.source}
+    matrix = None
+    if exp.embeddings.source != "random":
+        if d.vocab_from_eval_splits:
+            vectors = load_named_vectors(exp.embeddings.source)
+            known = vectors.index()
+            eval_examples = dev_split.examples + (test_split.examples if test_split else [])
+            vocab = vocab.extend(
+                tok
+                for ex in eval_examples
+                for text in (ex.left, ex.right)
+                for tok in tokenizer.tokenize(text)
+                if tok in known
+            )
+        matrix, align = build_embedding_matrix(
+            exp.embeddings.source,
+            vocab,
+            oov=exp.embeddings.oov,
+            normalize=exp.embeddings.normalize,
+            seed=exp.train.seed,
+        )
+        stats.update(vars(align))
+        dim = int(matrix.shape[1])
+    else:
+        dim = exp.embeddings.dim
+    task = train_split.task
+    num_outputs = 1
+    if isinstance(dev_split.protocol, ClassificationProtocol):
+        num_outputs = dev_split.protocol.num_classes
+    model_type, config = resolve_model_config(
+        exp.model,
+        vocab_size=len(vocab),
+        embedding_dim=dim,
+        num_outputs=num_outputs,
+        overrides=exp.model_overrides,
+    )
+    model = build_model(model_type, config)
+    if matrix is not None:
+        model.token_encoder.load_pretrained(matrix)
+    return Prepared(
+        exp=exp,
+        task=task,
+        tokenizer=tokenizer,
+        vocab=vocab,
+        train=encode_examples(train_split.examples, tokenizer, vocab),
+        dev=encode_examples(dev_split.examples, tokenizer, vocab),
+        dev_protocol=dev_split.protocol,
+        test=encode_examples(test_split.examples, tokenizer, vocab) if test_split else None,
+        test_protocol=test_split.protocol if test_split else None,
+        model_type=model_type,
+        model=model,
+        embedding_stats=stats,
+    )
+
+
+def make_optimizer(model: torch.nn.Module, exp: ExperimentConfig) -> torch.optim.Optimizer:
+    t = exp.train
+    params = [p for p in model.parameters() if p.requires_grad]
+    if t.optimizer == "adam":
+        return torch.optim.Adam(params, lr=t.lr, weight_decay=t.weight_decay)
+    if t.optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=t.lr, weight_decay=t.weight_decay)
+    if t.optimizer == "adadelta":
+        return torch.optim.Adadelta(params, lr=t.lr, weight_decay=t.weight_decay)
+    return torch.optim.SGD(params, lr=t.lr, weight_decay=t.weight_decay)
+
+
+def make_sampler(p: Prepared) -> RankingGroupSampler | PairBatchSampler:
+    t = p.exp.train
+    if isinstance(p.dev_protocol, RankingProtocol) and t.loss != "cross_entropy":
+        return RankingGroupSampler(
+            p.train,
+            num_negatives=t.num_negatives,
+            groups_per_batch=t.batch_size,
+            seed=t.seed,
+            bucket_pool=t.bucket_pool,
+        )
+    if t.loss != "cross_entropy":
+        raise ValueError(f"loss {t.loss!r} needs a ranking dataset; use loss = 'cross_entropy'")
+    return PairBatchSampler(p.train, batch_size=t.batch_size, seed=t.seed, bucket_pool=t.bucket_pool)
+
+
+@dataclass
+class TrainResult:
+    output_dir: Path
+    model_dir: Path
+    best_epoch: int
+    dev: dict[str, float]
+    test: dict[str, float] | None
+    history: list[dict[str, Any]]
+    wall_time_s: float
+    train_pairs_per_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "output_dir": str(self.output_dir),
+            "model_dir": str(self.model_dir),
+            "best_epoch": self.best_epoch,
+            "dev": self.dev,
+            "test": self.test,
+            "wall_time_s": self.wall_time_s,
+            "train_pairs_per_s": self.train_pairs_per_s,
+        }
+
+
+def environment() -> dict[str, Any]:
+    """Versions, machine and git commit recorded with every result."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5, check=False
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=5, check=False,
+        ).stdout.strip()
+        if commit and dirty:
+            commit += "-dirty"
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    return {
+        "commit": commit or "unknown",
+        "attnmatch": __version__,
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "threads": torch.get_num_threads(),
+    }
+
+
+def _progress(console: Console, enabled: bool) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[info]}"),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not enabled,
+        transient=True,
+    )
+
+
+def train(
+    exp: ExperimentConfig,
+    output_dir: str | Path,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    console: Console | None = None,
+    prepared: Prepared | None = None,
+) -> TrainResult:
+    """Trains `exp` into `output_dir`.
+
+    Writes `output_dir/model/` (the dev-selected model directory, with metrics.json),
+    `checkpoint/` (the last epoch, for `resume`), `log.jsonl` (one line per epoch) and
+    `result.json`.
+
+    Raises:
+        FileExistsError: output_dir holds a previous run and `resume` is False.
+    """
+    console = console or Console(stderr=True)
+    out = Path(output_dir)
+    ckpt_dir = out / "checkpoint"
+    if out.exists() and any(out.iterdir()) and not resume:
+        raise FileExistsError(f"{out} is not empty: pass resume=True (--resume) or choose another folder")
+    if exp.train.threads:
+        torch.set_num_threads(exp.train.threads)
+    start_time = time.perf_counter()
+    p = prepared or prepare(exp)
+    model, t = p.model, exp.train
+    optimizer = make_optimizer(model, exp)
+    sampler = make_sampler(p)
+    model_meta = {"model_type": p.model_type, "task": p.task, "vocab": p.vocab, "tokenizer": p.tokenizer}
+
+    state: dict[str, Any] = {
+        "epoch": 0,
+        "step": 0,
+        "best_score": None,
+        "best_epoch": 0,
+        "bad_epochs": 0,
+        "history": [],
+        "experiment": exp.to_dict(),
+    }
+    if resume and ckpt_dir.exists():
+        optim_state, saved = load_checkpoint(ckpt_dir, model)
+        _check_resumable(saved["experiment"], exp.to_dict())
+        optimizer.load_state_dict(optim_state)
+        state.update({k: v for k, v in saved.items() if k != "experiment"})
+        console.print(f"resuming {out} after epoch {state['epoch']}")
+
+    primary = p.dev_protocol.primary
+    train_time, train_pairs = 0.0, 0
+    with _progress(console, progress) as bar:
+        for epoch in range(state["epoch"] + 1, t.epochs + 1):
+            if t.patience and state["bad_epochs"] >= t.patience:
+                break
+            torch.manual_seed(t.seed * 1_000_003 + epoch)
+            batches = sampler.epoch(epoch)
+            task_id = bar.add_task(f"epoch {epoch}/{t.epochs}", total=len(batches), info="")
+            model.train()
+            epoch_start, losses, n_pairs = time.perf_counter(), [], 0
+            for idx in batches:
+                batch = collate(p.train, idx, group_index=sampler.group_index(idx))
+                loss = compute_loss(t.loss, model(batch), batch, margin=t.margin)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if t.grad_clip > 0:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+                optimizer.step()
+                state["step"] += 1
+                losses.append(loss.item())
+                n_pairs += len(idx)
+                bar.update(task_id, advance=1, info=f"loss {np.mean(losses[-50:]):.4f}")
+            seconds = time.perf_counter() - epoch_start
+            train_time += seconds
+            train_pairs += n_pairs
+            bar.remove_task(task_id)
+            report = evaluate(model, p.dev, p.dev_protocol, batch_size=t.eval_batch_size)
+            score = report.metrics[primary]
+            improved = state["best_score"] is None or score > state["best_score"]
+            if improved:
+                state.update(best_score=score, best_epoch=epoch, bad_epochs=0)
+                save_model(out / "model", model, **model_meta, metrics={"dev": report.metrics})
+            else:
+                state["bad_epochs"] += 1
+            state["epoch"] = epoch
+            state["history"].append(
+                {
+                    "epoch": epoch,
+                    "step": state["step"],
+                    "train_loss": float(np.mean(losses)) if losses else None,
+                    "dev": report.metrics,
+                    "epoch_time_s": round(seconds, 3),
+                    "train_pairs_per_s": round(n_pairs / max(seconds, 1e-9), 1),
+                }
+            )
+            save_checkpoint(ckpt_dir, model=model, optimizer=optimizer, state=state, **model_meta)
+            write_text_atomic(out / "log.jsonl", "".join(json.dumps(h) + "\n" for h in state["history"]))
+            console.print(
+                f"epoch {epoch:3d}  loss {state['history'][-1]['train_loss']:.4f}  "
+                f"dev {primary} {score:.4f}{'  *' if improved else ''}  ({seconds:.1f}s, "
+                f"{n_pairs / max(seconds, 1e-9):,.0f} pairs/s)"
+            )
+
+    best = load_model(out / "model")
+    dev_report = evaluate(best.model, p.dev, p.dev_protocol, batch_size=t.eval_batch_size)
+    test_report: Report | None = None
+    if p.test is not None and p.test_protocol is not None:
+        test_report = evaluate(best.model, p.test, p.test_protocol, batch_size=t.eval_batch_size)
+    wall = time.perf_counter() - start_time
+    result = TrainResult(
+        output_dir=out,
+        model_dir=out / "model",
+        best_epoch=state["best_epoch"],
+        dev=dev_report.metrics,
+        test=test_report.metrics if test_report else None,
+        history=state["history"],
+        wall_time_s=round(wall, 2),
+        train_pairs_per_s=round(train_pairs / train_time, 1) if train_time else 0.0,
+    )
+    metrics = {
+        "dataset": exp.data.dataset,
+        "protocols": {
+            "dev": dev_report.protocol,
+            "test": test_report.protocol if test_report else None,
+        },
+        "best_epoch": result.best_epoch,
+        "dev": result.dev,
+        "test": result.test,
+        "experiment": exp.to_dict(),
+        "embeddings": p.embedding_stats,
+        "environment": environment(),
+        "wall_time_s": result.wall_time_s,
+    }
+    write_metrics(out / "model", metrics)
+    write_text_atomic(out / "result.json", json.dumps(result.to_dict() | {"metrics": metrics}, indent=2) + "\n")
+    return result
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and value:
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _check_resumable(saved: dict[str, Any], current: dict[str, Any]) -> None:
+    a, b = _flatten(saved), _flatten(current)
+    changed = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k) and k != "train.epochs")
+    if changed:
+        raise ValueError(
+            f"cannot resume: the experiment config changed ({', '.join(changed)}); "
+            "only train.epochs may change"
+        )
+
+
+def train_seeds(
+    exp: ExperimentConfig,
+    output_dir: str | Path,
+    seeds: Sequence[int],
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    console: Console | None = None,
+) -> dict[str, Any]:
+    """Trains one run per seed into output_dir/seed-<s>/ and summarises mean ± std.
+
+    Returns (and writes to output_dir/summary.json) {"seeds", "runs", "dev"/"test": {metric:
+    {"mean", "std", "runs"}}}. std is the sample standard deviation (0 for one run).
+    """
+    console = console or Console(stderr=True)
+    out = Path(output_dir)
+    results = []
+    for seed in seeds:
+        console.rule(f"seed {seed}")
+        run_exp = exp.with_overrides({"train": {"seed": seed}})
+        results.append(train(run_exp, out / f"seed-{seed}", resume=resume, progress=progress, console=console))
+    summary = {
+        "seeds": list(seeds),
+        "runs": [r.to_dict() for r in results],
+        "dev": summarize([r.dev for r in results]),
+        "test": summarize([r.test for r in results if r.test is not None]) if results[0].test else None,
+    }
+    write_text_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def summarize(runs: Sequence[dict[str, float]]) -> dict[str, dict[str, Any]]:
+    """{metric: {"mean", "std", "runs"}} over runs (sample std; 0.0 for a single run)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in runs[0]:
+        values = [float(r[name]) for r in runs]
+        out[name] = {
+            "mean": statistics.fmean(values),
+            "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "runs": values,
+        }
+    return out

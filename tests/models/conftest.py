@@ -1,0 +1,61 @@
+"""Tiny configurations and batches for the common model suite."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from attnmatch.data.collate import pad_ids
+from attnmatch.data.schema import PairBatch
+from attnmatch.models import build_model, get_model_entry, get_preset, list_presets, resolve_model_config
+
+VOCAB = 40
+DIM = 8
+
+# Per model type: overrides that make the model tiny. A new model must add an entry here (a test
+# checks), so the suite always covers every registered model.
+TINY: dict[str, dict[str, Any]] = {
+    "mvlstm": {"hidden_size": 6, "k": 5},
+}
+
+
+def tiny_model(name: str, *, num_outputs: int = 1, trainable: bool = False, **overrides: Any) -> torch.nn.Module:
+    model_type = get_preset(name).model if name in list_presets() else name
+    over = {**TINY[get_model_entry(model_type).name], **overrides}
+    over["encoder"] = {**over.get("encoder", {}), "trainable": trainable}
+    mtype, config = resolve_model_config(
+        name, vocab_size=VOCAB, embedding_dim=DIM, num_outputs=num_outputs, overrides=over
+    )
+    torch.manual_seed(0)
+    return build_model(mtype, config)
+
+
+def make_batch(
+    left: list[list[int]], right: list[list[int]], *, extra_pad: int = 0, labels: list[float] | None = None
+) -> PairBatch:
+    import numpy as np
+
+    lids, lmask = pad_ids([np.asarray(s) for s in left])
+    rids, rmask = pad_ids([np.asarray(s) for s in right])
+    if extra_pad:
+        lids = torch.nn.functional.pad(lids, (0, extra_pad))
+        lmask = torch.nn.functional.pad(lmask, (0, extra_pad))
+        rids = torch.nn.functional.pad(rids, (0, extra_pad + 1))
+        rmask = torch.nn.functional.pad(rmask, (0, extra_pad + 1))
+    n = len(left)
+    return PairBatch(
+        left_ids=lids,
+        left_mask=lmask,
+        right_ids=rids,
+        right_mask=rmask,
+        labels=torch.tensor(labels if labels is not None else [0.0] * n),
+        group_index=torch.arange(n),
+    )
+
+
+def random_pairs(n: int, seed: int = 0) -> tuple[list[list[int]], list[list[int]]]:
+    g = torch.Generator().manual_seed(seed)
+    left = [torch.randint(2, VOCAB, (int(torch.randint(1, 6, (1,), generator=g)),), generator=g).tolist() for _ in range(n)]
+    right = [torch.randint(2, VOCAB, (int(torch.randint(1, 12, (1,), generator=g)),), generator=g).tolist() for _ in range(n)]
+    return left, right

@@ -1,0 +1,184 @@
+"""The common model test suite (STYLE.md), run over every registered model and preset."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from attnmatch import configs
+from attnmatch.data.tokenize import Tokenizer
+from attnmatch.data.vocab import Vocab
+from attnmatch.losses import compute_loss, ranking_scores
+from attnmatch.metrics import ranking_metrics
+from attnmatch.model_dir import load_model, save_model
+from attnmatch.models import get_model_entry, list_models, list_presets, model_config_from_dict
+
+from .conftest import TINY, VOCAB, make_batch, random_pairs, tiny_model
+
+NAMES = list_presets() + [m for m in list_models() if m not in list_presets()]
+
+
+def test_every_model_has_a_tiny_config() -> None:
+    assert set(list_models()) <= set(TINY)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("num_outputs", [1, 3])
+def test_output_shape(name: str, num_outputs: int) -> None:
+    model = tiny_model(name, num_outputs=num_outputs).eval()
+    left, right = random_pairs(5)
+    out = model(make_batch(left, right))
+    assert out.shape == (5, num_outputs)
+    assert torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_padding_invariance(name: str) -> None:
+    model = tiny_model(name).eval()
+    left, right = random_pairs(6, seed=1)
+    batched = model(make_batch(left, right, extra_pad=3))
+    for i in range(len(left)):
+        alone = model(make_batch([left[i]], [right[i]]))
+        torch.testing.assert_close(alone[0], batched[i], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_parameter_gets_a_gradient(name: str) -> None:
+    model = tiny_model(name, num_outputs=2, trainable=True).train()
+    left, right = random_pairs(8, seed=2)
+    batch = make_batch(left, right, labels=[0, 1] * 4)
+    compute_loss("cross_entropy", model(batch), batch).backward()
+    for pname, param in model.named_parameters():
+        assert param.requires_grad
+        assert param.grad is not None, f"{pname} got no gradient"
+        assert param.grad.abs().sum() > 0, f"{pname} got a zero gradient"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_frozen_embeddings_stay_frozen(name: str) -> None:
+    model = tiny_model(name, trainable=False)
+    frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
+    assert frozen == ["token_encoder.embedding.weight"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_save_load_round_trip(name: str, tmp_path) -> None:
+    model = tiny_model(name).eval()
+    vocab = Vocab(["<pad>", "<unk>"] + [f"w{i}" for i in range(VOCAB - 2)])
+    model_type = next(m for m in list_models() if isinstance(model, get_model_entry(m).model_cls))
+    save_model(tmp_path / "m", model, model_type=model_type, task="ranking", vocab=vocab, tokenizer=Tokenizer())
+    loaded = load_model(tmp_path / "m")
+    left, right = random_pairs(4, seed=3)
+    batch = make_batch(left, right)
+    torch.testing.assert_close(model(batch), loaded.model(batch), atol=0, rtol=0)
+    assert loaded.vocab == vocab and loaded.model_type == model_type
+
+    # Strict: a config that does not match the weights fails loudly.
+    cfg_path = tmp_path / "m" / "config.json"
+    header = json.loads(cfg_path.read_text())
+    header["config"]["encoder"]["embedding_dim"] += 1
+    cfg_path.write_text(json.dumps(header))
+    with pytest.raises(Exception, match="size|shape"):
+        load_model(tmp_path / "m")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_tiny_overfit_ranking(name: str) -> None:
+    """4 queries x (1 positive + 3 negatives): the training MAP must reach 1.0."""
+    torch.manual_seed(0)
+    model = tiny_model(name, trainable=True).train()
+    left, right = random_pairs(16, seed=4)
+    for g in range(4):  # one query text per group
+        for j in range(4):
+            left[4 * g + j] = left[4 * g]
+    batch = make_batch(left, right, labels=[1.0, 0.0, 0.0, 0.0] * 4)
+    batch.group_index = torch.arange(4).repeat_interleave(4)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(300):
+        loss = compute_loss("rank_hinge", model(batch), batch, margin=1.0)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    with torch.no_grad():
+        scores = ranking_scores(model(batch)).numpy()
+    metrics, _ = ranking_metrics(scores, batch.labels.numpy(), batch.group_index.tolist())
+    assert metrics["map"] == 1.0, metrics
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_tiny_overfit_classification(name: str) -> None:
+    torch.manual_seed(0)
+    model = tiny_model(name, num_outputs=2, trainable=True).train()
+    left, right = random_pairs(12, seed=5)
+    labels = [0, 1] * 6
+    batch = make_batch(left, right, labels=labels)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(300):
+        loss = compute_loss("cross_entropy", model(batch), batch)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    with torch.no_grad():
+        accuracy = (model(batch).argmax(-1) == torch.tensor(labels)).float().mean().item()
+    assert accuracy == 1.0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_eval_mode_is_deterministic(name: str) -> None:
+    model = tiny_model(name, dropout=0.5, encoder={"dropout": 0.3}).eval()
+    left, right = random_pairs(5, seed=6)
+    batch = make_batch(left, right)
+    torch.testing.assert_close(model(batch), model(batch), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_config_json_round_trip(name: str) -> None:
+    model = tiny_model(name)
+    model_type = next(m for m in list_models() if isinstance(model, get_model_entry(m).model_cls))
+    data = json.loads(json.dumps(configs.to_dict(model.config)))
+    assert model_config_from_dict(model_type, data) == model.config
+    with pytest.raises(configs.ConfigError, match="unknown config key"):
+        model_config_from_dict(model_type, {**data, "not_a_field": 1})
+
+
+class _Recorder:
+    """Wraps a (nested) dataclass config and records which fields are read."""
+
+    def __init__(self, config: object, seen: set[str], prefix: str = "") -> None:
+        object.__setattr__(self, "_config", config)
+        object.__setattr__(self, "_seen", seen)
+        object.__setattr__(self, "_prefix", prefix)
+
+    def __getattr__(self, name: str) -> object:
+        value = getattr(self._config, name)
+        self._seen.add(self._prefix + name)
+        if dataclasses.is_dataclass(value):
+            return _Recorder(value, self._seen, f"{self._prefix}{name}.")
+        return value
+
+
+def _field_paths(config: object, prefix: str = "") -> set[str]:
+    paths = set()
+    for f in dataclasses.fields(config):  # type: ignore[arg-type]
+        value = getattr(config, f.name)
+        if dataclasses.is_dataclass(value):
+            paths |= _field_paths(value, f"{prefix}{f.name}.")
+        else:
+            paths.add(prefix + f.name)
+    return paths
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_config_field_is_read(name: str) -> None:
+    config = tiny_model(name).config
+    seen: set[str] = set()
+    model = type(tiny_model(name))(_Recorder(config, seen)).eval()
+    left, right = random_pairs(3, seed=7)
+    model(make_batch(left, right))
+    unread = _field_paths(config) - seen
+    assert not unread, f"config fields never read by the model: {sorted(unread)}"
