@@ -222,11 +222,11 @@ class MVLSTM(nn.Module):
         return {k: v for k, v in out.items() if k in ("left_gate", "right_gate", "interaction")}
 
 
-def _preset(name: str, gate: str, description: str) -> None:
+def _preset(name: str, gate: str, description: str, **extra: str) -> None:
     register_preset(
         name,
         model="mvlstm",
-        overrides={"gate": gate, "hidden_size": 50, "k": 100, "interaction": "cosine"},
+        overrides={"gate": gate, "hidden_size": 50, "k": 100, "interaction": "cosine", **extra},
         description=description,
     )
 
@@ -235,3 +235,9 @@ _preset("mvlstm", "none", "MV-LSTM (Wan et al. 2016): BiLSTM 50, cosine, k-max 1
 _preset("amvlstm_q", "left", "aMV-LSTM (Q): attention gate on the question")
 _preset("amvlstm_a", "right", "aMV-LSTM (A): attention gate on the answer")
 _preset("amvlstm_qa", "both", "aMV-LSTM (Q+A): attention gates on both sides")
+_preset(
+    "amvlstm_q_len",
+    "left",
+    "aMV-LSTM (Q) with gate_scale='length' (our option, not in the paper)",
+    gate_scale="length",
+)

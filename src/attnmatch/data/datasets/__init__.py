@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attnmatch.data.datasets import wikiqa
+from attnmatch.data.datasets import pairs, wikiqa
 from attnmatch.data.datasets._spec import (
     ChecksumError,
     DatasetFormatError,
@@ -137,6 +137,9 @@ def load_split(
         ChecksumError: a file differs from the spec's sha256.
         DatasetFormatError: a file does not parse.
     """
+    if name == pairs.NAME:  # the user's own folder of <split>.tsv files
+        examples, protocol, resolved = pairs.load_pairs(data_dir, split, options)
+        return Split(name, split, protocol.task, examples, protocol, resolved)
     spec = get_dataset(name)
     spec.check_split(split)
     resolved = spec.resolve_options(options)

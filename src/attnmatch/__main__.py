@@ -1,0 +1,3 @@
+from attnmatch.cli import main
+
+main()

@@ -1,0 +1,334 @@
+"""The `attnmatch` command line. Every command calls one library function."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="attnmatch: attention-based neural text matching (train, evaluate, rank, reproduce).",
+)
+models_app = typer.Typer(no_args_is_help=True, help="Registered models and presets.")
+datasets_app = typer.Typer(no_args_is_help=True, help="Benchmark datasets: list, verify, fetch.")
+app.add_typer(models_app, name="models")
+app.add_typer(datasets_app, name="datasets")
+
+out = Console()
+err = Console(stderr=True)
+
+
+def _parse_value(text: str) -> Any:
+    import tomllib
+
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text  # a bare string
+
+
+def _parse_sets(items: list[str]) -> dict[str, Any]:
+    """`--set train.lr=0.01 --set model_overrides.k=50` -> a nested dict (values parsed as TOML)."""
+    result: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise typer.BadParameter(f"--set expects KEY=VALUE, got {item!r}")
+        key, value = item.split("=", 1)
+        node = result
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = _parse_value(value.strip())
+    return result
+
+
+def _seeds(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        if text.isdigit() and "," not in text:
+            return list(range(1, int(text) + 1))  # "--seeds 3" means seeds 1, 2, 3
+        return [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"--seeds expects N or a list like 1,2,3; got {text!r}") from None
+
+
+@app.command()
+def train(
+    config: Annotated[Path | None, typer.Argument(help="TOML experiment config (optional).")] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Run folder.")] = Path("runs/train"),
+    model: Annotated[str | None, typer.Option(help="Preset or model name, e.g. amvlstm_q.")] = None,
+    dataset: Annotated[str | None, typer.Option(help="Dataset name, e.g. wikiqa.")] = None,
+    embeddings: Annotated[str | None, typer.Option(help="glove-6b-50d, a vectors file, or random.")] = None,
+    epochs: Annotated[int | None, typer.Option(help="Maximum epochs.")] = None,
+    seeds: Annotated[str | None, typer.Option(help="N (seeds 1..N) or a list 1,2,3: one run each, mean ± std.")] = None,
+    set_: Annotated[list[str], typer.Option("--set", help="Override any config key: train.lr=0.01")] = [],  # noqa: B006
+    resume: Annotated[bool, typer.Option(help="Continue an interrupted run in OUTPUT.")] = False,
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+) -> None:
+    """Train a model; the dev-selected model is saved to OUTPUT/model."""
+    from attnmatch.training import ExperimentConfig, train as train_run, train_seeds
+    from attnmatch.training.config import load_experiment
+
+    overrides = _parse_sets(set_)
+    for key, value in (("model", model), ("data.dataset", dataset), ("embeddings.source", embeddings), ("train.epochs", epochs)):
+        if value is not None:
+            overrides = _merge_key(overrides, key, value)
+    exp = load_experiment(config, overrides) if config else ExperimentConfig.from_dict(overrides)
+    seed_list = _seeds(seeds)
+    if seed_list:
+        summary = train_seeds(exp, output, seed_list, resume=resume, progress=progress, console=err)
+        _print_summary(summary)
+        return
+    result = train_run(exp, output, resume=resume, progress=progress, console=err)
+    _print_metrics({"dev": result.dev, "test": result.test}, title=f"{exp.model} on {exp.data.dataset}")
+    out.print(f"model saved to [bold]{result.model_dir}[/bold]")
+
+
+def _merge_key(data: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
+    from attnmatch import configs
+
+    node: dict[str, Any] = {}
+    root = node
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
+    return configs.merge(data, root)
+
+
+def _print_metrics(splits: dict[str, dict[str, float] | None], title: str, paper: dict[str, float] | None = None) -> None:
+    names = [m for m in next(v for v in splits.values() if v) if m != "num_queries"]
+    table = Table(title=title)
+    table.add_column("split")
+    for m in names:
+        table.add_column(m, justify="right")
+    for split, metrics in splits.items():
+        if metrics:
+            table.add_row(split, *(f"{metrics[m]:.4f}" for m in names))
+    if paper:
+        table.add_row("paper", *(f"{paper[m]:.4f}" if m in paper else "—" for m in names))
+    out.print(table)
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    for split in ("dev", "test"):
+        stats = summary.get(split)
+        if not stats:
+            continue
+        table = Table(title=f"{split}: mean ± std over seeds {summary['seeds']}")
+        table.add_column("metric")
+        table.add_column("mean ± std", justify="right")
+        for name, s in stats.items():
+            if name != "num_queries":
+                table.add_row(name, f"{s['mean']:.4f} ± {s['std']:.4f}")
+        out.print(table)
+
+
+@app.command()
+def evaluate(
+    model_dir: Annotated[Path, typer.Argument(help="A saved model directory.")],
+    dataset: Annotated[str, typer.Option(help="NAME:SPLIT, e.g. wikiqa:test.")] = "wikiqa:test",
+    filtered: Annotated[bool, typer.Option(help="WikiQA: also drop all-correct questions.")] = False,
+    data_dir: Annotated[Path | None, typer.Option(help="Dataset folder (default: search).")] = None,
+    per_query: Annotated[Path | None, typer.Option(help="Write per-query rows to this JSONL file.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Evaluate a saved model on a dataset split under its official protocol."""
+    from attnmatch.data.datasets import load_split, parse_dataset_ref
+    from attnmatch.data.encoding import encode_examples
+    from attnmatch.evaluation import evaluate as run_eval
+    from attnmatch.model_dir import load_model
+
+    loaded = load_model(model_dir)
+    name, split = parse_dataset_ref(dataset, default_split="test")
+    options = {"filtered": True} if filtered else {}
+    data = load_split(name, split, data_dir=data_dir, **options)
+    if data.protocol is None:
+        raise ValueError(f"{name}:{split} has no evaluation protocol")
+    encoded = encode_examples(data.examples, loaded.tokenizer, loaded.vocab)
+    report = run_eval(loaded.model, encoded, data.protocol)
+    if per_query:
+        from attnmatch.atomic import write_text_atomic
+
+        write_text_atomic(per_query, "".join(json.dumps(r) + "\n" for r in report.per_query))
+    if as_json:
+        out.print_json(json.dumps(report.to_dict() | {"per_query": len(report.per_query)}))
+        return
+    _print_metrics({split: report.metrics}, title=f"{model_dir} on {name}:{split} ({report.protocol})")
+    if "num_queries" in report.metrics:
+        out.print(f"{report.metrics['num_queries']} queries, {report.num_pairs} pairs")
+
+
+@app.command()
+def rank(
+    model_dir: Annotated[Path, typer.Argument(help="A saved model directory.")],
+    query: Annotated[str, typer.Option("--query", "-q", help="The query / question.")],
+    candidates: Annotated[Path | None, typer.Option("--candidates", "-c", help="One candidate per line (default: stdin; '-' also reads stdin).")] = None,
+    top_k: Annotated[int | None, typer.Option("--top-k", "-k", help="Show only the best K.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines instead of a table.")] = False,
+) -> None:
+    """Rank candidates (one per line, from a file or stdin) for a query."""
+    from attnmatch.predictor import Matcher
+
+    if not query.strip():
+        raise ValueError("the query is empty: pass --query 'some question'")
+    if candidates is None or str(candidates) == "-":
+        if sys.stdin.isatty():
+            raise ValueError("no candidates: pass --candidates FILE or pipe one candidate per line on stdin")
+        lines, source = sys.stdin.read().splitlines(), "stdin"
+    else:
+        if not candidates.is_file():
+            raise FileNotFoundError(f"candidates file not found: {candidates}")
+        lines, source = candidates.read_text(encoding="utf-8").splitlines(), str(candidates)
+    texts = [line.strip() for line in lines if line.strip()]
+    if not texts:
+        raise ValueError(f"no candidates in {source} (expected one non-empty line per candidate)")
+    ranked = Matcher(model_dir).rank(query, texts, top_k=top_k)
+    if as_json:
+        for i, r in enumerate(ranked, 1):
+            print(json.dumps({"rank": i, "index": r.index, "score": r.score, "text": r.text}))
+        return
+    table = Table(title=f"query: {query}")
+    table.add_column("rank", justify="right")
+    table.add_column("score", justify="right")
+    table.add_column("line", justify="right")
+    table.add_column("candidate")
+    for i, r in enumerate(ranked, 1):
+        table.add_row(str(i), f"{r.score:.4f}", str(r.index + 1), r.text)
+    out.print(table)
+
+
+@models_app.command("list")
+def models_list() -> None:
+    """List registered models and presets."""
+    from attnmatch.models import get_model_entry, get_preset, list_models, list_presets
+
+    table = Table(title="presets")
+    table.add_column("preset")
+    table.add_column("model")
+    table.add_column("description")
+    for name in list_presets():
+        p = get_preset(name)
+        table.add_row(name, p.model, p.description)
+    out.print(table)
+    models = Table(title="models")
+    models.add_column("model")
+    models.add_column("tasks")
+    models.add_column("config")
+    for name in list_models():
+        e = get_model_entry(name)
+        models.add_row(name, ", ".join(e.tasks), e.config_cls.__name__)
+    out.print(models)
+
+
+@datasets_app.command("list")
+def datasets_list(data_dir: Annotated[Path | None, typer.Option(help="Dataset root.")] = None) -> None:
+    """List datasets, their task, splits, license and whether they are present locally."""
+    from attnmatch.data.datasets import is_available, list_datasets
+
+    table = Table(title="datasets")
+    for col in ("name", "task", "splits", "local", "license"):
+        table.add_column(col)
+    for spec in list_datasets():
+        local = "[green]yes[/green]" if is_available(spec, data_dir) else "[red]no[/red]"
+        table.add_row(spec.name, spec.task, ", ".join(spec.splits), local, spec.license)
+    out.print(table)
+
+
+@datasets_app.command("verify")
+def datasets_verify(
+    name: Annotated[str, typer.Argument(help="Dataset name.")],
+    data_dir: Annotated[Path | None, typer.Option(help="Dataset root or folder.")] = None,
+) -> None:
+    """Check every file of a dataset against its sha256."""
+    from attnmatch.data.datasets import verify_dataset
+
+    checks = verify_dataset(name, data_dir)
+    bad = 0
+    for c in checks:
+        color = "green" if c.status == "ok" else "red"
+        bad += c.status != "ok"
+        out.print(f"[{color}]{c.status:8s}[/{color}] {c.file}  {c.detail}")
+    if bad:
+        raise typer.Exit(1)
+
+
+@datasets_app.command("fetch")
+def datasets_fetch(
+    name: Annotated[str, typer.Argument(help="Dataset name.")],
+    dest: Annotated[Path | None, typer.Option(help="Where to put it (default ~/.cache/attnmatch).")] = None,
+) -> None:
+    """Download a dataset from its official URL and verify it (needs internet)."""
+    from attnmatch.data.datasets import fetch_dataset
+
+    out.print(f"fetched to {fetch_dataset(name, dest)}")
+
+
+@app.command()
+def reproduce(
+    table: Annotated[str, typer.Argument(help="Table name (benchmarks/tables/NAME.toml) or path.")],
+    seeds: Annotated[str | None, typer.Option(help="N (seeds 1..N) or 1,2,3 (default: the table's).")] = None,
+    rows: Annotated[str | None, typer.Option(help="Only these row ids, comma-separated (results not written).")] = None,
+    runs_dir: Annotated[Path, typer.Option(help="Where runs go.")] = Path("runs"),
+    results_dir: Annotated[Path, typer.Option(help="Where results/<table>.{md,json} go.")] = Path("results"),
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+) -> None:
+    """Reproduce a paper table: train each row over seeds, select on dev, report test."""
+    from attnmatch.reproduce import find_table, load_table, render_markdown, reproduce as run
+
+    result = run(
+        table,
+        seeds=_seeds(seeds),
+        rows=rows.split(",") if rows else None,
+        runs_dir=runs_dir,
+        results_dir=results_dir,
+        progress=progress,
+        console=err,
+    )
+    spec = load_table(find_table(table))
+    out.print(render_markdown(result, spec.metrics))
+
+
+@app.command()
+def demo(
+    output: Annotated[Path, typer.Option("--output", "-o", help="Run folder (reused if present).")] = Path("runs/demo"),
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+) -> None:
+    """Train aMV-LSTM (Q) on bundled WikiQA with GloVe 6B 50d; compare with the paper."""
+    from attnmatch.training import ExperimentConfig, train as train_run
+
+    exp = ExperimentConfig.from_dict({"model": "amvlstm_q", "data": {"dataset": "wikiqa"}})
+    err.print("[bold]attnmatch demo[/bold]: aMV-LSTM (Q) on WikiQA (official split), GloVe 6B 50d")
+    result = train_run(exp, output, resume=True, progress=progress, console=err)
+    paper = {"ndcg@3": 0.651922, "ndcg@5": 0.694755, "map": 0.650664}
+    _print_metrics(
+        {"dev": result.dev, "test": result.test},
+        title="aMV-LSTM (Q) on WikiQA: ours (official split, dev-selected) vs the paper (their 80/10/10 split)",
+        paper=paper,
+    )
+    out.print(f"model saved to [bold]{result.model_dir}[/bold] (best epoch {result.best_epoch}, {result.wall_time_s:.0f}s)")
+    out.print(f"try: attnmatch rank {result.model_dir} --query 'how are glacier caves formed?' --candidates examples/glacier.txt")
+
+
+def main() -> None:
+    """Entry point: turns expected errors into one clear line and exit code 2."""
+    from attnmatch.configs import ConfigError
+
+    try:
+        app()
+    except (FileNotFoundError, FileExistsError, ValueError, KeyError, ConfigError, ImportError) as e:
+        message = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+        err.print(f"[bold red]error:[/bold red] {message}", highlight=False)
+        raise SystemExit(2) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Trainer: end to end on a tiny fixture dataset, resume equivalence, seeds, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import safetensors.torch
+import torch
+
+from attnmatch.configs import ConfigError
+from attnmatch.model_dir import load_model
+from attnmatch.training import ExperimentConfig, train, train_seeds
+from attnmatch.training.config import load_experiment
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "pairs_tiny"
+
+
+def tiny_experiment(**train_overrides: object) -> ExperimentConfig:
+    return ExperimentConfig.from_dict(
+        {
+            "model": "mvlstm",
+            "model_overrides": {"hidden_size": 8, "k": 10},
+            "data": {"dataset": "pairs", "data_dir": str(FIXTURE)},
+            "embeddings": {"source": "random", "dim": 8},
+            "train": {"epochs": 3, "batch_size": 4, "num_negatives": 2, "lr": 0.01, "patience": 0, **train_overrides},
+        }
+    )
+
+
+def test_train_end_to_end(tmp_path: Path) -> None:
+    result = train(tiny_experiment(epochs=8), tmp_path / "run", progress=False)
+    assert (tmp_path / "run" / "model" / "model.safetensors").is_file()
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert [row["epoch"] for row in log] == list(range(1, 9))
+    best = max(log, key=lambda row: row["dev"]["map"])
+    assert result.best_epoch == best["epoch"]
+    assert result.dev["map"] == pytest.approx(best["dev"]["map"])
+    assert result.test is not None and result.test["num_queries"] == 8
+    # The fixture's answers share the question's keywords: a working model learns it.
+    assert result.dev["map"] > 0.7
+    loaded = load_model(result.model_dir)
+    assert loaded.metrics["best_epoch"] == result.best_epoch
+    assert loaded.metrics["test"]["map"] == pytest.approx(result.test["map"])
+
+
+def _weights(path: Path) -> dict[str, torch.Tensor]:
+    return safetensors.torch.load_file(str(path / "model.safetensors"))
+
+
+def test_resume_equals_uninterrupted_run(tmp_path: Path) -> None:
+    full = train(tiny_experiment(epochs=4), tmp_path / "full", progress=False)
+    train(tiny_experiment(epochs=2), tmp_path / "part", progress=False)
+    resumed = train(tiny_experiment(epochs=4), tmp_path / "part", resume=True, progress=False)
+    assert [h["dev"] for h in resumed.history] == [h["dev"] for h in full.history]
+    a = _weights(tmp_path / "full" / "checkpoint" / "model")
+    b = _weights(tmp_path / "part" / "checkpoint" / "model")
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], atol=0, rtol=0)
+
+
+def test_refuses_to_overwrite_and_checks_resume_config(tmp_path: Path) -> None:
+    train(tiny_experiment(epochs=1), tmp_path / "run", progress=False)
+    with pytest.raises(FileExistsError, match="not empty"):
+        train(tiny_experiment(epochs=1), tmp_path / "run", progress=False)
+    with pytest.raises(ValueError, match="train.lr"):
+        train(tiny_experiment(epochs=2, lr=0.5), tmp_path / "run", resume=True, progress=False)
+
+
+def test_seeds_summary(tmp_path: Path) -> None:
+    summary = train_seeds(tiny_experiment(epochs=1), tmp_path, [1, 2], progress=False)
+    runs = summary["test"]["map"]["runs"]
+    assert len(runs) == 2
+    assert summary["test"]["map"]["mean"] == pytest.approx(sum(runs) / 2)
+    assert (tmp_path / "seed-1" / "model").is_dir() and (tmp_path / "summary.json").is_file()
+
+
+def test_same_seed_same_result(tmp_path: Path) -> None:
+    a = train(tiny_experiment(epochs=2), tmp_path / "a", progress=False)
+    b = train(tiny_experiment(epochs=2), tmp_path / "b", progress=False)
+    assert a.dev == b.dev and a.test == b.test
+
+
+def test_toml_config_errors_name_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "exp.toml"
+    path.write_text('model = "amvlstm_q"\n[train]\nepoch = 3\n')
+    with pytest.raises(ConfigError, match=r"exp.toml.*train\.epoch.*valid keys"):
+        load_experiment(path)
+    path.write_text('[train]\nlr = "fast"\n')
+    with pytest.raises(ConfigError, match=r"train\.lr: expected a number"):
+        load_experiment(path)
+    path.write_text('[embeddings]\noov = "mean"\n')
+    with pytest.raises(ConfigError, match=r"embeddings\.oov"):
+        load_experiment(path)
