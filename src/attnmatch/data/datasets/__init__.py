@@ -103,7 +103,8 @@ def parse_dataset_ref(ref: str, *, default_split: str | None = None) -> tuple[st
         if default_split is None:
             raise ValueError(f"expected 'dataset:split', got {ref!r}")
         split = default_split
-    get_dataset(name).check_split(split)
+    if name != pairs.NAME:  # a user's folder may name any split
+        get_dataset(name).check_split(split)
     return name, split
 
 

