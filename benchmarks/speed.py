@@ -92,6 +92,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    torch.set_flush_denormal(True)  # as the trainer does
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}")
     print(f"{'model':16s} {'train pairs/s':>14s} {'epoch s':>8s} {'infer pairs/s':>14s}")
     for name in args.models.split(","):

@@ -252,6 +252,9 @@ def train(
         raise FileExistsError(f"{out} is not empty: pass resume=True (--resume) or choose another folder")
     if exp.train.threads:
         torch.set_num_threads(exp.train.threads)
+    # Near-zero activations (e.g. softmax-gated inputs) become subnormal floats, which are
+    # an order of magnitude slower on x86 CPUs; flushing them to zero changes results negligibly.
+    torch.set_flush_denormal(True)
     start_time = time.perf_counter()
     p = prepared or prepare(exp)
     model, t = p.model, exp.train
