@@ -48,7 +48,17 @@ def main() -> None:
             out = Path(args.out) / args.model / name / f"seed-{seed}"
             result = train(exp, out, resume=True, progress=False)
             scores.append(result.dev["map"])
-        print(json.dumps({"model": args.model, "candidate": name, "dev_map": scores, "mean": statistics.fmean(scores)}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "model": args.model,
+                    "candidate": name,
+                    "dev_map": scores,
+                    "mean": statistics.fmean(scores),
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -83,7 +83,9 @@ def inference_throughput(model: torch.nn.Module, data: EncodedPairs, repeats: in
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--models", default=",".join(list_presets()))
     ap.add_argument("--embeddings", default="glove-6b-50d", help="glove-6b-50d or random")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
@@ -93,7 +95,9 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)  # as the trainer does
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}"
+    )
     print(f"{'model':16s} {'train pairs/s':>14s} {'epoch s':>8s} {'infer pairs/s':>14s}")
     for name in args.models.split(","):
         exp = ExperimentConfig.from_dict(
@@ -113,9 +117,18 @@ def main() -> None:
         infer_pps = inference_throughput(p.model, eval_data)
         print(f"{name:16s} {train_pps:14,.0f} {epoch_s:8.2f} {infer_pps:14,.0f}", flush=True)
         if args.json:
-            print(json.dumps({"model": name, "train_pairs_per_s": round(train_pps, 1), "epoch_s": round(epoch_s, 2),
-                              "infer_pairs_per_s": round(infer_pps, 1), "epoch_pairs": int(sum(len(b) for b in batches)),
-                              "eval_pairs": len(eval_data)}))
+            print(
+                json.dumps(
+                    {
+                        "model": name,
+                        "train_pairs_per_s": round(train_pps, 1),
+                        "epoch_s": round(epoch_s, 2),
+                        "infer_pairs_per_s": round(infer_pps, 1),
+                        "epoch_pairs": int(sum(len(b) for b in batches)),
+                        "eval_pairs": len(eval_data),
+                    }
+                )
+            )
 
 
 if __name__ == "__main__":

@@ -46,6 +46,8 @@ def test_ranking_scores_of_class_heads_follow_p_match() -> None:
 
 
 def test_compute_loss_unknown_name() -> None:
-    batch = PairBatch(*(torch.zeros(2, 1),) * 4, labels=torch.zeros(2), group_index=torch.zeros(2).long())
+    batch = PairBatch(
+        *(torch.zeros(2, 1),) * 4, labels=torch.zeros(2), group_index=torch.zeros(2).long()
+    )
     with pytest.raises(ValueError, match="unknown loss"):
         compute_loss("hinge2", torch.zeros(2, 1), batch)

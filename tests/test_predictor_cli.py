@@ -43,17 +43,35 @@ def test_matcher_score_and_rank(model_dir: Path) -> None:
 def test_cli_rank_from_file_and_stdin(model_dir: Path, tmp_path: Path) -> None:
     cands = tmp_path / "c.txt"
     cands.write_text("the castle bridge a\n\nriver apple was\n")
-    result = runner.invoke(app, ["rank", str(model_dir), "-q", "what apple river ?", "-c", str(cands), "--json"])
+    result = runner.invoke(
+        app, ["rank", str(model_dir), "-q", "what apple river ?", "-c", str(cands), "--json"]
+    )
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in result.output.splitlines()]
-    assert [r["rank"] for r in rows] == [1, 2] and {r["text"] for r in rows} == {"the castle bridge a", "river apple was"}
-    result = runner.invoke(app, ["rank", str(model_dir), "-q", "what apple ?"], input="apple one\nbridge two\n")
+    assert [r["rank"] for r in rows] == [1, 2] and {r["text"] for r in rows} == {
+        "the castle bridge a",
+        "river apple was",
+    }
+    result = runner.invoke(
+        app, ["rank", str(model_dir), "-q", "what apple ?"], input="apple one\nbridge two\n"
+    )
     assert result.exit_code == 0 and "apple one" in result.output
 
 
 def test_cli_evaluate(model_dir: Path) -> None:
     fixture = Path(__file__).parent / "fixtures" / "pairs_tiny"
-    result = runner.invoke(app, ["evaluate", str(model_dir), "--dataset", "pairs:test", "--data-dir", str(fixture), "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "evaluate",
+            str(model_dir),
+            "--dataset",
+            "pairs:test",
+            "--data-dir",
+            str(fixture),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["metrics"]["num_queries"] == 8
 
@@ -61,7 +79,11 @@ def test_cli_evaluate(model_dir: Path) -> None:
 def test_cli_errors_are_one_clear_line(model_dir: Path, tmp_path: Path) -> None:
     def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "attnmatch", *args], capture_output=True, text=True, input=stdin, timeout=120
+            [sys.executable, "-m", "attnmatch", *args],
+            capture_output=True,
+            text=True,
+            input=stdin,
+            timeout=120,
         )
 
     r = run("rank", str(model_dir), "-q", " ", stdin="a\n")
@@ -78,15 +100,32 @@ def test_cli_errors_are_one_clear_line(model_dir: Path, tmp_path: Path) -> None:
 
 def test_render_markdown_table() -> None:
     result = {
-        "table": "t", "title": "T", "paper": "P", "protocol": "proto", "commit": "abc",
-        "environment": {"attnmatch": "0", "torch": "2", "python": "3", "threads": 2, "platform": "x"},
+        "table": "t",
+        "title": "T",
+        "paper": "P",
+        "protocol": "proto",
+        "commit": "abc",
+        "environment": {
+            "attnmatch": "0",
+            "torch": "2",
+            "python": "3",
+            "threads": 2,
+            "platform": "x",
+        },
         "notes": ["n1"],
-        "rows": [{
-            "id": "mvlstm", "label": "MV-LSTM", "paper": {"map": 0.6}, "note": "", "seeds": [1, 2],
-            "metrics": {"map": {"mean": 0.65, "std": 0.01, "runs": [0.64, 0.66]}},
-            "dev": {"map": {"mean": 0.7, "std": 0.0, "runs": [0.7, 0.7]}},
-            "best_epochs": [3, 4], "train_pairs_per_s": [1.0, 1.0],
-        }],
+        "rows": [
+            {
+                "id": "mvlstm",
+                "label": "MV-LSTM",
+                "paper": {"map": 0.6},
+                "note": "",
+                "seeds": [1, 2],
+                "metrics": {"map": {"mean": 0.65, "std": 0.01, "runs": [0.64, 0.66]}},
+                "dev": {"map": {"mean": 0.7, "std": 0.0, "runs": [0.7, 0.7]}},
+                "best_epochs": [3, 4],
+                "train_pairs_per_s": [1.0, 1.0],
+            }
+        ],
     }
     md = render_markdown(result, ["map"])
     assert "| MV-LSTM | `mvlstm` | 0.6500 ± 0.0100 (0.6000) |" in md

@@ -62,23 +62,39 @@ def _seeds(text: str | None) -> list[int] | None:
 
 @app.command()
 def train(
-    config: Annotated[Path | None, typer.Argument(help="TOML experiment config (optional).")] = None,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Run folder.")] = Path("runs/train"),
+    config: Annotated[
+        Path | None, typer.Argument(help="TOML experiment config (optional).")
+    ] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Run folder.")] = Path(
+        "runs/train"
+    ),
     model: Annotated[str | None, typer.Option(help="Preset or model name, e.g. amvlstm_q.")] = None,
     dataset: Annotated[str | None, typer.Option(help="Dataset name, e.g. wikiqa.")] = None,
-    embeddings: Annotated[str | None, typer.Option(help="glove-6b-50d, a vectors file, or random.")] = None,
+    embeddings: Annotated[
+        str | None, typer.Option(help="glove-6b-50d, a vectors file, or random.")
+    ] = None,
     epochs: Annotated[int | None, typer.Option(help="Maximum epochs.")] = None,
-    seeds: Annotated[str | None, typer.Option(help="N (seeds 1..N) or a list 1,2,3: one run each, mean ± std.")] = None,
-    set_: Annotated[list[str], typer.Option("--set", help="Override any config key: train.lr=0.01")] = [],  # noqa: B006
+    seeds: Annotated[
+        str | None, typer.Option(help="N (seeds 1..N) or a list 1,2,3: one run each, mean ± std.")
+    ] = None,
+    set_: Annotated[
+        list[str], typer.Option("--set", help="Override any config key: train.lr=0.01")
+    ] = [],  # noqa: B006
     resume: Annotated[bool, typer.Option(help="Continue an interrupted run in OUTPUT.")] = False,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
 ) -> None:
     """Train a model; the dev-selected model is saved to OUTPUT/model."""
-    from attnmatch.training import ExperimentConfig, train as train_run, train_seeds
+    from attnmatch.training import ExperimentConfig, train_seeds
+    from attnmatch.training import train as train_run
     from attnmatch.training.config import load_experiment
 
     overrides = _parse_sets(set_)
-    for key, value in (("model", model), ("data.dataset", dataset), ("embeddings.source", embeddings), ("train.epochs", epochs)):
+    for key, value in (
+        ("model", model),
+        ("data.dataset", dataset),
+        ("embeddings.source", embeddings),
+        ("train.epochs", epochs),
+    ):
         if value is not None:
             overrides = _merge_key(overrides, key, value)
     exp = load_experiment(config, overrides) if config else ExperimentConfig.from_dict(overrides)
@@ -88,7 +104,9 @@ def train(
         _print_summary(summary)
         return
     result = train_run(exp, output, resume=resume, progress=progress, console=err)
-    _print_metrics({"dev": result.dev, "test": result.test}, title=f"{exp.model} on {exp.data.dataset}")
+    _print_metrics(
+        {"dev": result.dev, "test": result.test}, title=f"{exp.model} on {exp.data.dataset}"
+    )
     out.print(f"model saved to [bold]{result.model_dir}[/bold]")
 
 
@@ -104,7 +122,9 @@ def _merge_key(data: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
     return configs.merge(data, root)
 
 
-def _print_metrics(splits: dict[str, dict[str, float] | None], title: str, paper: dict[str, float] | None = None) -> None:
+def _print_metrics(
+    splits: dict[str, dict[str, float] | None], title: str, paper: dict[str, float] | None = None
+) -> None:
     names = [m for m in next(v for v in splits.values() if v) if m != "num_queries"]
     table = Table(title=title)
     table.add_column("split")
@@ -136,9 +156,13 @@ def _print_summary(summary: dict[str, Any]) -> None:
 def evaluate(
     model_dir: Annotated[Path, typer.Argument(help="A saved model directory.")],
     dataset: Annotated[str, typer.Option(help="NAME:SPLIT, e.g. wikiqa:test.")] = "wikiqa:test",
-    filtered: Annotated[bool, typer.Option(help="WikiQA: also drop all-correct questions.")] = False,
+    filtered: Annotated[
+        bool, typer.Option(help="WikiQA: also drop all-correct questions.")
+    ] = False,
     data_dir: Annotated[Path | None, typer.Option(help="Dataset folder (default: search).")] = None,
-    per_query: Annotated[Path | None, typer.Option(help="Write per-query rows to this JSONL file.")] = None,
+    per_query: Annotated[
+        Path | None, typer.Option(help="Write per-query rows to this JSONL file.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Evaluate a saved model on a dataset split under its official protocol."""
@@ -162,7 +186,9 @@ def evaluate(
     if as_json:
         out.print_json(json.dumps(report.to_dict() | {"per_query": len(report.per_query)}))
         return
-    _print_metrics({split: report.metrics}, title=f"{model_dir} on {name}:{split} ({report.protocol})")
+    _print_metrics(
+        {split: report.metrics}, title=f"{model_dir} on {name}:{split} ({report.protocol})"
+    )
     if "num_queries" in report.metrics:
         out.print(f"{report.metrics['num_queries']} queries, {report.num_pairs} pairs")
 
@@ -171,9 +197,20 @@ def evaluate(
 def rank(
     model_dir: Annotated[Path, typer.Argument(help="A saved model directory.")],
     query: Annotated[str, typer.Option("--query", "-q", help="The query / question.")],
-    candidates: Annotated[Path | None, typer.Option("--candidates", "-c", help="One candidate per line (default: stdin; '-' also reads stdin).")] = None,
-    top_k: Annotated[int | None, typer.Option("--top-k", "-k", help="Show only the best K.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines instead of a table.")] = False,
+    candidates: Annotated[
+        Path | None,
+        typer.Option(
+            "--candidates",
+            "-c",
+            help="One candidate per line (default: stdin; '-' also reads stdin).",
+        ),
+    ] = None,
+    top_k: Annotated[
+        int | None, typer.Option("--top-k", "-k", help="Show only the best K.")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print JSON lines instead of a table.")
+    ] = False,
 ) -> None:
     """Rank candidates (one per line, from a file or stdin) for a query."""
     from attnmatch.predictor import Matcher
@@ -182,7 +219,9 @@ def rank(
         raise ValueError("the query is empty: pass --query 'some question'")
     if candidates is None or str(candidates) == "-":
         if sys.stdin.isatty():
-            raise ValueError("no candidates: pass --candidates FILE or pipe one candidate per line on stdin")
+            raise ValueError(
+                "no candidates: pass --candidates FILE or pipe one candidate per line on stdin"
+            )
         lines, source = sys.stdin.read().splitlines(), "stdin"
     else:
         if not candidates.is_file():
@@ -230,7 +269,9 @@ def models_list() -> None:
 
 
 @datasets_app.command("list")
-def datasets_list(data_dir: Annotated[Path | None, typer.Option(help="Dataset root.")] = None) -> None:
+def datasets_list(
+    data_dir: Annotated[Path | None, typer.Option(help="Dataset root.")] = None,
+) -> None:
     """List datasets, their task, splits, license and whether they are present locally."""
     from attnmatch.data.datasets import is_available, list_datasets
 
@@ -264,7 +305,9 @@ def datasets_verify(
 @datasets_app.command("fetch")
 def datasets_fetch(
     name: Annotated[str, typer.Argument(help="Dataset name.")],
-    dest: Annotated[Path | None, typer.Option(help="Where to put it (default ~/.cache/attnmatch).")] = None,
+    dest: Annotated[
+        Path | None, typer.Option(help="Where to put it (default ~/.cache/attnmatch).")
+    ] = None,
 ) -> None:
     """Download a dataset from its official URL and verify it (needs internet)."""
     from attnmatch.data.datasets import fetch_dataset
@@ -275,14 +318,21 @@ def datasets_fetch(
 @app.command()
 def reproduce(
     table: Annotated[str, typer.Argument(help="Table name (benchmarks/tables/NAME.toml) or path.")],
-    seeds: Annotated[str | None, typer.Option(help="N (seeds 1..N) or 1,2,3 (default: the table's).")] = None,
-    rows: Annotated[str | None, typer.Option(help="Only these row ids, comma-separated (results not written).")] = None,
+    seeds: Annotated[
+        str | None, typer.Option(help="N (seeds 1..N) or 1,2,3 (default: the table's).")
+    ] = None,
+    rows: Annotated[
+        str | None, typer.Option(help="Only these row ids, comma-separated (results not written).")
+    ] = None,
     runs_dir: Annotated[Path, typer.Option(help="Where runs go.")] = Path("runs"),
-    results_dir: Annotated[Path, typer.Option(help="Where results/<table>.{md,json} go.")] = Path("results"),
+    results_dir: Annotated[Path, typer.Option(help="Where results/<table>.{md,json} go.")] = Path(
+        "results"
+    ),
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
 ) -> None:
     """Reproduce a paper table: train each row over seeds, select on dev, report test."""
-    from attnmatch.reproduce import find_table, load_table, render_markdown, reproduce as run
+    from attnmatch.reproduce import find_table, load_table, render_markdown
+    from attnmatch.reproduce import reproduce as run
 
     result = run(
         table,
@@ -299,11 +349,14 @@ def reproduce(
 
 @app.command()
 def demo(
-    output: Annotated[Path, typer.Option("--output", "-o", help="Run folder (reused if present).")] = Path("runs/demo"),
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Run folder (reused if present).")
+    ] = Path("runs/demo"),
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
 ) -> None:
     """Train aMV-LSTM (Q) on bundled WikiQA with GloVe 6B 50d; compare with the paper."""
-    from attnmatch.training import ExperimentConfig, train as train_run
+    from attnmatch.training import ExperimentConfig
+    from attnmatch.training import train as train_run
 
     exp = ExperimentConfig.from_dict({"model": "amvlstm_q", "data": {"dataset": "wikiqa"}})
     err.print("[bold]attnmatch demo[/bold]: aMV-LSTM (Q) on WikiQA (official split), GloVe 6B 50d")
@@ -314,8 +367,12 @@ def demo(
         title="aMV-LSTM (Q) on WikiQA: ours (official split, dev-selected) vs the paper (their 80/10/10 split)",
         paper=paper,
     )
-    out.print(f"model saved to [bold]{result.model_dir}[/bold] (best epoch {result.best_epoch}, {result.wall_time_s:.0f}s)")
-    out.print(f"try: attnmatch rank {result.model_dir} --query 'how are glacier caves formed?' --candidates examples/glacier.txt")
+    out.print(
+        f"model saved to [bold]{result.model_dir}[/bold] (best epoch {result.best_epoch}, {result.wall_time_s:.0f}s)"
+    )
+    out.print(
+        f"try: attnmatch rank {result.model_dir} --query 'how are glacier caves formed?' --candidates examples/glacier.txt"
+    )
 
 
 def main() -> None:
@@ -324,7 +381,14 @@ def main() -> None:
 
     try:
         app()
-    except (FileNotFoundError, FileExistsError, ValueError, KeyError, ConfigError, ImportError) as e:
+    except (
+        FileNotFoundError,
+        FileExistsError,
+        ValueError,
+        KeyError,
+        ConfigError,
+        ImportError,
+    ) as e:
         message = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         err.print(f"[bold red]error:[/bold red] {message}", highlight=False)
         raise SystemExit(2) from None

@@ -97,7 +97,10 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
             return tuple(_convert(args[0], v, f"{path}[{i}]") for i, v in enumerate(value))
         if len(args) != len(value):
             raise ConfigError(f"{path}: expected {len(args)} items, got {len(value)}")
-        return tuple(_convert(a, v, f"{path}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+        return tuple(
+            _convert(a, v, f"{path}[{i}]")
+            for i, (a, v) in enumerate(zip(args, value, strict=False))
+        )
     if origin is dict or tp is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{path}: expected a table/object, got {type(value).__name__}")

@@ -89,6 +89,8 @@ def report_from_outputs(outputs: np.ndarray, data: EncodedPairs, protocol: Proto
         )
         return Report(metrics, protocol.name, protocol.primary, len(data), rows)
     if isinstance(protocol, ClassificationProtocol):
-        metrics = classification_metrics(outputs, data.labels.astype(np.int64), metrics=protocol.metrics)
+        metrics = classification_metrics(
+            outputs, data.labels.astype(np.int64), metrics=protocol.metrics
+        )
         return Report(metrics, protocol.name, protocol.primary, len(data))
     raise TypeError(f"unsupported protocol {protocol!r}")

@@ -60,7 +60,9 @@ def as_groups(values: torch.Tensor, group_index: torch.Tensor) -> torch.Tensor:
     return values.reshape(num_groups, size)
 
 
-def compute_loss(name: str, outputs: torch.Tensor, batch: PairBatch, *, margin: float = 1.0) -> torch.Tensor:
+def compute_loss(
+    name: str, outputs: torch.Tensor, batch: PairBatch, *, margin: float = 1.0
+) -> torch.Tensor:
     """The named loss for a model's outputs on `batch`.
 
     Args:

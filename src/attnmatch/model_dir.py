@@ -25,7 +25,15 @@ from attnmatch.data.vocab import Vocab
 from attnmatch.models import build_model, model_config_from_dict
 
 FORMAT = "attnmatch.model/1"
-_CONFIG_KEYS = {"format", "attnmatch_version", "model_type", "config", "task", "tokenizer", "num_classes"}
+_CONFIG_KEYS = {
+    "format",
+    "attnmatch_version",
+    "model_type",
+    "config",
+    "task",
+    "tokenizer",
+    "num_classes",
+}
 
 
 @dataclass
@@ -66,10 +74,14 @@ def save_model(
     }
     with atomic_directory(path) as tmp:
         (tmp / "config.json").write_text(json.dumps(header, indent=2) + "\n", encoding="utf-8")
-        safetensors.torch.save_model(model, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        safetensors.torch.save_model(
+            model, str(tmp / "model.safetensors"), metadata={"format": "pt"}
+        )
         (tmp / "vocab.json").write_text(vocab.to_json(), encoding="utf-8")
         if metrics is not None:
-            (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+            (tmp / "metrics.json").write_text(
+                json.dumps(metrics, indent=2) + "\n", encoding="utf-8"
+            )
     return path
 
 
@@ -90,7 +102,9 @@ def load_model(path: str | Path, *, device: str = "cpu") -> LoadedModel:
         raise FileNotFoundError(f"model directory not found: {path}")
     for name in ("config.json", "model.safetensors", "vocab.json"):
         if not (path / name).is_file():
-            raise FileNotFoundError(f"{path / name} is missing: not a complete attnmatch model directory")
+            raise FileNotFoundError(
+                f"{path / name} is missing: not a complete attnmatch model directory"
+            )
     config_path = path / "config.json"
     try:
         header = json.loads(config_path.read_text(encoding="utf-8"))

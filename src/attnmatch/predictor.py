@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attnmatch.data.schema import Example
 from attnmatch.data.encoding import encode_examples
+from attnmatch.data.schema import Example
 from attnmatch.evaluation import predict
 from attnmatch.losses import ranking_scores
 from attnmatch.model_dir import LoadedModel, load_model
@@ -39,7 +39,13 @@ class Matcher:
         threads: torch CPU threads (None: torch's default).
     """
 
-    def __init__(self, model_dir: str | Path | LoadedModel, *, batch_size: int = 512, threads: int | None = None):
+    def __init__(
+        self,
+        model_dir: str | Path | LoadedModel,
+        *,
+        batch_size: int = 512,
+        threads: int | None = None,
+    ):
         self.loaded = model_dir if isinstance(model_dir, LoadedModel) else load_model(model_dir)
         self.batch_size = batch_size
         if threads:

@@ -127,13 +127,20 @@ def reproduce(
     selected = [r for r in spec.rows if rows is None or r.id in rows]
     if rows is not None and len(selected) != len(rows):
         unknown = sorted(set(rows) - {r.id for r in spec.rows})
-        raise ValueError(f"unknown row id(s) {unknown}; rows of {spec.table}: {[r.id for r in spec.rows]}")
+        raise ValueError(
+            f"unknown row id(s) {unknown}; rows of {spec.table}: {[r.id for r in spec.rows]}"
+        )
     out_rows = []
     for row in selected:
         exp = experiment_for(spec, row)
         console.rule(f"[bold]{spec.table}: {row.label} ({row.id}), seeds {seeds}")
         summary = train_seeds(
-            exp, Path(runs_dir) / spec.table / row.id, seeds, resume=True, progress=progress, console=console
+            exp,
+            Path(runs_dir) / spec.table / row.id,
+            seeds,
+            resume=True,
+            progress=progress,
+            console=console,
         )
         split_summary = summary["test"] if spec.split == "test" else summary["dev"]
         out_rows.append(
@@ -204,7 +211,9 @@ def render_markdown(result: dict[str, Any], metrics: tuple[str, ...] | list[str]
         lines.append(f"| {row['label']} | `{row['id']}` | " + " | ".join(cells) + " |")
     lines += ["", "Per-seed runs (test):", ""]
     for row in result["rows"]:
-        runs = ", ".join(f"{m} " + "/".join(_fmt(v) for v in row["metrics"][m]["runs"]) for m in metrics)
+        runs = ", ".join(
+            f"{m} " + "/".join(_fmt(v) for v in row["metrics"][m]["runs"]) for m in metrics
+        )
         dev = ", ".join(f"{m} {_fmt(v['mean'])}" for m, v in row["dev"].items())
         lines.append(
             f"- `{row['id']}` seeds {row['seeds']}: {runs}; dev mean: {dev}; best epochs "

@@ -18,7 +18,14 @@ from attnmatch.data.vocab import PAD_ID, UNK_ID, Vocab
 
 def test_tokenizer_is_deterministic_and_lowercases() -> None:
     t = Tokenizer()
-    assert t.tokenize("How are Glacier caves formed?") == ["how", "are", "glacier", "caves", "formed", "?"]
+    assert t.tokenize("How are Glacier caves formed?") == [
+        "how",
+        "are",
+        "glacier",
+        "caves",
+        "formed",
+        "?",
+    ]
     assert t.tokenize("It's 3.5 km; don't") == ["it", "'s", "3.5", "km", ";", "do", "n't"]
     assert Tokenizer(lowercase=False, max_length=2).tokenize("A B C") == ["A", "B"]
     assert Tokenizer.from_dict(t.to_dict()) == t
@@ -40,7 +47,11 @@ def _examples() -> list[Example]:
     out = []
     for q in range(5):
         for c in range(4):
-            out.append(Example(f"question {q}", "answer " * (c + 1) + str(q), int(c == q % 4), group=f"q{q}"))
+            out.append(
+                Example(
+                    f"question {q}", "answer " * (c + 1) + str(q), int(c == q % 4), group=f"q{q}"
+                )
+            )
     return out
 
 
@@ -82,9 +93,9 @@ def test_ranking_sampler_groups_are_explicit_and_seeded() -> None:
             assert data.labels[rows[0]] == 1 and (data.labels[rows[1:]] == 0).all()
             assert len(set(data.group_ids[rows])) == 1
     again = RankingGroupSampler(data, num_negatives=2, groups_per_batch=2, seed=3).epoch(1)
-    assert all(np.array_equal(a, b) for a, b in zip(batches, again))
+    assert all(np.array_equal(a, b) for a, b in zip(batches, again, strict=False))
     other = sampler.epoch(2)
-    assert not all(np.array_equal(a, b) for a, b in zip(batches, other))
+    assert not all(np.array_equal(a, b) for a, b in zip(batches, other, strict=False))
 
 
 def test_pair_sampler_covers_everything_once() -> None:

@@ -8,7 +8,13 @@ import torch
 
 from attnmatch.data.collate import pad_ids
 from attnmatch.data.schema import PairBatch
-from attnmatch.models import build_model, get_model_entry, get_preset, list_presets, resolve_model_config
+from attnmatch.models import (
+    build_model,
+    get_model_entry,
+    get_preset,
+    list_presets,
+    resolve_model_config,
+)
 
 VOCAB = 40
 DIM = 8
@@ -20,7 +26,9 @@ TINY: dict[str, dict[str, Any]] = {
 }
 
 
-def tiny_model(name: str, *, num_outputs: int = 1, trainable: bool = False, **overrides: Any) -> torch.nn.Module:
+def tiny_model(
+    name: str, *, num_outputs: int = 1, trainable: bool = False, **overrides: Any
+) -> torch.nn.Module:
     model_type = get_preset(name).model if name in list_presets() else name
     over = {**TINY[get_model_entry(model_type).name], **overrides}
     over["encoder"] = {**over.get("encoder", {}), "trainable": trainable}
@@ -32,7 +40,11 @@ def tiny_model(name: str, *, num_outputs: int = 1, trainable: bool = False, **ov
 
 
 def make_batch(
-    left: list[list[int]], right: list[list[int]], *, extra_pad: int = 0, labels: list[float] | None = None
+    left: list[list[int]],
+    right: list[list[int]],
+    *,
+    extra_pad: int = 0,
+    labels: list[float] | None = None,
 ) -> PairBatch:
     import numpy as np
 
@@ -56,6 +68,16 @@ def make_batch(
 
 def random_pairs(n: int, seed: int = 0) -> tuple[list[list[int]], list[list[int]]]:
     g = torch.Generator().manual_seed(seed)
-    left = [torch.randint(2, VOCAB, (int(torch.randint(1, 6, (1,), generator=g)),), generator=g).tolist() for _ in range(n)]
-    right = [torch.randint(2, VOCAB, (int(torch.randint(1, 12, (1,), generator=g)),), generator=g).tolist() for _ in range(n)]
+    left = [
+        torch.randint(
+            2, VOCAB, (int(torch.randint(1, 6, (1,), generator=g)),), generator=g
+        ).tolist()
+        for _ in range(n)
+    ]
+    right = [
+        torch.randint(
+            2, VOCAB, (int(torch.randint(1, 12, (1,), generator=g)),), generator=g
+        ).tolist()
+        for _ in range(n)
+    ]
     return left, right

@@ -69,7 +69,14 @@ def test_save_load_round_trip(name: str, tmp_path) -> None:
     model = tiny_model(name).eval()
     vocab = Vocab(["<pad>", "<unk>"] + [f"w{i}" for i in range(VOCAB - 2)])
     model_type = next(m for m in list_models() if isinstance(model, get_model_entry(m).model_cls))
-    save_model(tmp_path / "m", model, model_type=model_type, task="ranking", vocab=vocab, tokenizer=Tokenizer())
+    save_model(
+        tmp_path / "m",
+        model,
+        model_type=model_type,
+        task="ranking",
+        vocab=vocab,
+        tokenizer=Tokenizer(),
+    )
     loaded = load_model(tmp_path / "m")
     left, right = random_pairs(4, seed=3)
     batch = make_batch(left, right)
@@ -97,7 +104,7 @@ def test_tiny_overfit_ranking(name: str) -> None:
     batch = make_batch(left, right, labels=[1.0, 0.0, 0.0, 0.0] * 4)
     batch.group_index = torch.arange(4).repeat_interleave(4)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    for step in range(400):
+    for step in range(400):  # noqa: B007  (reported on failure)
         loss = compute_loss("rank_hinge", model(batch), batch, margin=1.0)
         if loss.item() == 0.0:  # every positive beats every negative by the margin
             break
@@ -121,7 +128,9 @@ def test_tiny_overfit_classification(name: str) -> None:
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     for _ in range(300):
         logits = model(batch)
-        if (logits.argmax(-1) == torch.tensor(labels)).all() and logits.softmax(-1).max(-1).values.min() > 0.9:
+        if (logits.argmax(-1) == torch.tensor(labels)).all() and logits.softmax(-1).max(
+            -1
+        ).values.min() > 0.9:
             break
         loss = compute_loss("cross_entropy", logits, batch)
         opt.zero_grad()

@@ -38,7 +38,9 @@ def test_cosine_interaction_concat_and_separate() -> None:
     v = torch.tensor([[[1.0, 1.0, 0.0, 1.0], [0.0, 0.0, 3.0, 0.0]]])  # (1, R=2, 4)
     concat = Interaction("cosine", 4, "concat", 1)(u, v)
     assert concat.shape == (1, 1, 1, 2)
-    torch.testing.assert_close(concat[0, 0, 0], torch.tensor([3 / (math.sqrt(5) * math.sqrt(3)), 0.0]))
+    torch.testing.assert_close(
+        concat[0, 0, 0], torch.tensor([3 / (math.sqrt(5) * math.sqrt(3)), 0.0])
+    )
     separate = Interaction("cosine", 4, "separate", 1)(u, v)
     assert separate.shape == (1, 2, 1, 2)
     torch.testing.assert_close(separate[0, :, 0, 0], torch.tensor([1 / math.sqrt(2), 1.0]))
@@ -61,7 +63,9 @@ def test_configuration_space_shapes_and_padding(overrides: dict) -> None:
     batched = model(make_batch(left, right, extra_pad=2))
     assert batched.shape == (4, 1)
     for i in range(4):
-        torch.testing.assert_close(model(make_batch([left[i]], [right[i]]))[0], batched[i], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            model(make_batch([left[i]], [right[i]]))[0], batched[i], atol=1e-5, rtol=1e-5
+        )
 
 
 def test_kmax_pooling_ignores_padded_cells() -> None:

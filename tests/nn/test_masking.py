@@ -50,7 +50,7 @@ def test_masked_kmax_matches_sorting(values: list[float], data: st.DataObject) -
     mask = data.draw(st.lists(st.booleans(), min_size=len(values), max_size=len(values)))
     k = data.draw(st.integers(1, 15))
     out = masked_kmax(torch.tensor([values]), torch.tensor([mask]), k)[0].tolist()
-    real = sorted((v for v, m in zip(values, mask) if m), reverse=True)[:k]
+    real = sorted((v for v, m in zip(values, mask, strict=False) if m), reverse=True)[:k]
     expected = real + [0.0] * (k - len(real))
     assert out == [float(torch.tensor(v)) for v in expected]
 

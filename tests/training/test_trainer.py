@@ -24,7 +24,14 @@ def tiny_experiment(**train_overrides: object) -> ExperimentConfig:
             "model_overrides": {"hidden_size": 8, "k": 10},
             "data": {"dataset": "pairs", "data_dir": str(FIXTURE)},
             "embeddings": {"source": "random", "dim": 8},
-            "train": {"epochs": 3, "batch_size": 4, "num_negatives": 2, "lr": 0.01, "patience": 0, **train_overrides},
+            "train": {
+                "epochs": 3,
+                "batch_size": 4,
+                "num_negatives": 2,
+                "lr": 0.01,
+                "patience": 0,
+                **train_overrides,
+            },
         }
     )
 

@@ -90,7 +90,8 @@ class RankingGroupSampler:
                 block = slice(start, start + pool)
                 table[block] = table[block][np.argsort(cost[block], kind="stable")]
         batches = [
-            table[i : i + self.groups_per_batch] for i in range(0, len(table), self.groups_per_batch)
+            table[i : i + self.groups_per_batch]
+            for i in range(0, len(table), self.groups_per_batch)
         ]
         return [batches[i].reshape(-1) for i in rng.permutation(len(batches))]
 
@@ -101,7 +102,9 @@ class RankingGroupSampler:
 class PairBatchSampler:
     """Shuffled batches of single pairs (classification, regression), length-bucketed."""
 
-    def __init__(self, data: EncodedPairs, *, batch_size: int = 64, seed: int = 0, bucket_pool: int = 50):
+    def __init__(
+        self, data: EncodedPairs, *, batch_size: int = 64, seed: int = 0, bucket_pool: int = 50
+    ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.batch_size = batch_size

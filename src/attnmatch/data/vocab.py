@@ -57,7 +57,9 @@ class Vocab:
             counts.update(toks)
         counts.pop(PAD, None)
         counts.pop(UNK, None)
-        ordered = sorted((t for t, c in counts.items() if c >= min_freq), key=lambda t: (-counts[t], t))
+        ordered = sorted(
+            (t for t, c in counts.items() if c >= min_freq), key=lambda t: (-counts[t], t)
+        )
         if max_size is not None:
             ordered = ordered[:max_size]
         return cls([PAD, UNK, *ordered])
@@ -94,7 +96,9 @@ class Vocab:
         return [self._tokens[i] for i in ids]
 
     def to_json(self) -> str:
-        return json.dumps({"format": "attnmatch.vocab/1", "tokens": self._tokens}, ensure_ascii=False)
+        return json.dumps(
+            {"format": "attnmatch.vocab/1", "tokens": self._tokens}, ensure_ascii=False
+        )
 
     @classmethod
     def from_json(cls, text: str, *, source: str = "<string>") -> Vocab:
@@ -103,7 +107,9 @@ class Vocab:
         except json.JSONDecodeError as e:
             raise ValueError(f"{source}: not valid JSON (line {e.lineno}): {e.msg}") from e
         if not isinstance(data, dict) or data.get("format") != "attnmatch.vocab/1":
-            raise ValueError(f"{source}: not an attnmatch vocabulary (expected format attnmatch.vocab/1)")
+            raise ValueError(
+                f"{source}: not an attnmatch vocabulary (expected format attnmatch.vocab/1)"
+            )
         tokens = data.get("tokens")
         if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
             raise ValueError(f"{source}: field 'tokens' must be a list of strings")

@@ -54,5 +54,7 @@ def model_config_from_dict(model_type: str, data: dict[str, Any]) -> Any:
 def build_model(model_type: str, config: Any) -> nn.Module:
     entry = get_model_entry(model_type)
     if not isinstance(config, entry.config_cls):
-        raise TypeError(f"model {model_type!r} needs a {entry.config_cls.__name__}, got {type(config).__name__}")
+        raise TypeError(
+            f"model {model_type!r} needs a {entry.config_cls.__name__}, got {type(config).__name__}"
+        )
     return entry.model_cls(config)

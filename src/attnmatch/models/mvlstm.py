@@ -84,7 +84,9 @@ class MVLSTMConfig:
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.interaction == "tensor" and self.directions == "separate":
-            raise ValueError("interaction='tensor' works on [fwd; bwd] states: use directions='concat'")
+            raise ValueError(
+                "interaction='tensor' works on [fwd; bwd] states: use directions='concat'"
+            )
 
 
 class AttentionGate(nn.Module):
@@ -119,7 +121,9 @@ class Interaction(nn.Module):
         self.directions = directions
         self.channels = 2 if directions == "separate" else 1
         if kind == "bilinear":
-            self.weight = nn.Parameter(torch.empty(self.channels, dim // self.channels, dim // self.channels))
+            self.weight = nn.Parameter(
+                torch.empty(self.channels, dim // self.channels, dim // self.channels)
+            )
             nn.init.xavier_uniform_(self.weight)
         elif kind == "tensor":
             self.channels = slices
@@ -160,7 +164,9 @@ class MVLSTM(nn.Module):
         self.left_gate = AttentionGate(dim, scale) if gate in ("left", "both") else None
         self.right_gate = AttentionGate(dim, scale) if gate in ("right", "both") else None
         self.left_rnn = BiRNN("lstm", dim, config.hidden_size)
-        self.right_rnn = self.left_rnn if config.shared_encoder else BiRNN("lstm", dim, config.hidden_size)
+        self.right_rnn = (
+            self.left_rnn if config.shared_encoder else BiRNN("lstm", dim, config.hidden_size)
+        )
         self.interaction = Interaction(
             config.interaction, 2 * config.hidden_size, config.directions, config.tensor_slices
         )
@@ -193,7 +199,11 @@ class MVLSTM(nn.Module):
         return out
 
     def _encode_together(
-        self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor, right_mask: torch.Tensor
+        self,
+        left: torch.Tensor,
+        left_mask: torch.Tensor,
+        right: torch.Tensor,
+        right_mask: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         batch, lsteps, _ = left.shape
         rsteps = right.shape[1]

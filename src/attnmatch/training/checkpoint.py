@@ -1,9 +1,9 @@
 """Training checkpoints: a model directory plus optimizer and trainer state, written atomically.
 
-    checkpoint/
-      config.json model.safetensors vocab.json   (a complete model directory)
-      optimizer.pt                                (tensors only; loaded with weights_only=True)
-      trainer_state.json                          (epoch, best score, history, experiment config)
+checkpoint/
+  config.json model.safetensors vocab.json   (a complete model directory)
+  optimizer.pt                                (tensors only; loaded with weights_only=True)
+  trainer_state.json                          (epoch, best score, history, experiment config)
 """
 
 from __future__ import annotations
@@ -38,9 +38,7 @@ def save_checkpoint(
         (tmp / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
 
 
-def load_checkpoint(
-    path: Path, model: torch.nn.Module
-) -> tuple[dict[str, Any], dict[str, Any]]:
+def load_checkpoint(path: Path, model: torch.nn.Module) -> tuple[dict[str, Any], dict[str, Any]]:
     """Loads a checkpoint's weights into `model` (strictly); returns (optimizer state, trainer state)."""
     for name in ("model/model.safetensors", "optimizer.pt", STATE_FILE):
         if not (path / name).is_file():

@@ -74,7 +74,9 @@ def prepare(exp: ExperimentConfig) -> Prepared:
     train_split = load_split(d.dataset, d.train_split, data_dir=d.data_dir, **d.options)
     dev_split = load_split(d.dataset, d.dev_split, data_dir=d.data_dir, **d.options)
     test_split = (
-        load_split(d.dataset, d.test_split, data_dir=d.data_dir, **d.options) if d.test_split else None
+        load_split(d.dataset, d.test_split, data_dir=d.data_dir, **d.options)
+        if d.test_split
+        else None
     )
     if dev_split.protocol is None:
         raise ValueError(f"dataset {d.dataset!r} split {d.dev_split!r} has no evaluation protocol")
@@ -163,7 +165,9 @@ def make_sampler(p: Prepared) -> RankingGroupSampler | PairBatchSampler:
         )
     if t.loss != "cross_entropy":
         raise ValueError(f"loss {t.loss!r} needs a ranking dataset; use loss = 'cross_entropy'")
-    return PairBatchSampler(p.train, batch_size=t.batch_size, seed=t.seed, bucket_pool=t.bucket_pool)
+    return PairBatchSampler(
+        p.train, batch_size=t.batch_size, seed=t.seed, bucket_pool=t.bucket_pool
+    )
 
 
 @dataclass
@@ -193,11 +197,18 @@ def environment() -> dict[str, Any]:
     """Versions, machine and git commit recorded with every result."""
     try:
         commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5, check=False
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, timeout=5, check=False,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
         ).stdout.strip()
         if commit and dirty:
             commit += "-dirty"
@@ -249,7 +260,9 @@ def train(
     out = Path(output_dir)
     ckpt_dir = out / "checkpoint"
     if out.exists() and any(out.iterdir()) and not resume:
-        raise FileExistsError(f"{out} is not empty: pass resume=True (--resume) or choose another folder")
+        raise FileExistsError(
+            f"{out} is not empty: pass resume=True (--resume) or choose another folder"
+        )
     if exp.train.threads:
         torch.set_num_threads(exp.train.threads)
     # Near-zero activations (e.g. softmax-gated inputs) become subnormal floats, which are
@@ -260,7 +273,12 @@ def train(
     model, t = p.model, exp.train
     optimizer = make_optimizer(model, exp)
     sampler = make_sampler(p)
-    model_meta = {"model_type": p.model_type, "task": p.task, "vocab": p.vocab, "tokenizer": p.tokenizer}
+    model_meta = {
+        "model_type": p.model_type,
+        "task": p.task,
+        "vocab": p.vocab,
+        "tokenizer": p.tokenizer,
+    }
 
     state: dict[str, Any] = {
         "epoch": 0,
@@ -325,7 +343,9 @@ def train(
                 }
             )
             save_checkpoint(ckpt_dir, model=model, optimizer=optimizer, state=state, **model_meta)
-            write_text_atomic(out / "log.jsonl", "".join(json.dumps(h) + "\n" for h in state["history"]))
+            write_text_atomic(
+                out / "log.jsonl", "".join(json.dumps(h) + "\n" for h in state["history"])
+            )
             console.print(
                 f"epoch {epoch:3d}  loss {state['history'][-1]['train_loss']:.4f}  "
                 f"dev {primary} {score:.4f}{'  *' if improved else ''}  ({seconds:.1f}s, "
@@ -363,7 +383,9 @@ def train(
         "wall_time_s": result.wall_time_s,
     }
     write_metrics(out / "model", metrics)
-    write_text_atomic(out / "result.json", json.dumps(result.to_dict() | {"metrics": metrics}, indent=2) + "\n")
+    write_text_atomic(
+        out / "result.json", json.dumps(result.to_dict() | {"metrics": metrics}, indent=2) + "\n"
+    )
     return result
 
 
@@ -407,12 +429,16 @@ def train_seeds(
     for seed in seeds:
         console.rule(f"seed {seed}")
         run_exp = exp.with_overrides({"train": {"seed": seed}})
-        results.append(train(run_exp, out / f"seed-{seed}", resume=resume, progress=progress, console=console))
+        results.append(
+            train(run_exp, out / f"seed-{seed}", resume=resume, progress=progress, console=console)
+        )
     summary = {
         "seeds": list(seeds),
         "runs": [r.to_dict() for r in results],
         "dev": summarize([r.dev for r in results]),
-        "test": summarize([r.test for r in results if r.test is not None]) if results[0].test else None,
+        "test": summarize([r.test for r in results if r.test is not None])
+        if results[0].test
+        else None,
     }
     write_text_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     return summary

@@ -48,18 +48,26 @@ def read_pairs_tsv(path: Path, *, task: str) -> list[Example]:
             try:
                 label: int | float = int(raw) if task == "classification" else float(raw)
             except ValueError:
-                raise DatasetFormatError(f"{path}: line {lineno}: column 'label': not a number: {raw!r}") from None
+                raise DatasetFormatError(
+                    f"{path}: line {lineno}: column 'label': not a number: {raw!r}"
+                ) from None
             left, right = fields[col["left"]], fields[col["right"]]
             if not left.strip() or not right.strip():
                 raise DatasetFormatError(f"{path}: line {lineno}: empty left or right text")
             group = fields[col["group"]] if "group" in col else left
-            examples.append(Example(left=left, right=right, label=label, group=group, id=f"{path.name}:{lineno}"))
+            examples.append(
+                Example(
+                    left=left, right=right, label=label, group=group, id=f"{path.name}:{lineno}"
+                )
+            )
     if not examples:
         raise DatasetFormatError(f"{path}: no pairs")
     return examples
 
 
-def load_pairs(folder: str | Path | None, split: str, options: dict[str, Any]) -> tuple[list[Example], Protocol, dict[str, Any]]:
+def load_pairs(
+    folder: str | Path | None, split: str, options: dict[str, Any]
+) -> tuple[list[Example], Protocol, dict[str, Any]]:
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         raise ValueError(f"pairs: unknown option(s) {unknown}; valid options: {', '.join(OPTIONS)}")
@@ -75,10 +83,16 @@ def load_pairs(folder: str | Path | None, split: str, options: dict[str, Any]) -
     examples = read_pairs_tsv(path, task=task)
     protocol: Protocol
     if task == "ranking":
-        protocol = RankingProtocol(name="pairs-ranking", description="groups with at least one relevant candidate")
+        protocol = RankingProtocol(
+            name="pairs-ranking", description="groups with at least one relevant candidate"
+        )
     else:
-        protocol = ClassificationProtocol(name="pairs-classification", num_classes=int(resolved["num_classes"]))
+        protocol = ClassificationProtocol(
+            name="pairs-classification", num_classes=int(resolved["num_classes"])
+        )
         bad = [ex for ex in examples if not 0 <= int(ex.label) < protocol.num_classes]
         if bad:
-            raise DatasetFormatError(f"{path}: {bad[0].id}: label {bad[0].label} outside 0..{protocol.num_classes - 1}")
+            raise DatasetFormatError(
+                f"{path}: {bad[0].id}: label {bad[0].label} outside 0..{protocol.num_classes - 1}"
+            )
     return examples, protocol, resolved
