@@ -1,21 +1,52 @@
 """Bidirectional recurrent encoders over right-padded batches, exact under padding.
 
 The backward direction of a bidirectional RNN must start at each sequence's last *real* token,
-or padding leaks into every state. We pack the batch by length (fused cuDNN/MKL kernels handle
-the shrinking batch), so a sequence's outputs do not depend on how much padding it carries.
+or padding leaks into every state. Every path below reads real tokens only, so a sequence's
+outputs do not depend on how much padding it carries.
+
+Why a hand-written LSTM. Measured on this project's 2-core CPU (torch 2.13, H=50, WikiQA training
+batches: 320 sequences of length ~20-80, ~40% real tokens), `nn.LSTM` was ~80% of MV-LSTM's
+training step:
+- over a `PackedSequence`, autograd slices the packed input once per time step and each slice's
+  backward materialises a full-size zero tensor, so the backward grows quadratically with length;
+- on the padded batch it goes to oneDNN, whose backward took ~50 ms per call: slower still;
+- `torch.tanh` costs ~2.5 ns per float32 element here, ~6x `torch.sigmoid`.
+`_PackedBiLSTM` therefore: runs both directions together (one batched matmul per step); packs the
+real tokens, longest sequence first, so the batch shrinks as sequences end (no work on padding);
+computes every activation with a sigmoid (tanh(x) = 2 sigmoid(2x) - 1); and does the backward as
+manual BPTT, with the local derivatives in bulk and every weight gradient, and the input
+gradient, as one matmul over all steps. Per training batch (forward + backward, one thread):
+86 -> 35-39 ms; aMV-LSTM training 1,650 -> 3,150 pairs/s, inference 8,900 -> 12,500 pairs/s.
+tests/nn/test_recurrent.py checks outputs and gradients against `nn.LSTM`.
+
+In inference, below `_SMALL_INFERENCE_BATCH` sequences the per-step Python overhead outweighs the
+savings and `nn.LSTM` over a `PackedSequence` is faster, so that path is used there; GRUs and
+GPU inputs (cuDNN) always use it.
+
+Dims: B batch, T padded length, E input size, H hidden size per direction, D = 2 directions,
+N real tokens in the batch.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import torch
 from torch import nn
+from torch.autograd.function import once_differentiable
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+# Measured crossover (inference, H=50, T=20-80): from ~24 sequences up `_PackedBiLSTM` is faster.
+_SMALL_INFERENCE_BATCH = 24
 
 
 class BiRNN(nn.Module):
     """A one-layer bidirectional LSTM or GRU over masked inputs.
+
+    The parameters are those of `nn.LSTM`/`nn.GRU(input_size, hidden_size, bidirectional=True)`
+    (`rnn.weight_ih_l0`, `rnn.weight_hh_l0`, `rnn.bias_ih_l0`, `rnn.bias_hh_l0` and their
+    `_reverse` twins, gates in PyTorch's order, initialised by PyTorch), whichever path runs.
 
     Args:
         cell: "lstm" or "gru".
@@ -31,9 +62,18 @@ class BiRNN(nn.Module):
         super().__init__()
         rnn_cls = {"lstm": nn.LSTM, "gru": nn.GRU}[cell]
         self.rnn = rnn_cls(input_size, hidden_size, batch_first=True, bidirectional=True)
+        self.cell = cell
         self.hidden_size = hidden_size
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if self.cell != "lstm" or x.device.type != "cpu":
+            return self._forward_packed(x, mask)
+        needs_grad = x.requires_grad or self.rnn.weight_hh_l0.requires_grad
+        if not (torch.is_grad_enabled() and needs_grad) and len(x) < _SMALL_INFERENCE_BATCH:
+            return self._forward_packed(x, mask)
+        return self._forward_lstm_cpu(x, mask)
+
+    def _forward_packed(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         batch, steps, _ = x.shape
         # Empty sequences cannot be packed; give them one (zero) step, masked out below.
         lengths = mask.sum(dim=1).clamp(min=1).cpu()  # (B,)
@@ -41,3 +81,223 @@ class BiRNN(nn.Module):
         out, _ = self.rnn(packed)
         out, _ = pad_packed_sequence(out, batch_first=True, total_length=steps)  # (B, T, 2H)
         return out * mask.unsqueeze(-1)
+
+    def _forward_lstm_cpu(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        rnn = self.rnn
+        w_ih = torch.stack([rnn.weight_ih_l0, rnn.weight_ih_l0_reverse])  # (D, 4H, E)
+        bias = torch.stack(
+            [rnn.bias_ih_l0 + rnn.bias_hh_l0, rnn.bias_ih_l0_reverse + rnn.bias_hh_l0_reverse]
+        )  # (D, 4H)
+        w_hh = torch.stack([rnn.weight_hh_l0, rnn.weight_hh_l0_reverse])  # (D, 4H, H)
+        plan = _pack_plan(mask.sum(dim=1), x.shape[1])
+        return _PackedBiLSTM.apply(x, w_ih, bias, w_hh, plan)
+
+
+@dataclass(frozen=True)
+class _PackPlan:
+    """Where each row of the packed, time-major layout of both directions comes from.
+
+    Step t holds `batch_sizes[t]` rows, one per sequence still running, longest sequence first,
+    so step t continues the first rows of step t-1. The backward direction is each sequence
+    reversed within its own length, so it also starts at t=0 and never reaches padding.
+
+    Attributes:
+        token: (D*N,) for packed row d * N + p, the flat position b * T + s of its token in x.
+        batch_sizes: running sequences per step (non-increasing).
+    """
+
+    token: torch.Tensor
+    batch_sizes: list[int]
+
+
+def _pack_plan(lengths: torch.Tensor, steps: int) -> _PackPlan:
+    lengths = lengths.detach().to("cpu", torch.long)  # (B,)
+    order = torch.argsort(lengths, descending=True, stable=True)  # (B,) longest first
+    sorted_lengths = lengths[order]
+    longest = int(sorted_lengths[0]) if len(lengths) else 0
+    t = torch.arange(longest).unsqueeze(1)  # (T', 1)
+    running = t < sorted_lengths.unsqueeze(0)  # (T', B): step t of the k-th longest sequence
+    # Packed rows enumerate `running` row-major: step by step, longest sequence first.
+    step = t.expand_as(running)[running]  # (N,)
+    seq = order.unsqueeze(0).expand_as(running)[running]  # (N,) b of each packed row
+    forward = seq * steps + step  # (N,)
+    backward = seq * steps + lengths[seq] - 1 - step  # (N,) reversed within the length
+    return _PackPlan(token=torch.cat([forward, backward]), batch_sizes=running.sum(dim=1).tolist())
+
+
+class _PackedBiLSTM(torch.autograd.Function):
+    """A bidirectional LSTM over the real tokens of a right-padded batch; h_0 = c_0 = 0.
+
+    Forward: gather the real tokens into the packed layout (`_PackPlan`), project them with one
+    batched matmul, run the recurrence (`_lstm_scan`) for both directions at once, scatter the
+    states back. Backward: BPTT (`_lstm_scan_backward`) for the gates' gradients, then one matmul
+    each for W_ih, W_hh and x. First-order only (no double backward).
+
+    Shape:
+        x: (B, T, E), w_ih: (D, 4H, E), bias: (D, 4H) = b_ih + b_hh, w_hh: (D, 4H, H)
+        -> (B, T, 2H), zero on padding
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        x: torch.Tensor,
+        w_ih: torch.Tensor,
+        bias: torch.Tensor,
+        w_hh: torch.Tensor,
+        plan: _PackPlan,
+    ) -> torch.Tensor:
+        batch, steps, embed = x.shape
+        dirs, four_h, h = w_hh.shape
+        tokens = x.reshape(-1, embed).index_select(0, plan.token).view(dirs, -1, embed)  # (D, N, E)
+        # tanh(x) = 2 sigmoid(2x) - 1 (see the module docstring): the g block's pre-activations
+        # are doubled through the weights, and `_lstm_scan` applies only sigmoids to them.
+        scale = torch.ones(four_h, 1, dtype=x.dtype)
+        scale[2 * h : 3 * h] = 2
+        gates = torch.baddbmm(
+            (bias * scale.squeeze(1)).unsqueeze(1), tokens, (w_ih * scale).transpose(1, 2)
+        )  # (D, N, 4H)
+        w_hh_t = (w_hh * scale).transpose(1, 2)  # (D, H, 4H)
+        kept, tanh_cells, hidden = _lstm_scan(gates, w_hh_t, plan.batch_sizes)
+
+        out = x.new_zeros(batch * steps * dirs, h)  # (B*T*D, H)
+        out.index_copy_(0, _state_index(plan, dirs), hidden.view(-1, h))
+        ctx.save_for_backward(tokens, w_ih, w_hh, gates, kept, tanh_cells, hidden)
+        ctx.plan, ctx.x_shape = plan, x.shape
+        return out.view(batch, steps, dirs * h)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        tokens, w_ih, w_hh, gates, kept, tanh_cells, hidden = ctx.saved_tensors
+        plan: _PackPlan = ctx.plan
+        dirs, n_rows, four_h = gates.shape
+        h = four_h // 4
+        grad_hidden = grad_out.reshape(-1, h).index_select(0, _state_index(plan, dirs))
+        grad_hidden = grad_hidden.view(dirs, n_rows, h)  # (D, N, H)
+
+        # Local derivatives, in bulk. With dh_t, dc_t the gradients of h_t, c_t:
+        # dc_t += dh_t * o (1 - tanh^2 c_t); d pre-activations = dc_t * coef[i, f, g], dh_t * coef[o].
+        i, f, cand, o = gates.chunk(4, dim=-1)  # (D, N, H) activations
+        dc_from_dh = torch.addcmul(o, o, tanh_cells * tanh_cells, value=-1)  # (D, N, H)
+        coef = gates.new_empty(dirs, n_rows, 4, h)  # (D, N, 4, H)
+        # coef = [g i (1 - i), c_{t-1} f (1 - f), i (1 - g^2), tanh(c_t) o (1 - o)]
+        torch.mul(cand, torch.addcmul(i, i, i, value=-1), out=coef[:, :, 0])
+        torch.addcmul(kept, kept, f, value=-1, out=coef[:, :, 1])
+        torch.addcmul(i, i, cand * cand, value=-1, out=coef[:, :, 2])
+        torch.mul(tanh_cells, torch.addcmul(o, o, o, value=-1), out=coef[:, :, 3])
+        grad_gates = _lstm_scan_backward(grad_hidden, dc_from_dh, coef, f, w_hh, plan.batch_sizes)
+
+        needs = ctx.needs_input_grad
+        grad_x = grad_w_ih = grad_bias = grad_w_hh = None
+        if needs[0]:
+            batch, steps, embed = ctx.x_shape
+            grad_tokens = (grad_gates @ w_ih).view(-1, embed)  # (D*N, E)
+            grad_x = grad_tokens.new_zeros(batch * steps, embed)  # (B*T, E)
+            grad_x = grad_x.index_add_(0, plan.token, grad_tokens).view(batch, steps, embed)
+        if needs[1]:
+            grad_w_ih = grad_gates.transpose(1, 2) @ tokens  # (D, 4H, E)
+        if needs[2]:
+            grad_bias = grad_gates.sum(dim=1)  # (D, 4H)
+        if needs[3]:
+            # dW_hh = sum_t dgates_t^T h_{t-1}, over the steps after the first (h_0 = 0).
+            sizes = torch.tensor(plan.batch_sizes, dtype=torch.long)
+            first = int(sizes[0]) if len(sizes) else 0
+            prev_row = torch.arange(first, n_rows) - sizes[:-1].repeat_interleave(sizes[1:])
+            grad_w_hh = grad_gates[:, first:].transpose(1, 2) @ hidden[:, prev_row]  # (D, 4H, H)
+        return grad_x, grad_w_ih, grad_bias, grad_w_hh, None
+
+
+def _state_index(plan: _PackPlan, dirs: int) -> torch.Tensor:
+    """For packed row d * N + p, its row (b * T + s) * D + d in a (B*T*D, H) view of the output."""
+    direction = torch.arange(dirs).repeat_interleave(len(plan.token) // dirs)  # (D*N,)
+    return plan.token * dirs + direction
+
+
+def _lstm_scan(
+    gates: torch.Tensor, w_hh_t: torch.Tensor, batch_sizes: list[int]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The recurrence over the packed layout, in place on `gates`.
+
+    Args:
+        gates: (D, N, 4H) pre-activations x W_ih^T + b, the g block doubled; overwritten with
+            the activations i, f, tanh(g), o.
+        w_hh_t: (D, H, 4H) W_hh^T, the g block doubled.
+        batch_sizes: running sequences per step.
+
+    Returns:
+        f_t * c_{t-1}, tanh(c_t) and h_t, each (D, N, H).
+    """
+    dirs, n_rows, four_h = gates.shape
+    h = four_h // 4
+    in_gate, forget, cand_all, out_gate = gates.split(h, dim=-1)  # (D, N, H) views
+    minus_one = torch.full((), -1.0, dtype=gates.dtype)
+    cells = gates.new_empty(dirs, n_rows, h)  # c_t
+    kept = gates.new_empty(dirs, n_rows, h)  # f_t * c_{t-1}
+    tanh_cells = gates.new_empty(dirs, n_rows, h)  # tanh(c_t)
+    hidden = gates.new_empty(dirs, n_rows, h)  # h_t = o_t * tanh(c_t)
+    start = prev = 0  # first packed rows of steps t and t-1
+    for t, size in enumerate(batch_sizes):
+        end = start + size
+        g = gates[:, start:end]  # (D, n, 4H)
+        if t > 0:
+            g.baddbmm_(hidden[:, prev : prev + size], w_hh_t)
+        g.sigmoid_()
+        cand = cand_all[:, start:end]
+        torch.add(minus_one, cand, alpha=2, out=cand)  # tanh
+        c, fc = cells[:, start:end], kept[:, start:end]
+        if t > 0:
+            torch.mul(forget[:, start:end], cells[:, prev : prev + size], out=fc)
+        else:
+            fc.zero_()
+        torch.addcmul(fc, in_gate[:, start:end], cand, out=c)
+        tc = tanh_cells[:, start:end]
+        torch.mul(c, 2, out=tc).sigmoid_()
+        torch.add(minus_one, tc, alpha=2, out=tc)  # tanh
+        torch.mul(out_gate[:, start:end], tc, out=hidden[:, start:end])
+        prev, start = start, end
+    return kept, tanh_cells, hidden
+
+
+def _lstm_scan_backward(
+    grad_hidden: torch.Tensor,
+    dc_from_dh: torch.Tensor,
+    coef: torch.Tensor,
+    forget: torch.Tensor,
+    w_hh: torch.Tensor,
+    batch_sizes: list[int],
+) -> torch.Tensor:
+    """BPTT through `_lstm_scan`.
+
+    Args:
+        grad_hidden: (D, N, H) gradient of the outputs h_t.
+        dc_from_dh: (D, N, H) o_t (1 - tanh^2 c_t).
+        coef: (D, N, 4, H) d pre-activation / d c_t for i, f, g, and d pre-activation / d h_t for o.
+        forget: (D, N, H) f_t.
+        w_hh: (D, 4H, H).
+        batch_sizes: running sequences per step.
+
+    Returns:
+        (D, N, 4H) gradient of the gates' pre-activations.
+    """
+    dirs, n_rows, _, h = coef.shape
+    grad_gates = coef.new_empty(dirs, n_rows, 4 * h)  # (D, N, 4H)
+    grad_gates4 = grad_gates.view(dirs, n_rows, 4, h)
+    longest = batch_sizes[0] if batch_sizes else 0
+    # Rows beyond a step's running prefix stay zero: those sequences have no later steps.
+    dh_next = coef.new_zeros(dirs, longest, h)  # dh_t through W_hh, from step t+1
+    dc = coef.new_zeros(dirs, longest, h)  # dc_t carried from step t+1
+    end = n_rows
+    for t in range(len(batch_sizes) - 1, -1, -1):
+        size = batch_sizes[t]
+        start = end - size
+        dh = torch.add(grad_hidden[:, start:end], dh_next[:, :size])  # (D, n, H)
+        dc_t = dc[:, :size]
+        dc_t.addcmul_(dh, dc_from_dh[:, start:end])
+        torch.mul(dc_t.unsqueeze(2), coef[:, start:end, :3], out=grad_gates4[:, start:end, :3])
+        torch.mul(dh, coef[:, start:end, 3], out=grad_gates4[:, start:end, 3])
+        dc_t.mul_(forget[:, start:end])  # dc_{t-1} = dc_t * f_t
+        if t > 0:
+            torch.bmm(grad_gates[:, start:end], w_hh, out=dh_next[:, :size])
+        end = start
+    return grad_gates
