@@ -40,6 +40,12 @@ def test_matcher_score_and_rank(model_dir: Path) -> None:
         m.rank("  ", cands)
 
 
+def test_matcher_explain(model_dir: Path) -> None:
+    maps = Matcher(model_dir).explain("what apple river ?", "the apple of river")
+    assert maps["left_tokens"] == ["what", "apple", "river", "?"]
+    assert maps["interaction"].shape == (1, 4, 4)
+
+
 def test_cli_rank_from_file_and_stdin(model_dir: Path, tmp_path: Path) -> None:
     cands = tmp_path / "c.txt"
     cands.write_text("the castle bridge a\n\nriver apple was\n")

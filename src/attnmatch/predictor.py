@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from attnmatch.data.collate import collate
 from attnmatch.data.encoding import encode_examples
 from attnmatch.data.schema import Example
 from attnmatch.evaluation import predict
@@ -73,6 +74,31 @@ class Matcher:
         data = encode_examples(examples, self.loaded.tokenizer, self.loaded.vocab)
         outputs = predict(self.loaded.model, data, batch_size=self.batch_size)
         return ranking_scores(torch.from_numpy(outputs)).numpy()
+
+    def explain(self, left: str, right: str) -> dict[str, object]:
+        """The model's attention maps for one pair, with the tokens they refer to.
+
+        Returns:
+            {"left_tokens", "right_tokens", and every tensor of the model's `attention(batch)`
+            as a numpy array without the batch dimension} (e.g. aMV-LSTM: "left_gate" (L,),
+            "interaction" (C, L, R)).
+
+        Raises:
+            NotImplementedError: the model has no `attention` method.
+        """
+        model = self.loaded.model
+        if not hasattr(model, "attention"):
+            raise NotImplementedError(f"{type(model).__name__} exposes no attention maps")
+        tok, vocab = self.loaded.tokenizer, self.loaded.vocab
+        data = encode_examples([Example(left=left, right=right, label=0)], tok, vocab)
+        with torch.inference_mode():
+            maps = model.attention(collate(data, np.array([0])))
+        out: dict[str, object] = {
+            "left_tokens": tok.tokenize(left),
+            "right_tokens": tok.tokenize(right),
+        }
+        out.update({k: v[0].float().numpy() for k, v in maps.items()})
+        return out
 
     def rank(self, query: str, candidates: Sequence[str], top_k: int | None = None) -> list[Ranked]:
         """Candidates sorted by score, best first (ties keep the input order).
