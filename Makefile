@@ -28,6 +28,7 @@ test: $(BIN)/python
 lint: $(BIN)/python
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/mypy src
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache

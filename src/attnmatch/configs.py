@@ -87,7 +87,7 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
             except ConfigError as e:
                 errors.append(str(e))
         raise ConfigError(errors[0] if len(errors) == 1 else f"{path}: invalid value {value!r}")
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return from_dict(tp, value, path=path)
     if origin is tuple:
         if not isinstance(value, list | tuple):

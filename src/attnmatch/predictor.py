@@ -87,12 +87,13 @@ class Matcher:
             NotImplementedError: the model has no `attention` method.
         """
         model = self.loaded.model
-        if not hasattr(model, "attention"):
+        attention = getattr(model, "attention", None)
+        if attention is None:
             raise NotImplementedError(f"{type(model).__name__} exposes no attention maps")
         tok, vocab = self.loaded.tokenizer, self.loaded.vocab
         data = encode_examples([Example(left=left, right=right, label=0)], tok, vocab)
         with torch.inference_mode():
-            maps = model.attention(collate(data, np.array([0])))
+            maps = attention(collate(data, np.array([0])))
         out: dict[str, object] = {
             "left_tokens": tok.tokenize(left),
             "right_tokens": tok.tokenize(right),

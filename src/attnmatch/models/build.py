@@ -8,6 +8,7 @@ from torch import nn
 
 from attnmatch import configs
 from attnmatch.models._registry import _MODELS, _PRESETS, _ensure_loaded, get_model_entry
+from attnmatch.models.token_encoder import StaticTokenEncoder
 
 
 def resolve_model_config(
@@ -58,3 +59,11 @@ def build_model(model_type: str, config: Any) -> nn.Module:
             f"model {model_type!r} needs a {entry.config_cls.__name__}, got {type(config).__name__}"
         )
     return entry.model_cls(config)
+
+
+def token_encoder_of(model: nn.Module) -> StaticTokenEncoder:
+    """The model's input layer (every registered model has one, named `token_encoder`)."""
+    encoder = getattr(model, "token_encoder", None)
+    if not isinstance(encoder, StaticTokenEncoder):
+        raise TypeError(f"{type(model).__name__} has no static token encoder to load vectors into")
+    return encoder

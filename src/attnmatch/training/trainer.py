@@ -38,6 +38,7 @@ from attnmatch.evaluation import Report, evaluate
 from attnmatch.losses import compute_loss
 from attnmatch.model_dir import load_model, save_model, write_metrics
 from attnmatch.models import build_model, resolve_model_config
+from attnmatch.models.build import token_encoder_of
 from attnmatch.training.checkpoint import load_checkpoint, save_checkpoint
 from attnmatch.training.config import ExperimentConfig
 
@@ -124,7 +125,7 @@ def prepare(exp: ExperimentConfig) -> Prepared:
     )
     model = build_model(model_type, config)
     if matrix is not None:
-        model.token_encoder.load_pretrained(matrix)
+        token_encoder_of(model).load_pretrained(matrix)
     return Prepared(
         exp=exp,
         task=task,
@@ -273,7 +274,7 @@ def train(
     model, t = p.model, exp.train
     optimizer = make_optimizer(model, exp)
     sampler = make_sampler(p)
-    model_meta = {
+    model_meta: dict[str, Any] = {
         "model_type": p.model_type,
         "task": p.task,
         "vocab": p.vocab,
