@@ -358,6 +358,7 @@ def demo(
     from attnmatch.training import ExperimentConfig
     from attnmatch.training import train as train_run
 
+    # The defaults are the recipe of benchmarks/tables/amvlstm_table3.toml, so this is its seed-1 run.
     exp = ExperimentConfig.from_dict({"model": "amvlstm_q", "data": {"dataset": "wikiqa"}})
     err.print("[bold]attnmatch demo[/bold]: aMV-LSTM (Q) on WikiQA (official split), GloVe 6B 50d")
     result = train_run(exp, output, resume=True, progress=progress, console=err)

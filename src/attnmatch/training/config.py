@@ -81,7 +81,7 @@ class TrainConfig:
     threads: torch CPU threads (0: torch's default).
     """
 
-    epochs: int = 30
+    epochs: int = 40
     seed: int = 1
     loss: Literal["rank_hinge", "listwise", "cross_entropy"] = "rank_hinge"
     margin: float = 1.0
@@ -91,7 +91,7 @@ class TrainConfig:
     lr: float = 1e-3
     weight_decay: float = 0.0
     grad_clip: float = 5.0
-    patience: int = 5
+    patience: int = 8
     eval_batch_size: int = 512
     bucket_pool: int = 50
     threads: int = 0
