@@ -340,3 +340,20 @@ def test_download_from_a_local_archive(tmp_path: Path) -> None:
     with pytest.raises(ChecksumError, match="archive|expected sha256"):
         download_dataset(replace(spec, archive_sha256="0" * 64), tmp_path / "cache")
     assert {c.status for c in verify_dataset("wikiqa", folder)} == {"ok"}  # left intact
+
+
+def test_random_resplit_partitions_all_questions() -> None:
+    parts = {
+        s: load_split("wikiqa", s, resplit="random-80-10-10", train_questions="all")
+        for s in ("train", "dev", "test")
+    }
+    groups = {s: {ex.group for ex in p.examples} for s, p in parts.items()}
+    assert sum(len(g) for g in groups.values()) == 3_047
+    assert not (groups["train"] & groups["dev"]) and not (groups["dev"] & groups["test"])
+    assert not (groups["train"] & groups["test"])
+    assert (len(groups["train"]), len(groups["dev"])) == (2_437, 304)
+    assert "non-standard" in parts["test"].protocol.name
+    again = load_split("wikiqa", "test", resplit="random-80-10-10")
+    assert again.examples == parts["test"].examples
+    with pytest.raises(ValueError, match="official split only"):
+        load_split("wikiqa", "test", resplit="random-80-10-10", filtered=True)

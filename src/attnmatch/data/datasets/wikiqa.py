@@ -23,11 +23,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from attnmatch.data.datasets._spec import (
     DatasetFormatError,
     DatasetSpec,
     FileSpec,
     open_text,
+    verified_paths,
 )
 from attnmatch.data.protocol import RankingProtocol
 from attnmatch.data.schema import Example
@@ -106,14 +109,63 @@ def load_ref(path: str | Path) -> dict[int, dict[int, int]]:
     return qrels
 
 
+RESPLIT_SEED = 2019
+RANDOM_SPLIT = RankingProtocol(
+    name="wikiqa-random-80-10-10 (non-standard)",
+    require_positive=True,
+    require_negative=False,
+    description=(
+        "NON-STANDARD: all 3,047 WikiQA questions pooled and split 80/10/10 by question with a "
+        f"fixed seed ({RESPLIT_SEED}), emulating the aMV-LSTM paper's random split; questions "
+        "with at least one correct answer evaluated."
+    ),
+)
+
+
+def random_resplit(examples: list[Example], split: str, seed: int = RESPLIT_SEED) -> list[Example]:
+    """The `split` part of a seeded 80/10/10 split by question of `examples` (all splits pooled).
+
+    Emulates the aMV-LSTM paper's protocol ("we used 80% for training, 10% for test and 10% for
+    validation"); the paper's own partition is unknown, so results are not comparable with it
+    question by question, and never with results on the official split.
+    """
+    questions = list(dict.fromkeys(ex.group for ex in examples))
+    order = np.random.default_rng(seed).permutation(len(questions))
+    n_train, n_dev = int(0.8 * len(questions)), int(0.1 * len(questions))
+    bounds = {
+        "train": (0, n_train),
+        "dev": (n_train, n_train + n_dev),
+        "test": (n_train + n_dev, len(questions)),
+    }
+    lo, hi = bounds[split]
+    chosen = {questions[i] for i in order[lo:hi]}
+    return [ex for ex in examples if ex.group in chosen]
+
+
 def _load(paths: Mapping[str, Path], split: str, options: Mapping[str, Any]) -> list[Example]:
-    examples = read_wikiqa_tsv(paths[f"WikiQA-{split}.tsv.gz"])
+    if options["resplit"] == "random-80-10-10":
+        # The resplit pools all three files: verify the other two as well.
+        folder = next(iter(paths.values())).parent
+        names = tuple(f"WikiQA-{s}.tsv.gz" for s in ("train", "dev", "test"))
+        paths = verified_paths(SPEC, folder, names)
+        pooled = [
+            ex
+            for s in ("train", "dev", "test")
+            for ex in read_wikiqa_tsv(paths[f"WikiQA-{s}.tsv.gz"])
+        ]
+        examples = random_resplit(pooled, split)
+    else:
+        examples = read_wikiqa_tsv(paths[f"WikiQA-{split}.tsv.gz"])
     if split == "train" and options["train_questions"] == "positive":
         examples = questions_with_answers(examples)
     return examples
 
 
 def _protocol(split: str, options: Mapping[str, Any]) -> RankingProtocol:
+    if options["resplit"] == "random-80-10-10":
+        if options["filtered"]:
+            raise ValueError("wikiqa: filtered=True applies to the official split only")
+        return RANDOM_SPLIT
     return FILTERED if options["filtered"] else OFFICIAL
 
 
@@ -188,9 +240,14 @@ SPEC = DatasetSpec(
         "MAP and MRR over the questions with at least one correct answer (dev 126, test 243); "
         "option filtered=True also drops questions whose candidates are all correct (dev 122, "
         "test 237). Train keeps the 873 questions with a correct answer unless "
-        "train_questions='all'."
+        "train_questions='all'. Option resplit='random-80-10-10' (NON-STANDARD) pools all "
+        "questions and splits them 80/10/10 with a fixed seed, as the aMV-LSTM paper did."
     ),
-    options={"train_questions": ("positive", "all"), "filtered": (False, True)},
+    options={
+        "train_questions": ("positive", "all"),
+        "filtered": (False, True),
+        "resplit": ("official", "random-80-10-10"),
+    },
     loader=_load,
     make_protocol=_protocol,
 )
