@@ -122,6 +122,7 @@ def reproduce(
 ) -> dict[str, Any]:
     """Trains every row of `table` over `seeds` and writes results/<table>.{json,md}."""
     console = console or Console(stderr=True)
+    env = environment()  # the code that runs is the code at the start
     spec = load_table(find_table(table))
     seeds = list(seeds or spec.seeds)
     selected = [r for r in spec.rows if rows is None or r.id in rows]
@@ -162,7 +163,6 @@ def reproduce(
                 "experiment": exp.to_dict(),
             }
         )
-    env = environment()
     result = {
         "table": spec.table,
         "title": spec.title,

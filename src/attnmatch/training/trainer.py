@@ -204,8 +204,9 @@ def environment() -> dict[str, Any]:
             timeout=5,
             check=False,
         ).stdout.strip()
+        # Only changes to code and table definitions make a result's commit "dirty".
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", "src", "benchmarks"],
             capture_output=True,
             text=True,
             timeout=5,
