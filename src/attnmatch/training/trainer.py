@@ -299,7 +299,7 @@ def train(
         console.print(f"resuming {out} after epoch {state['epoch']}")
 
     primary = p.dev_protocol.primary
-    train_time, train_pairs = 0.0, 0
+    wall_base = float(state.get("wall_time_s", 0.0))  # time spent in earlier sessions
     with _progress(console, progress) as bar:
         for epoch in range(state["epoch"] + 1, t.epochs + 1):
             if t.patience and state["bad_epochs"] >= t.patience:
@@ -322,8 +322,6 @@ def train(
                 n_pairs += len(idx)
                 bar.update(task_id, advance=1, info=f"loss {np.mean(losses[-50:]):.4f}")
             seconds = time.perf_counter() - epoch_start
-            train_time += seconds
-            train_pairs += n_pairs
             bar.remove_task(task_id)
             report = evaluate(model, p.dev, p.dev_protocol, batch_size=t.eval_batch_size)
             score = report.metrics[primary]
@@ -341,9 +339,11 @@ def train(
                     "train_loss": float(np.mean(losses)) if losses else None,
                     "dev": report.metrics,
                     "epoch_time_s": round(seconds, 3),
+                    "train_pairs": n_pairs,
                     "train_pairs_per_s": round(n_pairs / max(seconds, 1e-9), 1),
                 }
             )
+            state["wall_time_s"] = round(wall_base + time.perf_counter() - start_time, 2)
             save_checkpoint(ckpt_dir, model=model, optimizer=optimizer, state=state, **model_meta)
             write_text_atomic(
                 out / "log.jsonl", "".join(json.dumps(h) + "\n" for h in state["history"])
@@ -359,7 +359,12 @@ def train(
     test_report: Report | None = None
     if p.test is not None and p.test_protocol is not None:
         test_report = evaluate(best.model, p.test, p.test_protocol, batch_size=t.eval_batch_size)
-    wall = time.perf_counter() - start_time
+    # Over every epoch of the run, including those of earlier sessions when resumed.
+    wall = wall_base + time.perf_counter() - start_time
+    train_time = sum(h["epoch_time_s"] for h in state["history"])
+    train_pairs = sum(
+        h.get("train_pairs", h["train_pairs_per_s"] * h["epoch_time_s"]) for h in state["history"]
+    )
     result = TrainResult(
         output_dir=out,
         model_dir=out / "model",
