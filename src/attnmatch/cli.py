@@ -250,22 +250,22 @@ def models_list() -> None:
     """List registered models and presets."""
     from attnmatch.models import get_model_entry, get_preset, list_models, list_presets
 
-    table = Table(title="presets")
-    table.add_column("preset")
-    table.add_column("model")
-    table.add_column("description")
-    for name in list_presets():
-        p = get_preset(name)
-        table.add_row(name, p.model, p.description)
-    out.print(table)
-    models = Table(title="models")
-    models.add_column("model")
-    models.add_column("tasks")
-    models.add_column("config")
-    for name in list_models():
-        e = get_model_entry(name)
-        models.add_row(name, ", ".join(e.tasks), e.config_cls.__name__)
-    out.print(models)
+    presets = [(n, get_preset(n).model, get_preset(n).description) for n in list_presets()]
+    out.print(_table("presets", ("preset", "model", "description"), presets))
+    models = [
+        (n, ", ".join(get_model_entry(n).tasks), get_model_entry(n).config_cls.__name__)
+        for n in list_models()
+    ]
+    out.print(_table("models", ("model", "tasks", "config"), models))
+
+
+def _table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> Table:
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*row)
+    return table
 
 
 @datasets_app.command("list")
