@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -259,7 +260,7 @@ def models_list() -> None:
     out.print(_table("models", ("model", "tasks", "config"), models))
 
 
-def _table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> Table:
+def _table(title: str, columns: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> Table:
     table = Table(title=title)
     for column in columns:
         table.add_column(column)
