@@ -372,8 +372,9 @@ def demo(
     out.print(
         f"model saved to [bold]{result.model_dir}[/bold] (best epoch {result.best_epoch}, {result.wall_time_s:.0f}s)"
     )
-    out.print(
-        f"try: attnmatch rank {result.model_dir} --query 'how are glacier caves formed?' --candidates examples/glacier.txt"
+    print(  # plain print: a command to copy must not be wrapped
+        f"try: attnmatch rank {result.model_dir} --query 'how are glacier caves formed?' "
+        "--candidates examples/glacier.txt"
     )
 
 
