@@ -101,7 +101,7 @@ def test_cli_errors_are_one_clear_line(model_dir: Path, tmp_path: Path) -> None:
     r = run("train", str(bad), "-o", str(tmp_path / "o"))
     assert r.returncode == 2 and "train.epochz" in r.stderr
     r = run("evaluate", str(tmp_path), "--dataset", "wikiqa:test")
-    assert r.returncode == 2 and "model.safetensors" in r.stderr or "config.json" in r.stderr
+    assert r.returncode == 2 and ("config.json" in r.stderr or "model.safetensors" in r.stderr)
 
 
 def test_render_markdown_table() -> None:
