@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 RANKING_METRICS = ("map", "mrr", "ndcg@3", "ndcg@5", "p@1")
 CLASSIFICATION_METRICS = ("accuracy", "f1")
+MULTICLASS_METRICS = ("accuracy", "macro_f1")
+REGRESSION_METRICS = ("pearson", "spearman", "mse")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,14 +47,69 @@ class RankingProtocol:
 
 @dataclass(frozen=True, kw_only=True)
 class ClassificationProtocol:
-    """Plain classification over every pair."""
+    """Plain classification over every pair.
+
+    Args:
+        name: a short id written into results.
+        num_classes: C; labels are class indices 0 .. C-1.
+        class_names: the label of each class index, e.g. ("NEUTRAL", "ENTAILMENT", ...).
+        metrics: "accuracy", "f1" (binary F1 of class 1 when C = 2, macro F1 otherwise) and
+            "macro_f1".
+        primary: the metric used for model selection.
+        description: one sentence for results tables.
+    """
 
     name: str
     num_classes: int
+    class_names: tuple[str, ...] = ()
     metrics: tuple[str, ...] = CLASSIFICATION_METRICS
     primary: str = "accuracy"
     description: str = ""
     task: str = "classification"
 
+    def __post_init__(self) -> None:
+        if self.num_classes < 2:
+            raise ValueError(f"{self.name}: num_classes must be >= 2, got {self.num_classes}")
+        if self.class_names and len(self.class_names) != self.num_classes:
+            raise ValueError(
+                f"{self.name}: {len(self.class_names)} class_names for {self.num_classes} classes"
+            )
 
-Protocol = RankingProtocol | ClassificationProtocol
+
+@dataclass(frozen=True, kw_only=True)
+class RegressionProtocol:
+    """A real-valued similarity score per pair (STS, SICK relatedness).
+
+    Args:
+        name: a short id written into results.
+        min_score, max_score: the gold score range (STS 0-5, SICK 1-5). Integer bounds: the
+            KL objective of Tai et al. (2015) predicts a distribution over the integer scores
+            min_score .. max_score.
+        metrics: among "pearson", "spearman", "mse".
+        primary: the metric used for model selection.
+        by_group: also report Pearson per group (the example's `group`, e.g. SemEval's
+            "2015/images") as "pearson/<group>", and as "pearson" the pair-weighted mean of the
+            per-group values (the SemEval year score) instead of the pooled Pearson.
+        description: one sentence for results tables.
+    """
+
+    name: str
+    min_score: int
+    max_score: int
+    metrics: tuple[str, ...] = REGRESSION_METRICS
+    primary: str = "pearson"
+    by_group: bool = False
+    description: str = ""
+    task: str = "regression"
+
+    def __post_init__(self) -> None:
+        if not self.min_score < self.max_score:
+            raise ValueError(f"{self.name}: min_score must be < max_score")
+
+    @property
+    def num_levels(self) -> int:
+        """The number of integer score levels, the output size of a KL-trained head."""
+        return self.max_score - self.min_score + 1
+
+
+Protocol = RankingProtocol | ClassificationProtocol | RegressionProtocol

@@ -13,7 +13,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attnmatch.data.datasets import pairs, wikiqa
+from attnmatch.data.datasets import (
+    insuranceqa,
+    msrp,
+    multinli,
+    pairs,
+    quora,
+    scitail,
+    semeval_sts,
+    sick,
+    snli,
+    sts_benchmark,
+    trecqa,
+    twitter_cs,
+    ubuntu,
+    wikiqa,
+)
 from attnmatch.data.datasets._spec import (
     ChecksumError,
     DatasetFormatError,
@@ -49,8 +64,23 @@ __all__ = [
     "verify_dataset",
 ]
 
-# Add a corpus here by importing its module and listing its SPEC; nothing registers by import.
-_REGISTRY: dict[str, DatasetSpec] = {spec.name: spec for spec in (wikiqa.SPEC,)}
+# Add a corpus here by importing its module and listing its SPECS; nothing registers by import.
+_MODULES = (
+    wikiqa,
+    trecqa,
+    sick,
+    sts_benchmark,
+    semeval_sts,
+    msrp,
+    quora,
+    scitail,
+    snli,
+    multinli,
+    insuranceqa,
+    ubuntu,
+    twitter_cs,
+)
+_REGISTRY: dict[str, DatasetSpec] = {spec.name: spec for m in _MODULES for spec in m.SPECS}
 
 
 @dataclass(frozen=True)

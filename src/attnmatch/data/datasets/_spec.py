@@ -16,18 +16,19 @@ import tarfile
 import tempfile
 import urllib.request
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, Literal
 from urllib.parse import urlparse
 
+import numpy as np
+
 from attnmatch.atomic import atomic_directory
-from attnmatch.data.protocol import ClassificationProtocol, RankingProtocol
+from attnmatch.data.protocol import Protocol
 from attnmatch.data.schema import Example
 
 Task = Literal["ranking", "classification", "regression"]
-Protocol = RankingProtocol | ClassificationProtocol
 # loader(paths, split, options): `paths` maps each of the split's file names (as declared in the
 # spec) to a verified file on disk; `options` is complete (defaults filled in) and validated.
 Loader = Callable[[Mapping[str, Path], str, Mapping[str, Any]], list[Example]]
@@ -89,6 +90,11 @@ class DatasetSpec:
         options: loader options and their allowed values; the first value is the default.
         loader: parses a split's verified files into examples (see `Loader`).
         make_protocol: `(split, options) -> protocol`; use `protocol()` instead.
+        split_sizes: the published number of pairs of each split (default options), for
+            `datasets list` and the loader tests.
+        non_standard_splits: splits that are not part of the corpus's official protocol (e.g.
+            "train-on-dev"); results trained or evaluated on them are labelled non-standard.
+        notes: gotchas a user should know (shown by `datasets info`).
     """
 
     name: str
@@ -106,6 +112,9 @@ class DatasetSpec:
     options: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     loader: Loader
     make_protocol: ProtocolFactory
+    split_sizes: Mapping[str, int] = field(default_factory=dict)
+    non_standard_splits: tuple[str, ...] = ()
+    notes: str = ""
 
     def __post_init__(self) -> None:
         if self.task not in ("ranking", "classification", "regression"):
@@ -116,6 +125,10 @@ class DatasetSpec:
         for split, wanted in self.split_files.items():
             if unknown := sorted(set(wanted) - names):
                 raise ValueError(f"{self.name}: split {split!r} reads undeclared files {unknown}")
+        if unknown := sorted(set(self.split_sizes) - set(self.splits)):
+            raise ValueError(f"{self.name}: split_sizes names unknown splits {unknown}")
+        if unknown := sorted(set(self.non_standard_splits) - set(self.splits)):
+            raise ValueError(f"{self.name}: non_standard_splits names unknown splits {unknown}")
         if not all(self.options.values()):
             raise ValueError(f"{self.name}: every option needs at least one allowed value")
 
@@ -294,23 +307,43 @@ def open_text(path: str | Path) -> IO[str]:
     return path.open(encoding="utf-8-sig", newline="")
 
 
+def _member_target(member: str, wanted: Mapping[str, str]) -> str | None:
+    # A member matches a wanted file when its path ends with the file's (relative) name, e.g.
+    # "TrecQA/processed/train/a.toks" matches "processed/train/a.toks".
+    parts = PurePosixPath(member).parts
+    for suffix, name in wanted.items():
+        n = len(PurePosixPath(suffix).parts)
+        if len(parts) >= n and PurePosixPath(*parts[-n:]) == PurePosixPath(suffix):
+            return name
+    return None
+
+
 def _extract_members(archive: Path, wanted: set[str], dest: Path) -> None:
-    # Only known base names are written, flat into `dest`: no path in the archive is trusted.
+    # Only known names are written, under `dest`: no path in the archive is trusted. The longest
+    # names are tried first, so "processed/train/a.toks" wins over a bare "a.toks".
+    targets = {name: name for name in sorted(wanted, key=lambda n: -len(PurePosixPath(n).parts))}
+
+    def write(name: str, src: IO[bytes]) -> None:
+        out = dest / name
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("wb") as f:
+            shutil.copyfileobj(src, f)
+
     if zipfile.is_zipfile(archive):
         with zipfile.ZipFile(archive) as zf:
             for info in zf.infolist():
-                name = PurePosixPath(info.filename).name
-                if not info.is_dir() and name in wanted:
-                    with zf.open(info) as src, (dest / name).open("wb") as out:
-                        shutil.copyfileobj(src, out)
+                name = None if info.is_dir() else _member_target(info.filename, targets)
+                if name is not None:
+                    with zf.open(info) as src:
+                        write(name, src)
     elif tarfile.is_tarfile(archive):
         with tarfile.open(archive) as tf:
             for member in tf.getmembers():
-                name = PurePosixPath(member.name).name
-                fileobj = tf.extractfile(member) if member.isfile() and name in wanted else None
-                if fileobj is not None:
-                    with fileobj, (dest / name).open("wb") as out:
-                        shutil.copyfileobj(fileobj, out)
+                name = _member_target(member.name, targets) if member.isfile() else None
+                fileobj = tf.extractfile(member) if name is not None else None
+                if name is not None and fileobj is not None:
+                    with fileobj:
+                        write(name, fileobj)
     else:
         raise ValueError(f"{archive.name}: not a zip or tar archive")
 
@@ -349,3 +382,42 @@ def download_dataset(spec: DatasetSpec, dest: str | Path | None = None) -> Path:
                 lines = "\n".join(f"  {c.file}: {c.status} ({c.detail})" for c in bad)
                 raise ChecksumError(f"{spec.name}: downloaded files failed to verify:\n{lines}")
     return root / spec.folder
+
+
+TRAIN_ON_DEV = "train-on-dev"
+DEV_HOLDOUT = "dev-holdout"
+HOLDOUT_SEED = 2026
+
+
+def split_dev_for_training(
+    examples: Sequence[Example],
+    part: str,
+    *,
+    key: Callable[[Example], str] = lambda ex: ex.left,
+    fraction: float = 0.1,
+    seed: int = HOLDOUT_SEED,
+) -> list[Example]:
+    """One part of a dev set split for the NON-STANDARD "train on dev, report test" protocol.
+
+    Where a corpus ships only dev and test here (Quora, SNLI, SciTail), models are trained on
+    90% of dev ("train-on-dev") and selected on the other 10% ("dev-holdout"), so that the test
+    set is still evaluated once. Pairs sharing `key` (default: the left text, e.g. an SNLI
+    premise) stay on one side, so no text leaks from training into selection.
+
+    Args:
+        examples: the dev examples, in file order.
+        part: TRAIN_ON_DEV or DEV_HOLDOUT.
+        key: what keeps pairs together.
+        fraction: the share of keys held out.
+        seed: the permutation seed (fixed: every run sees the same split).
+
+    Returns:
+        The part's examples, file order kept.
+    """
+    if part not in (TRAIN_ON_DEV, DEV_HOLDOUT):
+        raise ValueError(f"part must be {TRAIN_ON_DEV!r} or {DEV_HOLDOUT!r}, got {part!r}")
+    keys = list(dict.fromkeys(key(ex) for ex in examples))
+    order = np.random.default_rng(seed).permutation(len(keys))
+    held = {keys[i] for i in order[: max(1, round(fraction * len(keys)))]}
+    want_held = part == DEV_HOLDOUT
+    return [ex for ex in examples if (key(ex) in held) == want_held]

@@ -251,3 +251,5 @@ SPEC = DatasetSpec(
     loader=_load,
     make_protocol=_protocol,
 )
+
+SPECS = (SPEC,)
