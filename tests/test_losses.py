@@ -8,10 +8,15 @@ import torch
 from attnmatch.data.schema import PairBatch
 from attnmatch.losses import (
     as_groups,
+    check_loss,
     compute_loss,
+    default_loss,
+    kl_score_loss,
     listwise_softmax_loss,
     rank_hinge_loss,
     ranking_scores,
+    regression_predictions,
+    sparse_score_distribution,
 )
 
 
@@ -51,3 +56,64 @@ def test_compute_loss_unknown_name() -> None:
     )
     with pytest.raises(ValueError, match="unknown loss"):
         compute_loss("hinge2", torch.zeros(2, 1), batch)
+
+
+def test_sparse_score_distribution_by_hand() -> None:
+    # STS levels 0..5; y = 3.4 -> 0.6 on level 3, 0.4 on level 4; y = 5 -> all on level 5.
+    target = sparse_score_distribution(torch.tensor([3.4, 5.0, 0.0]), 0, 6)
+    expected = torch.tensor([[0, 0, 0, 0.6, 0.4, 0], [0, 0, 0, 0, 0, 1.0], [1.0, 0, 0, 0, 0, 0]])
+    torch.testing.assert_close(target, expected)
+    # SICK levels 1..5: the expectation recovers the score.
+    y = torch.tensor([1.0, 2.25, 4.9, 5.0])
+    p = sparse_score_distribution(y, 1, 5)
+    torch.testing.assert_close(p.sum(dim=1), torch.ones(4))
+    torch.testing.assert_close(p @ torch.arange(1.0, 6.0), y)
+
+
+def test_sparse_score_distribution_rejects_out_of_range() -> None:
+    with pytest.raises(ValueError, match=r"\[1, 5\]"):
+        sparse_score_distribution(torch.tensor([0.5]), 1, 5)
+
+
+def test_kl_loss_is_zero_at_the_target_and_positive_elsewhere() -> None:
+    y = torch.tensor([2.5, 4.0])
+    target = sparse_score_distribution(y, 1, 5)
+    logits = torch.log(target.clamp(min=1e-12))
+    assert kl_score_loss(logits, y, 1).item() == pytest.approx(0.0, abs=1e-6)
+    assert kl_score_loss(torch.zeros(2, 5), y, 1).item() > 0.1
+
+
+def test_regression_predictions_of_both_heads() -> None:
+    torch.testing.assert_close(
+        regression_predictions(torch.tensor([[2.5], [0.1]]), 0), torch.tensor([2.5, 0.1])
+    )
+    uniform = regression_predictions(torch.zeros(1, 5), 1)  # mean of levels 1..5
+    torch.testing.assert_close(uniform, torch.tensor([3.0]))
+
+
+def test_regression_losses_via_compute_loss() -> None:
+    batch = PairBatch(
+        left_ids=torch.ones(2, 3, dtype=torch.long),
+        left_mask=torch.ones(2, 3, dtype=torch.bool),
+        right_ids=torch.ones(2, 3, dtype=torch.long),
+        right_mask=torch.ones(2, 3, dtype=torch.bool),
+        labels=torch.tensor([1.0, 3.0]),
+        group_index=torch.arange(2),
+    )
+    mse = compute_loss("mse", torch.tensor([[1.0], [2.0]]), batch)
+    assert mse.item() == pytest.approx(0.5)
+    kl = compute_loss("kl", torch.zeros(2, 6), batch, min_score=0)
+    assert kl.item() > 0
+    with pytest.raises(ValueError, match="one output per score level"):
+        compute_loss("kl", torch.zeros(2, 1), batch)
+
+
+def test_task_loss_checks() -> None:
+    assert default_loss("ranking") == "rank_hinge"
+    assert default_loss("classification") == "cross_entropy"
+    assert default_loss("regression") == "kl"
+    check_loss("mse", "regression")
+    with pytest.raises(ValueError, match="cannot train a regression task; use one of kl, mse"):
+        check_loss("rank_hinge", "regression")
+    with pytest.raises(ValueError, match="cannot train a classification task"):
+        check_loss("kl", "classification")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,14 +12,19 @@ from torch import nn
 
 from attnmatch.data.collate import bucketed_batches, collate
 from attnmatch.data.encoding import EncodedPairs
-from attnmatch.data.protocol import ClassificationProtocol, Protocol, RankingProtocol
-from attnmatch.losses import ranking_scores
-from attnmatch.metrics import classification_metrics, ranking_metrics
+from attnmatch.data.protocol import (
+    ClassificationProtocol,
+    Protocol,
+    RankingProtocol,
+    RegressionProtocol,
+)
+from attnmatch.losses import ranking_scores, regression_predictions
+from attnmatch.metrics import classification_metrics, ranking_metrics, regression_metrics
 
 
 @dataclass
 class Report:
-    """Aggregate metrics and, for ranking, one row per evaluated query."""
+    """Aggregate metrics and one row per evaluated query (ranking) or set (grouped regression)."""
 
     metrics: dict[str, float]
     protocol: str
@@ -75,6 +81,9 @@ def evaluate(
     Ranking: scores are grouped by query; only the groups the protocol keeps count (e.g. WikiQA:
     questions with at least one correct answer); ties are broken pessimistically (see
     `attnmatch.metrics.ranking`). Classification: argmax accuracy / F1 over all pairs.
+    Regression: the predicted score (`regression_predictions`) against the gold score; with a
+    `by_group` protocol (SemEval STS) "pearson" is the pair-weighted mean of per-set Pearson and
+    every set's value is reported as "pearson/<set>".
     """
     outputs = predict(model, data, batch_size=batch_size, device=device)
     return report_from_outputs(outputs, data, protocol)
@@ -93,4 +102,21 @@ def report_from_outputs(outputs: np.ndarray, data: EncodedPairs, protocol: Proto
             outputs, data.labels.astype(np.int64), metrics=protocol.metrics
         )
         return Report(metrics, protocol.name, protocol.primary, len(data))
+    if isinstance(protocol, RegressionProtocol):
+        return _regression_report(outputs, data, protocol)
     raise TypeError(f"unsupported protocol {protocol!r}")
+
+
+def _regression_report(
+    outputs: np.ndarray, data: EncodedPairs, protocol: RegressionProtocol
+) -> Report:
+    predictions = regression_predictions(torch.from_numpy(outputs), protocol.min_score).numpy()
+    groups = [data.group_names[g] for g in data.group_ids] if protocol.by_group else None
+    metrics = regression_metrics(predictions, data.labels, metrics=protocol.metrics, groups=groups)
+    rows: list[dict[str, Any]] = []
+    if groups is not None:
+        rows = [
+            {"group": g, "pairs": n, "pearson": metrics[f"pearson/{g}"]}
+            for g, n in Counter(groups).items()
+        ]
+    return Report(metrics, protocol.name, protocol.primary, len(data), rows)

@@ -2,6 +2,9 @@
 
 Ranking losses take scores laid out as (G, 1 + k): one row per ranking group, the positive in
 column 0 and k negatives after it (what `RankingGroupSampler` produces; `as_groups` checks it).
+Regression (STS) either predicts a distribution over the integer score levels, trained with KL
+divergence to the sparse target distribution of Tai et al. (2015) ("kl"), or one score trained
+with squared error ("mse"); `regression_predictions` turns either head into scores.
 """
 
 from __future__ import annotations
@@ -11,7 +14,79 @@ import torch.nn.functional as F
 
 from attnmatch.data.schema import PairBatch
 
-LOSSES = ("rank_hinge", "listwise", "cross_entropy")
+LOSSES = ("rank_hinge", "listwise", "cross_entropy", "kl", "mse")
+# The losses each task accepts; the first is the default ("auto").
+TASK_LOSSES = {
+    "ranking": ("rank_hinge", "listwise", "cross_entropy"),
+    "classification": ("cross_entropy",),
+    "regression": ("kl", "mse"),
+}
+
+
+def default_loss(task: str) -> str:
+    """The loss "auto" stands for: rank_hinge, cross_entropy or kl."""
+    return TASK_LOSSES[task][0]
+
+
+def check_loss(loss: str, task: str) -> None:
+    """Raises ValueError if `loss` cannot train `task`, naming the losses that can."""
+    if task not in TASK_LOSSES:
+        raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASK_LOSSES)}")
+    if loss not in TASK_LOSSES[task]:
+        raise ValueError(
+            f"loss {loss!r} cannot train a {task} task; use one of {', '.join(TASK_LOSSES[task])}"
+        )
+
+
+def regression_num_outputs(loss: str, num_levels: int) -> int:
+    """The head size a regression loss needs: `num_levels` for "kl", 1 for "mse"."""
+    return num_levels if loss == "kl" else 1
+
+
+def sparse_score_distribution(
+    scores: torch.Tensor, min_score: int, num_levels: int
+) -> torch.Tensor:
+    """Tai et al. (2015) target: the gold score's mass split between its two nearest levels.
+
+    For levels r_i = min_score + i, a score y with floor(y) = r_j puts 1 - (y - r_j) on level j
+    and y - r_j on level j + 1 (all of it on the top level when y is the maximum), so that
+    sum_i p_i r_i = y exactly.
+
+    Shape:
+        scores: (B,) in [min_score, min_score + num_levels - 1] -> (B, num_levels)
+    """
+    max_score = min_score + num_levels - 1
+    if bool(((scores < min_score) | (scores > max_score)).any()):
+        raise ValueError(f"regression labels must lie in [{min_score}, {max_score}]")
+    pos = scores.float() - min_score  # (B,)
+    low = pos.floor().clamp(max=num_levels - 2).long()  # (B,)
+    frac = pos - low  # (B,) in [0, 1]
+    target = torch.zeros(scores.shape[0], num_levels, device=scores.device)
+    target.scatter_(1, low[:, None], (1 - frac)[:, None])
+    target.scatter_add_(1, (low + 1)[:, None], frac[:, None])
+    return target
+
+
+def kl_score_loss(logits: torch.Tensor, scores: torch.Tensor, min_score: int) -> torch.Tensor:
+    """KL(p || p_hat) from the sparse target distribution to softmax(logits), batch mean.
+
+    Shape:
+        logits: (B, K) over the K integer score levels, scores: (B,) -> scalar
+    """
+    target = sparse_score_distribution(scores, min_score, logits.shape[-1])  # (B, K)
+    return F.kl_div(F.log_softmax(logits, dim=-1), target, reduction="batchmean")
+
+
+def regression_predictions(outputs: torch.Tensor, min_score: float) -> torch.Tensor:
+    """Predicted scores: (B, 1) -> the value; (B, K) -> sum_i softmax_i (min_score + i).
+
+    Shape:
+        outputs: (B, 1) or (B, K) -> (B,)
+    """
+    if outputs.shape[-1] == 1:
+        return outputs[:, 0]
+    levels = min_score + torch.arange(outputs.shape[-1], device=outputs.device)  # (K,)
+    return F.softmax(outputs.float(), dim=-1) @ levels.float()
 
 
 def rank_hinge_loss(scores: torch.Tensor, margin: float = 1.0) -> torch.Tensor:
@@ -61,17 +136,30 @@ def as_groups(values: torch.Tensor, group_index: torch.Tensor) -> torch.Tensor:
 
 
 def compute_loss(
-    name: str, outputs: torch.Tensor, batch: PairBatch, *, margin: float = 1.0
+    name: str,
+    outputs: torch.Tensor,
+    batch: PairBatch,
+    *,
+    margin: float = 1.0,
+    min_score: int = 0,
 ) -> torch.Tensor:
     """The named loss for a model's outputs on `batch`.
 
     Args:
-        name: "rank_hinge", "listwise" or "cross_entropy".
-        outputs: (B, num_outputs). Ranking losses use column 0 (or, for 2-class heads, the
-            logit difference of class 1 over class 0).
+        name: one of `LOSSES`.
+        outputs: (B, num_outputs). Ranking losses use column 0 (or, for class heads, log P of
+            the last class); "kl" needs one column per score level, "mse" one column or levels.
+        margin: the rank hinge margin.
+        min_score: the lowest score level of a regression task (STS 0, SICK 1).
     """
     if name == "cross_entropy":
         return cross_entropy_loss(outputs, batch.labels)
+    if name == "kl":
+        if outputs.shape[-1] < 2:
+            raise ValueError("the kl loss needs one output per score level, the model has 1")
+        return kl_score_loss(outputs, batch.labels, min_score)
+    if name == "mse":
+        return F.mse_loss(regression_predictions(outputs, min_score), batch.labels.float())
     scores = ranking_scores(outputs)
     if name == "rank_hinge":
         return rank_hinge_loss(as_groups(scores, batch.group_index), margin)

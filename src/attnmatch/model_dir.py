@@ -1,6 +1,7 @@
 """The model directory: what `save_model` writes and `load_model` reads, strictly.
 
-    config.json        format, attnmatch version, model type, model config, task, tokenizer
+    config.json        format, attnmatch version, model type, model config, task, tokenizer,
+                       label space (class names, or the regression score range)
     model.safetensors  weights (no pickle anywhere)
     vocab.json         the Vocab
     metrics.json       how the model was trained and evaluated (optional when saving)
@@ -33,6 +34,7 @@ _CONFIG_KEYS = {
     "task",
     "tokenizer",
     "num_classes",
+    "label_space",
 }
 
 
@@ -47,6 +49,9 @@ class LoadedModel:
     tokenizer: Tokenizer
     metrics: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
+    # What the outputs mean: {"class_names": [...]} (classification) or {"min_score",
+    # "max_score"} (regression); empty for ranking.
+    label_space: dict[str, Any] = field(default_factory=dict)
 
 
 def save_model(
@@ -58,6 +63,7 @@ def save_model(
     vocab: Vocab,
     tokenizer: Tokenizer,
     metrics: dict[str, Any] | None = None,
+    label_space: dict[str, Any] | None = None,
 ) -> Path:
     """Writes a model directory atomically and returns its path."""
     path = Path(path)
@@ -71,6 +77,7 @@ def save_model(
         "config": configs.to_dict(config),
         "task": task,
         "tokenizer": tokenizer.to_dict(),
+        "label_space": label_space or {},
     }
     with atomic_directory(path) as tmp:
         (tmp / "config.json").write_text(json.dumps(header, indent=2) + "\n", encoding="utf-8")
@@ -134,4 +141,5 @@ def load_model(path: str | Path, *, device: str = "cpu") -> LoadedModel:
         tokenizer=Tokenizer.from_dict(header["tokenizer"]),
         metrics=metrics,
         path=path,
+        label_space=header.get("label_space", {}),
     )

@@ -20,7 +20,7 @@ from attnmatch.data.collate import collate
 from attnmatch.data.encoding import encode_examples
 from attnmatch.data.schema import Example
 from attnmatch.evaluation import predict
-from attnmatch.losses import ranking_scores
+from attnmatch.losses import ranking_scores, regression_predictions
 from attnmatch.model_dir import LoadedModel, load_model
 
 
@@ -57,23 +57,42 @@ class Matcher:
     def task(self) -> str:
         return self.loaded.task
 
-    def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-        """Relevance scores (higher = better match) of (left, right) pairs.
+    def outputs(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """The model's raw outputs (scores or logits) for (left, right) pairs: (N, num_outputs)."""
+        for i, pair in enumerate(pairs):
+            if len(pair) != 2 or not all(isinstance(t, str) for t in pair):
+                raise ValueError(f"pair {i} is not a (str, str) tuple: {pair!r}")
+        if len(pairs) == 0:
+            return np.zeros((0, 1), dtype=np.float32)
+        examples = [Example(left=a, right=b, label=0, group="q") for a, b in pairs]
+        data = encode_examples(examples, self.loaded.tokenizer, self.loaded.vocab)
+        return predict(self.loaded.model, data, batch_size=self.batch_size)
 
-        For models with a class head this is log P(match) (the last class).
+    def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """One score per (left, right) pair, higher = better match.
+
+        Ranking models: their relevance score. Classification models: log P(last class) (e.g.
+        "duplicate", "paraphrase"). Regression models: the predicted similarity, on the
+        training data's scale (e.g. 0-5 for STS).
 
         Returns:
             (N,) float32.
         """
+        out = torch.from_numpy(self.outputs(pairs))
         if len(pairs) == 0:
             return np.zeros(0, dtype=np.float32)
-        for i, pair in enumerate(pairs):
-            if len(pair) != 2 or not all(isinstance(t, str) for t in pair):
-                raise ValueError(f"pair {i} is not a (str, str) tuple: {pair!r}")
-        examples = [Example(left=a, right=b, label=0, group="q") for a, b in pairs]
-        data = encode_examples(examples, self.loaded.tokenizer, self.loaded.vocab)
-        outputs = predict(self.loaded.model, data, batch_size=self.batch_size)
-        return ranking_scores(torch.from_numpy(outputs)).numpy()
+        if self.task == "regression":
+            min_score = float(self.loaded.label_space.get("min_score", 0))
+            return regression_predictions(out, min_score).numpy()
+        return ranking_scores(out).numpy()
+
+    def classify(self, pairs: Sequence[tuple[str, str]]) -> list[str]:
+        """The predicted class name of each pair (classification models only)."""
+        if self.task != "classification":
+            raise ValueError(f"classify needs a classification model; this one is {self.task}")
+        out = self.outputs(pairs)
+        names = self.loaded.label_space.get("class_names") or [str(i) for i in range(out.shape[1])]
+        return [names[int(i)] for i in out.argmax(axis=1)] if len(pairs) else []
 
     def explain(self, left: str, right: str) -> dict[str, object]:
         """The model's attention maps for one pair, with the tokens they refer to.

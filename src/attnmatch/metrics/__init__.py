@@ -1,4 +1,5 @@
-"""Evaluation metrics: ranking (per query group, trec_eval definitions) and classification."""
+"""Evaluation metrics: ranking (per query group, trec_eval definitions), classification and
+regression (Pearson, Spearman, MSE, the SemEval pair-weighted Pearson)."""
 
 from attnmatch.metrics.classification import accuracy, classification_metrics, f1, macro_f1
 from attnmatch.metrics.ranking import (
@@ -14,6 +15,13 @@ from attnmatch.metrics.ranking import (
     recall_n_at_k,
     reciprocal_rank,
 )
+from attnmatch.metrics.regression import (
+    mse,
+    pearson,
+    regression_metrics,
+    spearman,
+    weighted_pearson,
+)
 
 __all__ = [
     "METRIC_FUNCTIONS",
@@ -25,6 +33,11 @@ __all__ = [
     "f1",
     "macro_f1",
     "metric_function",
+    "mse",
+    "pearson",
+    "regression_metrics",
+    "spearman",
+    "weighted_pearson",
     "ndcg_at_k",
     "precision_at_k",
     "rank_order",

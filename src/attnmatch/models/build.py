@@ -11,6 +11,19 @@ from attnmatch.models._registry import _MODELS, _PRESETS, _ensure_loaded, get_mo
 from attnmatch.models.token_encoder import StaticTokenEncoder
 
 
+def model_type_of(name: str) -> str:
+    """The registered model type of a preset or model name (KeyError if neither)."""
+    _ensure_loaded()
+    if name in _PRESETS:
+        return _PRESETS[name].model
+    if name in _MODELS:
+        return name
+    raise KeyError(
+        f"unknown model or preset {name!r}; presets: {', '.join(sorted(_PRESETS))}; "
+        f"models: {', '.join(sorted(_MODELS))}"
+    )
+
+
 def resolve_model_config(
     name: str,
     *,
@@ -24,7 +37,8 @@ def resolve_model_config(
     Args:
         name: a preset (e.g. "amvlstm_q") or a registered model type (e.g. "mvlstm").
         vocab_size, embedding_dim: fill the token encoder config.
-        num_outputs: 1 for ranking scores, the number of classes for classification.
+        num_outputs: 1 for ranking scores, the number of classes for classification, the
+            number of score levels (KL) or 1 (MSE) for regression.
         overrides: nested config values applied last (e.g. {"k": 50, "encoder": {...}}).
     """
     _ensure_loaded()

@@ -152,7 +152,9 @@ class Interaction(nn.Module):
         return u @ v.transpose(-1, -2)  # (B, C, L, R)
 
 
-@register_model("mvlstm", config=MVLSTMConfig, tasks=("ranking", "classification"), paper="000")
+@register_model(
+    "mvlstm", config=MVLSTMConfig, tasks=("ranking", "classification", "regression"), paper="000"
+)
 class MVLSTM(nn.Module):
     """MV-LSTM with aMV-LSTM's optional attention gates. Returns (B, num_outputs) scores/logits."""
 

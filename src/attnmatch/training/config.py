@@ -70,7 +70,11 @@ class TrainConfig:
     """Args:
     epochs: maximum epochs.
     seed: seeds Python, numpy, torch and sampling.
-    loss: "rank_hinge" (ranking), "listwise" (ranking) or "cross_entropy" (classification).
+    loss: "auto" (the task's default: rank_hinge, cross_entropy or kl), "rank_hinge" or
+        "listwise" (ranking groups), "cross_entropy" (classification; or pointwise ranking with
+        a 2-class head scored by P(match)), "kl" (regression: KL to the sparse score
+        distribution of Tai et al. 2015, one output per integer score level) or "mse"
+        (regression: squared error of one output).
     margin: rank hinge margin (aMV-LSTM eq. 5: 1).
     num_negatives: k negatives per positive in a ranking group.
     batch_size: ranking groups per batch (ranking) or pairs per batch (classification).
@@ -83,7 +87,7 @@ class TrainConfig:
 
     epochs: int = 40
     seed: int = 1
-    loss: Literal["rank_hinge", "listwise", "cross_entropy"] = "rank_hinge"
+    loss: Literal["auto", "rank_hinge", "listwise", "cross_entropy", "kl", "mse"] = "auto"
     margin: float = 1.0
     num_negatives: int = 4
     batch_size: int = 32

@@ -30,15 +30,21 @@ from attnmatch.atomic import write_text_atomic
 from attnmatch.data.collate import collate
 from attnmatch.data.datasets import load_split
 from attnmatch.data.encoding import EncodedPairs, encode_examples
-from attnmatch.data.protocol import ClassificationProtocol, Protocol, RankingProtocol
+from attnmatch.data.protocol import (
+    ClassificationProtocol,
+    Protocol,
+    RankingProtocol,
+    RegressionProtocol,
+)
 from attnmatch.data.sampling import PairBatchSampler, RankingGroupSampler
 from attnmatch.data.tokenize import Tokenizer
 from attnmatch.data.vocab import Vocab
 from attnmatch.evaluation import Report, evaluate
-from attnmatch.losses import compute_loss
+from attnmatch.losses import check_loss, compute_loss, default_loss, regression_num_outputs
 from attnmatch.model_dir import load_model, save_model, write_metrics
 from attnmatch.models import build_model, resolve_model_config
-from attnmatch.models.build import token_encoder_of
+from attnmatch.models._registry import get_model_entry
+from attnmatch.models.build import model_type_of, token_encoder_of
 from attnmatch.training.checkpoint import load_checkpoint, save_checkpoint
 from attnmatch.training.config import ExperimentConfig
 
@@ -55,6 +61,7 @@ class Prepared:
 
     exp: ExperimentConfig
     task: str
+    loss: str
     tokenizer: Tokenizer
     vocab: Vocab
     train: EncodedPairs
@@ -65,6 +72,37 @@ class Prepared:
     model_type: str
     model: torch.nn.Module
     embedding_stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def label_space(self) -> dict[str, Any]:
+        """What the model's outputs mean, saved with the model directory."""
+        return label_space(self.dev_protocol)
+
+
+def label_space(protocol: Protocol) -> dict[str, Any]:
+    """The class names of a classification protocol, or the score range of a regression one."""
+    if isinstance(protocol, ClassificationProtocol):
+        return {"class_names": list(protocol.class_names)}
+    if isinstance(protocol, RegressionProtocol):
+        return {"min_score": protocol.min_score, "max_score": protocol.max_score}
+    return {}
+
+
+def resolve_task(model_type: str, task: str, loss: str) -> str:
+    """The loss to train `task` with ("auto" resolved), after checking model and loss support it.
+
+    Raises:
+        ValueError: the model's head does not support the task, or the loss cannot train it.
+    """
+    tasks = get_model_entry(model_type).tasks
+    if task not in tasks:
+        raise ValueError(
+            f"model {model_type!r} does not support the {task} task (it supports "
+            f"{', '.join(tasks)}); choose another model or dataset"
+        )
+    resolved = default_loss(task) if loss == "auto" else loss
+    check_loss(resolved, task)
+    return resolved
 
 
 def prepare(exp: ExperimentConfig) -> Prepared:
@@ -112,10 +150,21 @@ def prepare(exp: ExperimentConfig) -> Prepared:
         dim = int(matrix.shape[1])
     else:
         dim = exp.embeddings.dim
-    task = train_split.task
+    task = dev_split.protocol.task
+    if train_split.task != task:
+        raise ValueError(
+            f"{d.dataset}: split {d.train_split!r} is a {train_split.task} split but "
+            f"{d.dev_split!r} is evaluated as {task}"
+        )
+    loss = resolve_task(model_type_of(exp.model), task, exp.train.loss)
+    protocol = dev_split.protocol
     num_outputs = 1
-    if isinstance(dev_split.protocol, ClassificationProtocol):
-        num_outputs = dev_split.protocol.num_classes
+    if isinstance(protocol, ClassificationProtocol):
+        num_outputs = protocol.num_classes
+    elif isinstance(protocol, RegressionProtocol):
+        num_outputs = regression_num_outputs(loss, protocol.num_levels)
+    elif loss == "cross_entropy":  # pointwise ranking: a match / no-match head
+        num_outputs = 2
     model_type, config = resolve_model_config(
         exp.model,
         vocab_size=len(vocab),
@@ -129,6 +178,7 @@ def prepare(exp: ExperimentConfig) -> Prepared:
     return Prepared(
         exp=exp,
         task=task,
+        loss=loss,
         tokenizer=tokenizer,
         vocab=vocab,
         train=encode_examples(train_split.examples, tokenizer, vocab),
@@ -156,7 +206,7 @@ def make_optimizer(model: torch.nn.Module, exp: ExperimentConfig) -> torch.optim
 
 def make_sampler(p: Prepared) -> RankingGroupSampler | PairBatchSampler:
     t = p.exp.train
-    if isinstance(p.dev_protocol, RankingProtocol) and t.loss != "cross_entropy":
+    if isinstance(p.dev_protocol, RankingProtocol) and p.loss in ("rank_hinge", "listwise"):
         return RankingGroupSampler(
             p.train,
             num_negatives=t.num_negatives,
@@ -164,8 +214,6 @@ def make_sampler(p: Prepared) -> RankingGroupSampler | PairBatchSampler:
             seed=t.seed,
             bucket_pool=t.bucket_pool,
         )
-    if t.loss != "cross_entropy":
-        raise ValueError(f"loss {t.loss!r} needs a ranking dataset; use loss = 'cross_entropy'")
     return PairBatchSampler(
         p.train, batch_size=t.batch_size, seed=t.seed, bucket_pool=t.bucket_pool
     )
@@ -278,6 +326,7 @@ def train(
     model_meta: dict[str, Any] = {
         "model_type": p.model_type,
         "task": p.task,
+        "label_space": p.label_space,
         "vocab": p.vocab,
         "tokenizer": p.tokenizer,
     }
@@ -299,6 +348,7 @@ def train(
         console.print(f"resuming {out} after epoch {state['epoch']}")
 
     primary = p.dev_protocol.primary
+    min_score = p.dev_protocol.min_score if isinstance(p.dev_protocol, RegressionProtocol) else 0
     wall_base = float(state.get("wall_time_s", 0.0))  # time spent in earlier sessions
     with _progress(console, progress) as bar:
         for epoch in range(state["epoch"] + 1, t.epochs + 1):
@@ -311,7 +361,9 @@ def train(
             epoch_start, losses, n_pairs = time.perf_counter(), [], 0
             for idx in batches:
                 batch = collate(p.train, idx, group_index=sampler.group_index(idx))
-                loss = compute_loss(t.loss, model(batch), batch, margin=t.margin)
+                loss = compute_loss(
+                    p.loss, model(batch), batch, margin=t.margin, min_score=min_score
+                )
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 if t.grad_clip > 0:

@@ -3,7 +3,8 @@
 Format: UTF-8, tab-separated, a header line naming the columns `left`, `right`, `label` and,
 optionally, `group` (the query id; ranking groups by it, and by the left text when absent).
 Quoting is off: a field may contain quotes but no tabs or newlines. Labels: 0/1 (or graded
-integers) for ranking, class indices 0..C-1 for classification.
+integers) for ranking, class indices 0..C-1 for classification, real scores in
+[min_score, max_score] for regression (options `min_score`, `max_score`, default 0 and 5).
 
     attnmatch train --dataset pairs --set data.data_dir=my_pairs --set data.options.task=ranking
 
@@ -16,11 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from attnmatch.data.datasets._spec import DatasetFormatError, DatasetNotFoundError, open_text
-from attnmatch.data.protocol import ClassificationProtocol, Protocol, RankingProtocol
+from attnmatch.data.protocol import (
+    ClassificationProtocol,
+    Protocol,
+    RankingProtocol,
+    RegressionProtocol,
+)
 from attnmatch.data.schema import Example
 
 NAME = "pairs"
-OPTIONS: dict[str, Any] = {"task": "ranking", "num_classes": 2}
+OPTIONS: dict[str, Any] = {"task": "ranking", "num_classes": 2, "min_score": 0, "max_score": 5}
 
 
 def read_pairs_tsv(path: Path, *, task: str) -> list[Example]:
@@ -73,8 +79,10 @@ def load_pairs(
         raise ValueError(f"pairs: unknown option(s) {unknown}; valid options: {', '.join(OPTIONS)}")
     resolved = {**OPTIONS, **options}
     task = resolved["task"]
-    if task not in ("ranking", "classification"):
-        raise ValueError(f"pairs: option task={task!r} is not one of ('ranking', 'classification')")
+    if task not in ("ranking", "classification", "regression"):
+        raise ValueError(
+            f"pairs: option task={task!r} is not one of ('ranking', 'classification', 'regression')"
+        )
     if folder is None:
         raise ValueError("the 'pairs' dataset needs a folder: set data.data_dir (or --data-dir)")
     path = Path(folder) / f"{split}.tsv"
@@ -86,6 +94,14 @@ def load_pairs(
         protocol = RankingProtocol(
             name="pairs-ranking", description="groups with at least one relevant candidate"
         )
+    elif task == "regression":
+        lo, hi = int(resolved["min_score"]), int(resolved["max_score"])
+        protocol = RegressionProtocol(name="pairs-regression", min_score=lo, max_score=hi)
+        bad = [ex for ex in examples if not lo <= float(ex.label) <= hi]
+        if bad:
+            raise DatasetFormatError(
+                f"{path}: {bad[0].id}: score {bad[0].label} outside {lo}..{hi}"
+            )
     else:
         protocol = ClassificationProtocol(
             name="pairs-classification", num_classes=int(resolved["num_classes"])
