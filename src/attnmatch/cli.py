@@ -269,36 +269,122 @@ def _table(title: str, columns: tuple[str, ...], rows: Sequence[tuple[str, ...]]
     return table
 
 
+def _local_status(availability: dict[str, bool]) -> str:
+    present = [split for split, ok in availability.items() if ok]
+    if len(present) == len(availability):
+        return "[green]yes[/green]"
+    if present:
+        return f"[yellow]partial[/yellow] ({', '.join(present)})"
+    return "[red]no[/red]"
+
+
+def _split_cell(spec: Any, split: str) -> str:
+    size = spec.split_sizes.get(split)
+    text = f"{split} {size:,}" if size is not None else split
+    return f"{text} (non-standard)" if split in spec.non_standard_splits else text
+
+
 @datasets_app.command("list")
 def datasets_list(
     data_dir: Annotated[Path | None, typer.Option(help="Dataset root.")] = None,
 ) -> None:
-    """List datasets, their task, splits, license and whether they are present locally."""
-    from attnmatch.data.datasets import is_available, list_datasets
+    """List datasets: task, splits with their published sizes (pairs), local or not, license."""
+    from attnmatch.data.datasets import list_datasets, split_availability
 
-    table = Table(title="datasets")
+    table = Table(title="datasets (sizes in pairs; `attnmatch datasets info NAME` for more)")
     for col in ("name", "task", "splits", "local", "license"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for spec in list_datasets():
-        local = "[green]yes[/green]" if is_available(spec, data_dir) else "[red]no[/red]"
-        table.add_row(spec.name, spec.task, ", ".join(spec.splits), local, spec.license)
+        splits = "\n".join(_split_cell(spec, s) for s in spec.splits)
+        local = _local_status(split_availability(spec, data_dir))
+        table.add_row(spec.name, spec.task, splits, local, spec.license)
     out.print(table)
+
+
+def _protocol_line(protocol: Any) -> str:
+    if protocol is None:
+        return "-"
+    primary = protocol.primary
+    metrics = ", ".join(f"[bold]{m}[/bold]" if m == primary else m for m in protocol.metrics)
+    return f"{protocol.name}: {metrics}"
+
+
+@datasets_app.command("info")
+def datasets_info(
+    name: Annotated[str, typer.Argument(help="Dataset name.")],
+    data_dir: Annotated[Path | None, typer.Option(help="Dataset root or folder.")] = None,
+) -> None:
+    """A dataset's splits, evaluation protocol, options, license and citation."""
+    from attnmatch.data.datasets import find_dataset_dir, get_dataset, split_availability
+
+    spec = get_dataset(name)
+    available = split_availability(spec, data_dir)
+    out.print(f"[bold]{spec.name}[/bold]: {spec.title} ({spec.task})")
+    table = Table(title="splits (protocol with default options; primary metric in bold)")
+    for col in ("split", "pairs", "local", "protocol"):
+        table.add_column(col, overflow="fold")
+    for split in spec.splits:
+        size = spec.split_sizes.get(split)
+        label = f"{split} (non-standard)" if split in spec.non_standard_splits else split
+        try:
+            protocol = _protocol_line(spec.protocol(split))
+        except ValueError as e:  # a split that needs a non-default option
+            protocol = f"({e})"
+        local = "[green]yes[/green]" if available[split] else "[red]no[/red]"
+        table.add_row(label, f"{size:,}" if size is not None else "?", local, protocol)
+    out.print(table)
+    if spec.protocol_description:
+        out.print(f"[bold]protocol[/bold]: {spec.protocol_description}")
+    if spec.options:
+        options = "; ".join(
+            f"{k} = {' | '.join(repr(v) for v in allowed)} (default {allowed[0]!r})"
+            for k, allowed in spec.options.items()
+        )
+        out.print(f"[bold]options[/bold]: {options}")
+    if spec.notes:
+        out.print(f"[bold]notes[/bold]: {spec.notes}")
+    out.print(f"[bold]license[/bold]: {spec.license}")
+    out.print(f"[bold]cite[/bold]: {spec.citation}")
+    out.print(f"[bold]official download[/bold]: {spec.url or '-'}")
+    try:
+        out.print(f"[bold]local folder[/bold]: {find_dataset_dir(spec, data_dir)}")
+    except FileNotFoundError:
+        out.print(f"[bold]local folder[/bold]: none (`attnmatch datasets fetch {spec.name}`)")
 
 
 @datasets_app.command("verify")
 def datasets_verify(
-    name: Annotated[str, typer.Argument(help="Dataset name.")],
+    name: Annotated[
+        str | None, typer.Argument(help="Dataset name (default: every dataset present).")
+    ] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Dataset root or folder.")] = None,
 ) -> None:
-    """Check every file of a dataset against its sha256."""
-    from attnmatch.data.datasets import verify_dataset
+    """Check every file of a dataset (or of every dataset present) against its sha256.
 
-    checks = verify_dataset(name, data_dir)
+    Exits with status 1 if a file differs from its published digest or a dataset has none of
+    its files; files of splits that are not present (e.g. Quora's train) are listed as missing.
+    """
+    from attnmatch.data.datasets import list_datasets, split_availability, verify_dataset
+
+    if name is not None:
+        names = [name]
+    else:
+        names = [s.name for s in list_datasets() if any(split_availability(s, data_dir).values())]
+        skipped = [s.name for s in list_datasets() if s.name not in names]
+        if skipped:
+            out.print(f"not present locally, skipped: {', '.join(skipped)}")
     bad = 0
-    for c in checks:
-        color = "green" if c.status == "ok" else "red"
-        bad += c.status != "ok"
-        out.print(f"[{color}]{c.status:8s}[/{color}] {c.file}  {c.detail}")
+    colors = {"ok": "green", "unverified": "yellow", "missing": "yellow"}
+    for dataset in names:
+        checks = verify_dataset(dataset, data_dir)
+        for c in checks:
+            color = colors.get(c.status, "red")
+            detail = "" if c.status == "ok" else f"  {c.detail}"
+            out.print(f"[{color}]{c.status:10s}[/{color}] {dataset}: {c.file}{detail}")
+        counts = {k: sum(c.status == k for c in checks) for k in ("ok", "missing", "mismatch")}
+        bad += counts["mismatch"] + (counts["ok"] == 0)
+        summary = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
+        out.print(f"[bold]{dataset}[/bold]: {summary} (of {len(checks)} files)")
     if bad:
         raise typer.Exit(1)
 

@@ -9,10 +9,15 @@ A table is a TOML file under `benchmarks/tables/` (see `amvlstm_table3.toml`):
     seeds = [1, 2, 3]
     [defaults]                       # an ExperimentConfig applied to every row
     [[rows]]
-    id = "amvlstm_q"                 # the preset or registered model name
+    id = "amvlstm_q"                 # a unique row id: the preset or model name unless `model`
     label = "aMV-LSTM (Q)"
+    model = "amvlstm_q"              # optional: the preset or model (default: id)
+    metrics = ["accuracy"]           # optional: this row's metrics (default: the table's)
     paper = { map = 0.650664 }       # the paper's numbers (omit if none)
-    overrides = { ... }              # optional experiment overrides for this row
+    overrides = { ... }              # optional experiment overrides for this row (e.g. data)
+
+Rows trained or evaluated on a split the dataset marks as non-standard (e.g. `quora`
+"train-on-dev") are labelled "non-standard protocol" in the results.
 
 Every run is selected on dev (best epoch by the dev protocol's primary metric) and the test split
 is evaluated once with that model. Finished runs are reused (their folder is resumed), so an
@@ -46,6 +51,11 @@ METRIC_LABELS = {
     "pearson": "Pearson",
     "spearman": "Spearman",
     "mse": "MSE",
+    "macro_f1": "macro-F1",
+    "r2@1": "R2@1",
+    "r10@1": "R10@1",
+    "r10@2": "R10@2",
+    "r10@5": "R10@5",
 }
 
 
@@ -53,6 +63,8 @@ METRIC_LABELS = {
 class TableRow:
     id: str
     label: str
+    model: str = ""
+    metrics: tuple[str, ...] = ()
     paper: dict[str, float] = field(default_factory=dict)
     overrides: dict[str, Any] = field(default_factory=dict)
     note: str = ""
@@ -70,6 +82,14 @@ class TableSpec:
     defaults: dict[str, Any] = field(default_factory=dict)
     rows: tuple[TableRow, ...]
     notes: tuple[str, ...] = ()
+
+    def metrics_of(self, row: TableRow) -> tuple[str, ...]:
+        return row.metrics or self.metrics
+
+    def __post_init__(self) -> None:
+        ids = [r.id for r in self.rows]
+        if len(ids) != len(set(ids)):
+            raise configs.ConfigError(f"row ids must be unique, got {ids}")
 
 
 def find_table(name_or_path: str | Path) -> Path:
@@ -102,12 +122,29 @@ def load_table(path: str | Path) -> TableSpec:
     return spec
 
 
+def model_of(row: TableRow) -> str:
+    """The preset or model name a row trains."""
+    return row.model or row.id
+
+
 def experiment_for(spec: TableSpec, row: TableRow) -> ExperimentConfig:
-    if row.id not in list_presets() and row.id not in list_models():
-        raise KeyError(f"row {row.id!r} is neither a preset nor a registered model")
-    data = configs.merge(spec.defaults, {"model": row.id})
+    name = model_of(row)
+    if name not in list_presets() and name not in list_models():
+        raise KeyError(f"row {row.id!r}: {name!r} is neither a preset nor a registered model")
+    data = configs.merge(spec.defaults, {"model": name})
     data = configs.merge(data, row.overrides)
     return ExperimentConfig.from_dict(data)
+
+
+def non_standard_splits(exp: ExperimentConfig) -> list[str]:
+    """The splits of `exp` that its dataset marks as non-standard (e.g. "train-on-dev")."""
+    from attnmatch.data.datasets import get_dataset
+
+    d = exp.data
+    if d.dataset == "pairs":
+        return []
+    marked = get_dataset(d.dataset).non_standard_splits
+    return [s for s in (d.train_split, d.dev_split, d.test_split) if s in marked]
 
 
 def reproduce(
@@ -144,16 +181,24 @@ def reproduce(
             console=console,
         )
         split_summary = summary["test"] if spec.split == "test" else summary["dev"]
+        metrics = spec.metrics_of(row)
+        name = model_of(row)
         out_rows.append(
             {
                 "id": row.id,
                 "label": row.label,
-                "model": get_preset(row.id).model if row.id in list_presets() else row.id,
-                "preset": row.id if row.id in list_presets() else None,
+                "model": get_preset(name).model if name in list_presets() else name,
+                "preset": name if name in list_presets() else None,
                 "dataset": exp.data.dataset,
+                "train_split": exp.data.train_split,
+                "dev_split": exp.data.dev_split,
                 "split": exp.data.test_split if spec.split == "test" else exp.data.dev_split,
-                "metrics": {m: split_summary[m] for m in spec.metrics},
-                "dev": {m: summary["dev"][m] for m in spec.metrics if m in summary["dev"]},
+                "non_standard": non_standard_splits(exp),
+                "metric_names": list(metrics),
+                "metrics": {m: split_summary[m] for m in metrics},
+                # Per-group values (e.g. SemEval "pearson/2015/images"), when the protocol has them.
+                "per_group": {m: v for m, v in split_summary.items() if "/" in m},
+                "dev": {m: summary["dev"][m] for m in metrics if m in summary["dev"]},
                 "paper": dict(row.paper),
                 "note": row.note,
                 "seeds": seeds,
@@ -184,9 +229,12 @@ def _fmt(value: float) -> str:
     return f"{value:.4f}"
 
 
+def _metric_label(name: str) -> str:
+    return METRIC_LABELS.get(name, name.replace("ndcg", "nDCG").replace("p@", "P@"))
+
+
 def render_markdown(result: dict[str, Any], metrics: tuple[str, ...] | list[str]) -> str:
     """A people-readable table: ours (mean ± std over seeds) beside the paper's numbers."""
-    head = [METRIC_LABELS.get(m, m.replace("ndcg", "nDCG").replace("p@", "P@")) for m in metrics]
     lines = [
         f"# {result['title']}",
         "",
@@ -196,23 +244,53 @@ def render_markdown(result: dict[str, Any], metrics: tuple[str, ...] | list[str]
         "",
         "Each cell: ours, mean ± sample std over seeds (test split, model selected on dev), "
         "then the paper's value in parentheses.",
-        "",
-        "| model | id | " + " | ".join(head) + " |",
-        "|---|---|" + "---|" * len(metrics),
     ]
+    # One markdown table per run of rows that share their metrics (e.g. one per task).
+    groups: list[tuple[tuple[str, ...], list[dict[str, Any]]]] = []
     for row in result["rows"]:
-        cells = []
-        for m in metrics:
-            s = row["metrics"][m]
-            cell = f"{_fmt(s['mean'])} ± {_fmt(s['std'])}"
-            if m in row["paper"]:
-                cell += f" ({_fmt(row['paper'][m])})"
-            cells.append(cell)
-        lines.append(f"| {row['label']} | `{row['id']}` | " + " | ".join(cells) + " |")
+        names = tuple(row.get("metric_names") or metrics)
+        if not groups or groups[-1][0] != names:
+            groups.append((names, []))
+        groups[-1][1].append(row)
+    with_data = len({r["dataset"] for r in result["rows"]}) > 1 or any(
+        r.get("non_standard") for r in result["rows"]
+    )
+    for names, rows in groups:
+        head = [_metric_label(m) for m in names]
+        data_col = ["data (train → test)"] if with_data else []
+        lines += [
+            "",
+            "| " + " | ".join(["model", "id", *data_col, *head]) + " |",
+            "|" + "---|" * (2 + len(data_col) + len(names)),
+        ]
+        for row in rows:
+            cells = []
+            for m in names:
+                s = row["metrics"][m]
+                cell = f"{_fmt(s['mean'])} ± {_fmt(s['std'])}"
+                if m in row["paper"]:
+                    cell += f" ({_fmt(row['paper'][m])})"
+                cells.append(cell)
+            label = row["label"]
+            if row.get("non_standard"):
+                label += " — **non-standard protocol**"
+            data = (
+                [f"{row['dataset']}: {row.get('train_split', '?')} → {row['split']}"]
+                if with_data
+                else []
+            )
+            lines.append("| " + " | ".join([label, f"`{row['id']}`", *data, *cells]) + " |")
+    per_group = [r for r in result["rows"] if r.get("per_group")]
+    for row in per_group:
+        lines += ["", f"Per set ({row['label']}, test, mean over seeds):", ""]
+        lines += [
+            f"- {m}: {_fmt(v['mean'])} ± {_fmt(v['std'])}" for m, v in row["per_group"].items()
+        ]
     lines += ["", "Per-seed runs (test):", ""]
     for row in result["rows"]:
         runs = ", ".join(
-            f"{m} " + "/".join(_fmt(v) for v in row["metrics"][m]["runs"]) for m in metrics
+            f"{m} " + "/".join(_fmt(v) for v in row["metrics"][m]["runs"])
+            for m in row.get("metric_names") or metrics
         )
         dev = ", ".join(f"{m} {_fmt(v['mean'])}" for m, v in row["dev"].items())
         lines.append(

@@ -61,6 +61,7 @@ __all__ = [
     "load_split",
     "open_text",
     "parse_dataset_ref",
+    "split_availability",
     "verify_dataset",
 ]
 
@@ -138,17 +139,26 @@ def parse_dataset_ref(ref: str, *, default_split: str | None = None) -> tuple[st
     return name, split
 
 
-def is_available(spec: DatasetSpec | str, data_dir: str | Path | None = None) -> bool:
-    """Whether every file of every split is present (checksums are checked when loading)."""
+def split_availability(
+    spec: DatasetSpec | str, data_dir: str | Path | None = None
+) -> dict[str, bool]:
+    """For each split, whether all its files are present (checksums are checked when loading)."""
     spec = get_dataset(spec) if isinstance(spec, str) else spec
     try:
         folder = find_dataset_dir(spec, data_dir)
     except DatasetNotFoundError:
-        return False
-    wanted = {name for names in spec.split_files.values() for name in names}
-    return all(
-        any((folder / n).is_file() for n, _ in spec.file(name).candidates) for name in wanted
-    )
+        return dict.fromkeys(spec.splits, False)
+    return {
+        split: all(
+            any((folder / n).is_file() for n, _ in spec.file(name).candidates) for name in names
+        )
+        for split, names in spec.split_files.items()
+    }
+
+
+def is_available(spec: DatasetSpec | str, data_dir: str | Path | None = None) -> bool:
+    """Whether every file of every split is present (checksums are checked when loading)."""
+    return all(split_availability(spec, data_dir).values())
 
 
 def load_split(

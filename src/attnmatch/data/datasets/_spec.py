@@ -55,7 +55,9 @@ class FileSpec:
 
     Args:
         name: the file name in a dataset folder (the bundled name, e.g. `WikiQA-dev.tsv.gz`).
-        sha256: its hex digest.
+        sha256: its hex digest, or "" when no trustworthy digest is published (corpora we
+            have never had locally): such a file is read without a check and reported as
+            "unverified".
         alternatives: other accepted `(name, sha256)` for the same content, tried in order when
             `name` is absent, e.g. the uncompressed file of the official download.
     """
@@ -169,10 +171,11 @@ class DatasetSpec:
 
 @dataclass(frozen=True)
 class FileCheck:
-    """The result of checking one file: status "ok", "missing" or "mismatch"."""
+    """The result of checking one file: status "ok", "missing", "mismatch" or "unverified" (no
+    published digest to check against)."""
 
     file: str
-    status: Literal["ok", "missing", "mismatch"]
+    status: Literal["ok", "missing", "mismatch", "unverified"]
     detail: str
 
 
@@ -265,7 +268,7 @@ def verified_paths(spec: DatasetSpec, folder: Path, names: tuple[str, ...]) -> d
                 f"check it with `attnmatch datasets verify {spec.name}`"
             )
         path, expected = found
-        actual = file_sha256(path)
+        actual = file_sha256(path) if expected else ""
         if actual != expected:
             raise ChecksumError(
                 f"{spec.name}: checksum mismatch for {path}\n"
@@ -288,7 +291,10 @@ def verify_files(spec: DatasetSpec, data_dir: str | Path | None = None) -> list[
             continue
         path, expected = found
         actual = file_sha256(path)
-        if actual == expected:
+        if not expected:
+            detail = f"{path}: no published sha256 to check against (actual {actual})"
+            checks.append(FileCheck(path.name, "unverified", detail))
+        elif actual == expected:
             checks.append(FileCheck(path.name, "ok", str(path)))
         else:
             detail = f"{path}: expected sha256 {expected}, actual {actual}"

@@ -250,6 +250,11 @@ SPEC = DatasetSpec(
     },
     loader=_load,
     make_protocol=_protocol,
+    split_sizes={"train": 8_672, "dev": 2_733, "test": 6_165},
+    notes=(
+        "Train holds 20,360 pairs of 2,118 questions; by default only the 8,672 pairs of the 873 "
+        "questions with a correct answer are loaded (train_questions='all' keeps every pair)."
+    ),
 )
 
 SPECS = (SPEC,)
