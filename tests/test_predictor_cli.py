@@ -136,3 +136,48 @@ def test_render_markdown_table() -> None:
     md = render_markdown(result, ["map"])
     assert "| MV-LSTM | `mvlstm` | 0.6500 ± 0.0100 (0.6000) |" in md
     assert "proto" in md and "--seeds 1,2" in md
+
+
+def test_render_markdown_mixed_tasks_and_non_standard_rows() -> None:
+    def row(id_: str, dataset: str, metrics: dict[str, float], non_standard: list[str]) -> dict:
+        return {
+            "id": id_,
+            "label": id_.upper(),
+            "paper": {},
+            "note": "",
+            "seeds": [1],
+            "dataset": dataset,
+            "train_split": "train-on-dev" if non_standard else "train",
+            "split": "test",
+            "non_standard": non_standard,
+            "metric_names": list(metrics),
+            "metrics": {m: {"mean": v, "std": 0.0, "runs": [v]} for m, v in metrics.items()},
+            "per_group": {},
+            "dev": {},
+            "best_epochs": [1],
+            "train_pairs_per_s": [1.0],
+        }
+
+    result = {
+        "table": "t",
+        "title": "T",
+        "paper": "",
+        "protocol": "proto",
+        "commit": "abc",
+        "environment": {
+            "attnmatch": "0",
+            "torch": "2",
+            "python": "3",
+            "threads": 2,
+            "platform": "x",
+        },
+        "rows": [
+            row("trec", "trecqa", {"map": 0.7, "mrr": 0.8}, []),
+            row("quora", "quora", {"accuracy": 0.75}, ["train-on-dev", "dev-holdout"]),
+        ],
+    }
+    md = render_markdown(result, ["map", "mrr"])
+    assert "| model | id | data (train → test) | MAP | MRR |" in md
+    assert "| model | id | data (train → test) | Accuracy |" in md
+    assert "| QUORA — **non-standard protocol** | `quora` | quora: train-on-dev → test |" in md
+    assert "| TREC | `trec` | trecqa: train → test | 0.7000 ± 0.0000 |" in md

@@ -252,7 +252,7 @@ def render_markdown(result: dict[str, Any], metrics: tuple[str, ...] | list[str]
         if not groups or groups[-1][0] != names:
             groups.append((names, []))
         groups[-1][1].append(row)
-    with_data = len({r["dataset"] for r in result["rows"]}) > 1 or any(
+    with_data = len({r.get("dataset") for r in result["rows"]}) > 1 or any(
         r.get("non_standard") for r in result["rows"]
     )
     for names, rows in groups:
