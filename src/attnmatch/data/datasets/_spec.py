@@ -88,6 +88,9 @@ class DatasetSpec:
         citation: the paper to cite.
         url: the official download URL (used by `attnmatch datasets fetch`).
         archive_sha256: sha256 of the archive at `url`, if known.
+        manual_download: why and how to download by hand when no single archive at `url`
+            holds the files in our layout (e.g. a login-only page, several sources);
+            `attnmatch datasets fetch` then prints this instead of downloading.
         protocol_description: how the official evaluation protocol selects groups and metrics.
         options: loader options and their allowed values; the first value is the default.
         loader: parses a split's verified files into examples (see `Loader`).
@@ -110,6 +113,7 @@ class DatasetSpec:
     citation: str
     url: str
     archive_sha256: str | None = None
+    manual_download: str = ""
     protocol_description: str = ""
     options: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     loader: Loader
@@ -280,6 +284,13 @@ def verified_paths(spec: DatasetSpec, folder: Path, names: tuple[str, ...]) -> d
     return paths
 
 
+def _relative(path: Path, folder: Path) -> str:
+    try:
+        return path.relative_to(folder).as_posix()
+    except ValueError:
+        return path.name
+
+
 def verify_files(spec: DatasetSpec, data_dir: str | Path | None = None) -> list[FileCheck]:
     """Checks every file of `spec` in its folder (see `find_dataset_dir`), one row per file."""
     folder = find_dataset_dir(spec, data_dir)
@@ -293,12 +304,12 @@ def verify_files(spec: DatasetSpec, data_dir: str | Path | None = None) -> list[
         actual = file_sha256(path)
         if not expected:
             detail = f"{path}: no published sha256 to check against (actual {actual})"
-            checks.append(FileCheck(path.name, "unverified", detail))
+            checks.append(FileCheck(_relative(path, folder), "unverified", detail))
         elif actual == expected:
-            checks.append(FileCheck(path.name, "ok", str(path)))
+            checks.append(FileCheck(_relative(path, folder), "ok", str(path)))
         else:
             detail = f"{path}: expected sha256 {expected}, actual {actual}"
-            checks.append(FileCheck(path.name, "mismatch", detail))
+            checks.append(FileCheck(_relative(path, folder), "mismatch", detail))
     return checks
 
 
@@ -368,6 +379,8 @@ def download_dataset(spec: DatasetSpec, dest: str | Path | None = None) -> Path:
         ChecksumError: the archive or an extracted file has an unexpected sha256.
         DatasetNotFoundError: the archive lacks one of the dataset's files.
     """
+    if spec.manual_download:
+        raise ValueError(f"{spec.name} cannot be fetched automatically: {spec.manual_download}")
     if not spec.url:
         raise ValueError(f"{spec.name} has no download URL")
     root = Path(dest).expanduser() if dest is not None else default_cache_dir()
