@@ -160,13 +160,25 @@ def evaluate(
     filtered: Annotated[
         bool, typer.Option(help="WikiQA: also drop all-correct questions.")
     ] = False,
+    option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--option",
+            "-o",
+            help="A dataset option KEY=VALUE (repeatable), e.g. -o source=xml, -o holdout=true.",
+        ),
+    ] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Dataset folder (default: search).")] = None,
     per_query: Annotated[
-        Path | None, typer.Option(help="Write per-query rows to this JSONL file.")
+        Path | None,
+        typer.Option(help="Write per-query (ranking) or per-set (SemEval) rows to this JSONL."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
-    """Evaluate a saved model on a dataset split under its official protocol."""
+    """Evaluate a saved model on a dataset split under its official protocol.
+
+    SemEval STS splits report Pearson per set and, as "pearson", the pair-weighted mean.
+    """
     from attnmatch.data.datasets import load_split, parse_dataset_ref
     from attnmatch.data.encoding import encode_examples
     from attnmatch.evaluation import evaluate as run_eval
@@ -174,10 +186,19 @@ def evaluate(
 
     loaded = load_model(model_dir)
     name, split = parse_dataset_ref(dataset, default_split="test")
-    options = {"filtered": True} if filtered else {}
+    options = _parse_sets(option or [])
+    if filtered:
+        options["filtered"] = True
     data = load_split(name, split, data_dir=data_dir, **options)
     if data.protocol is None:
         raise ValueError(f"{name}:{split} has no evaluation protocol")
+    # A classification head also ranks (by P(last class)); other mismatches are errors.
+    if loaded.task != data.task and not (
+        loaded.task == "classification" and data.task == "ranking"
+    ):
+        raise ValueError(
+            f"{model_dir} is a {loaded.task} model; {name}:{split} is evaluated as {data.task}"
+        )
     encoded = encode_examples(data.examples, loaded.tokenizer, loaded.vocab)
     report = run_eval(loaded.model, encoded, data.protocol)
     if per_query:
@@ -293,7 +314,7 @@ def datasets_list(
 
     table = Table(title="datasets (sizes in pairs; `attnmatch datasets info NAME` for more)")
     for col in ("name", "task", "splits", "local", "license"):
-        table.add_column(col, overflow="fold")
+        table.add_column(col, no_wrap=col in ("name", "task"), overflow="fold")
     for spec in list_datasets():
         splits = "\n".join(_split_cell(spec, s) for s in spec.splits)
         local = _local_status(split_availability(spec, data_dir))

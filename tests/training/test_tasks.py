@@ -112,3 +112,21 @@ def test_grouped_regression_report_is_pair_weighted() -> None:
         {"group": "2016/a", "pairs": 5, "pearson": pytest.approx(per_set["2016/a"])},
         {"group": "2016/b", "pairs": 15, "pearson": pytest.approx(per_set["2016/b"])},
     ]
+
+
+def test_cli_evaluate_with_dataset_options_and_task_check(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from attnmatch.cli import app
+
+    exp = experiment("pairs_sts_tiny", {"task": "regression"}, loss="mse", epochs=1)
+    model_dir = train(exp, tmp_path / "run", progress=False).model_dir
+    runner = CliRunner()
+    args = ["evaluate", str(model_dir), "--dataset", "pairs:test"]
+    args += ["--data-dir", str(FIXTURES / "pairs_sts_tiny"), "--json"]
+    result = runner.invoke(app, [*args, "-o", "task=regression"])
+    assert result.exit_code == 0, result.output
+    assert '"pearson"' in result.output and '"protocol": "pairs-regression"' in result.output
+    result = runner.invoke(app, args)  # evaluated as ranking: refused
+    assert result.exit_code != 0
+    assert "is a regression model" in str(result.exception) + result.output
