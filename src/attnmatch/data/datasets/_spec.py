@@ -395,8 +395,16 @@ def download_dataset(spec: DatasetSpec, dest: str | Path | None = None) -> Path:
             )
         wanted = {name for f in spec.files for name, _ in f.candidates}
         with atomic_directory(root / spec.folder) as staging:
-            _extract_members(archive, wanted, staging)
-            bad = [c for c in verify_files(spec, staging) if c.status != "ok"]
+            if archive.name in wanted and not (
+                zipfile.is_zipfile(archive) or tarfile.is_tarfile(archive)
+            ):
+                shutil.copyfile(archive, staging / archive.name)  # a plain data file
+            else:
+                _extract_members(archive, wanted, staging)
+            # "unverified": no published digest for that file (the archive's was checked).
+            bad = [c for c in verify_files(spec, staging) if c.status in ("mismatch",)]
+            if not any(c.status in ("ok", "unverified") for c in verify_files(spec, staging)):
+                raise DatasetNotFoundError(f"{spec.url}: none of {spec.name}'s files inside")
             if bad:
                 lines = "\n".join(f"  {c.file}: {c.status} ({c.detail})" for c in bad)
                 raise ChecksumError(f"{spec.name}: downloaded files failed to verify:\n{lines}")
