@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -11,8 +12,15 @@ from typer.testing import CliRunner
 
 from attnmatch import cli
 from attnmatch.cli import app
-from attnmatch.data.datasets import get_dataset, list_datasets, split_availability, verify_dataset
-from attnmatch.data.datasets._spec import DatasetSpec
+from attnmatch.data.datasets import (
+    fetch_dataset,
+    get_dataset,
+    list_datasets,
+    load_split,
+    split_availability,
+    verify_dataset,
+)
+from attnmatch.data.datasets._spec import DatasetSpec, download_dataset, verify_files
 
 DATA = Path(__file__).parents[2] / "data"
 runner = CliRunner()
@@ -144,3 +152,23 @@ def test_cli_datasets_verify_passes_on_the_bundled_data() -> None:
     result = runner.invoke(app, ["datasets", "verify", "--data-dir", str(DATA)])
     assert result.exit_code == 0, result.output
     assert "mismatch" not in result.output
+
+
+def test_fetch_of_a_plain_file_without_a_published_digest(tmp_path: Path) -> None:
+    """A download that is the data file itself (no archive) is copied and accepted, its file
+    reported "unverified" because no sha256 is published (file:// URL, no network)."""
+    source = tmp_path / "src" / "quora_duplicate_questions.tsv"
+    source.parent.mkdir()
+    source.write_bytes(
+        (Path(__file__).parents[1] / "fixtures" / "quora" / source.name).read_bytes()
+    )
+    spec = dataclasses.replace(get_dataset("quora-original"), url=source.as_uri())
+    folder = download_dataset(spec, tmp_path / "dest")
+    assert (folder / source.name).read_bytes() == source.read_bytes()
+    assert [c.status for c in verify_files(spec, folder)] == ["unverified"]
+    assert load_split("quora-original", "all", data_dir=folder).examples
+
+
+def test_fetch_explains_manual_downloads() -> None:
+    with pytest.raises(ValueError, match="cannot be fetched automatically: Kaggle needs"):
+        fetch_dataset("twitter-cs")
