@@ -7,7 +7,8 @@ it. Nothing else decides which queries are scored.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TypeVar
 
 RANKING_METRICS = ("map", "mrr", "ndcg@3", "ndcg@5", "p@1")
 CLASSIFICATION_METRICS = ("accuracy", "f1")
@@ -113,3 +114,22 @@ class RegressionProtocol:
 
 
 Protocol = RankingProtocol | ClassificationProtocol | RegressionProtocol
+
+P = TypeVar("P", RankingProtocol, ClassificationProtocol, RegressionProtocol)
+
+
+def non_standard(protocol: P, name: str, description: str) -> P:
+    """`protocol` (same groups and metrics) for a split outside a corpus's official protocol.
+
+    Args:
+        protocol: the official protocol it evaluates like.
+        name: its name, without the " (non-standard)" that is appended.
+        description: what is non-standard about it, without the "NON-STANDARD: " prefix.
+
+    Example:
+        `non_standard(SNLI, "snli-train-on-dev", "90% of dev for training, 10% for selection.")`
+        is SNLI's protocol named "snli-train-on-dev (non-standard)".
+    """
+    return replace(
+        protocol, name=f"{name} (non-standard)", description=f"NON-STANDARD: {description}"
+    )

@@ -3,7 +3,10 @@
 A corpus module (e.g. `wikiqa.py`) declares one `DatasetSpec`: its files with their sha256, its
 splits, options and official evaluation protocol, and a loader that parses verified files into
 `Example`s. This module finds the files (`find_dataset_dir`), checks them (`verified_paths`,
-`verify_files`) and downloads them (`download_dataset`); it never parses a format itself.
+`verify_files`) and downloads them (`download_dataset`). It parses no corpus format itself, but
+holds what the corpus modules share: text files opened alike (`open_text`), tab-separated rows
+checked alike (`tsv_rows`), bundled `.gz` copies declared alike (`bundled`) and the non-standard
+"train on dev" splits (`with_dev_training`, `split_dev_for_training`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import tarfile
 import tempfile
 import urllib.request
 import zipfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, Literal
@@ -70,6 +73,17 @@ class FileSpec:
     def candidates(self) -> tuple[tuple[str, str], ...]:
         """Every accepted `(name, sha256)`, the bundled one first."""
         return ((self.name, self.sha256), *self.alternatives)
+
+
+def bundled(name: str, gz_sha256: str, original_sha256: str) -> FileSpec:
+    """A file bundled gzipped as `<name>.gz`, its original uncompressed `name` accepted instead.
+
+    Args:
+        name: the original file name, e.g. `WikiQA-dev.tsv`; the spec's name is `WikiQA-dev.tsv.gz`.
+        gz_sha256: the digest of the bundled `.gz`.
+        original_sha256: the digest of the original file ("" when none is known: read unverified).
+    """
+    return FileSpec(f"{name}.gz", gz_sha256, alternatives=((name, original_sha256),))
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -324,6 +338,100 @@ def open_text(path: str | Path) -> IO[str]:
     return path.open(encoding="utf-8-sig", newline="")
 
 
+def tsv_fields(
+    line: str,
+    fields: int | Sequence[str],
+    *,
+    path: str | Path,
+    lineno: int,
+    optional: Sequence[str] = (),
+    at_least: bool = False,
+) -> list[str]:
+    """The tab-separated fields of one line (its `\\r\\n` or `\\n` end dropped), counted.
+
+    Quoting is off: a field may hold quotes, never a tab.
+
+    Args:
+        line: the line as read.
+        fields: how many fields a row has, or their names (which the error message lists).
+        path, lineno: where the line is, for the error message.
+        optional: names of trailing fields that a row may add, all together or none.
+        at_least: `fields` is a minimum; a row may have more (e.g. a variable number of turns).
+
+    Returns:
+        Every field of the row, optional and extra ones included.
+
+    Raises:
+        DatasetFormatError: another field count, e.g. `f.tsv:3: expected 4 tab-separated fields
+            (label, question1, question2, pair_ID), got 3: 'row'`.
+    """
+    row = line.rstrip("\r\n")
+    values = row.split("\t")
+    n = fields if isinstance(fields, int) else len(fields)
+    if len(values) == n or (at_least and len(values) > n):
+        return values
+    if optional and len(values) == n + len(optional):
+        return values
+    expected = f"{'at least ' if at_least else ''}{n} tab-separated fields"
+    if not isinstance(fields, int):
+        expected += f" ({', '.join(fields)})"
+    if optional:
+        expected += f" or {n + len(optional)} (with {', '.join(optional)})"
+    raise DatasetFormatError(
+        f"{path}:{lineno}: expected {expected}, got {len(values)}: {row[:200]!r}"
+    )
+
+
+def tsv_rows(
+    path: str | Path,
+    fields: int | Sequence[str] | None = None,
+    *,
+    header: Sequence[str] | None = None,
+    optional: Sequence[str] = (),
+    at_least: bool = False,
+) -> Iterator[tuple[int, list[str]]]:
+    """`(line number, fields)` of each row of a tab-separated file (`.gz` or plain), in order.
+
+    Every line is a row (an empty line too, which then has one empty field); see `tsv_fields`
+    for how rows are split and counted.
+
+    Args:
+        path: the file.
+        fields: how many fields a row has, or their names; default `len(header)`.
+        header: the exact first line, split at tabs; None if the file has no header.
+        optional, at_least: as in `tsv_fields`.
+
+    Raises:
+        DatasetFormatError: a wrong header (or an empty file where a header is expected), or a
+            row with another field count; the message names the file and the line.
+    """
+    if fields is None:
+        if header is None:
+            raise TypeError("tsv_rows needs `fields` or `header`")
+        fields = len(header)
+    with open_text(path) as f:
+        if header is not None:
+            got = f.readline().rstrip("\r\n").split("\t")
+            if tuple(got) != tuple(header):
+                raise DatasetFormatError(
+                    f"{path}:1: expected the header {' '.join(header)!r}, got {got!r}"
+                )
+        for lineno, line in enumerate(f, start=1 if header is None else 2):
+            values = tsv_fields(
+                line, fields, path=path, lineno=lineno, optional=optional, at_least=at_least
+            )
+            yield lineno, values
+
+
+def parse_score(text: str, low: float, high: float) -> float | None:
+    """`text` as a number if it is one in `low`..`high` (bounds included), else None."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if low <= value <= high else None  # False for nan
+
+
 def _member_target(member: str, wanted: Mapping[str, str]) -> str | None:
     # A member matches a wanted file when its path ends with the file's (relative) name, e.g.
     # "TrecQA/processed/train/a.toks" matches "processed/train/a.toks".
@@ -413,7 +521,14 @@ def download_dataset(spec: DatasetSpec, dest: str | Path | None = None) -> Path:
 
 TRAIN_ON_DEV = "train-on-dev"
 DEV_HOLDOUT = "dev-holdout"
+DEV_TRAINING_SPLITS = (TRAIN_ON_DEV, DEV_HOLDOUT)
 HOLDOUT_SEED = 2026
+
+
+def with_dev_training(split_files: Mapping[str, str]) -> dict[str, str]:
+    """`{split: file}` plus the NON-STANDARD splits TRAIN_ON_DEV and DEV_HOLDOUT (in this order,
+    after the others), which both read the file of "dev" (see `split_dev_for_training`)."""
+    return {**split_files, TRAIN_ON_DEV: split_files["dev"], DEV_HOLDOUT: split_files["dev"]}
 
 
 def split_dev_for_training(
@@ -441,7 +556,7 @@ def split_dev_for_training(
     Returns:
         The part's examples, file order kept.
     """
-    if part not in (TRAIN_ON_DEV, DEV_HOLDOUT):
+    if part not in DEV_TRAINING_SPLITS:
         raise ValueError(f"part must be {TRAIN_ON_DEV!r} or {DEV_HOLDOUT!r}, got {part!r}")
     keys = list(dict.fromkeys(key(ex) for ex in examples))
     order = np.random.default_rng(seed).permutation(len(keys))

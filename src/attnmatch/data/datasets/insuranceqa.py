@@ -35,7 +35,13 @@ from typing import Any
 
 import numpy as np
 
-from attnmatch.data.datasets._spec import DatasetFormatError, DatasetSpec, FileSpec, open_text
+from attnmatch.data.datasets._spec import (
+    DatasetFormatError,
+    DatasetSpec,
+    FileSpec,
+    open_text,
+    tsv_rows,
+)
 from attnmatch.data.protocol import RankingProtocol
 from attnmatch.data.schema import Example
 
@@ -48,6 +54,10 @@ SPLITS = ("train", *EVAL_SPLITS)
 # The questions of each split, and the pool size of the evaluation splits (Feng et al. 2015).
 QUESTIONS = {"train": 12_887, "dev": 1_000, "test1": 1_800, "test2": 1_800}
 POOL_SIZE = 500
+# The tab-separated fields of the answers, train and pool files.
+ANSWER_FIELDS = ("answer id", "tokens")
+TRAIN_FIELDS = ("question tokens", "answer ids")
+POOL_FIELDS = ("ground-truth ids", "question tokens", "pool ids")
 NEGATIVE_SEED = 2015
 
 _TOKEN = re.compile(r"idx_\d+")
@@ -68,17 +78,6 @@ OFFICIAL = RankingProtocol(
 def pool_file(split: str) -> str:
     """The spec file name of an evaluation split's pool file, e.g. `V1/question.dev...pool`."""
     return f"{V1}/question.{split}.label.token_idx.pool"
-
-
-def _fields(path: Path, lineno: int, line: str, n: int, what: str) -> list[str]:
-    row = line.rstrip("\r\n")
-    fields = row.split("\t")
-    if len(fields) != n:
-        raise DatasetFormatError(
-            f"{path}:{lineno}: expected {n} tab-separated fields ({what}), got {len(fields)}: "
-            f"{row[:200]!r}"
-        )
-    return fields
 
 
 def read_vocabulary(path: str | Path) -> dict[str, str]:
@@ -134,14 +133,12 @@ def read_answers(path: str | Path, vocab: Mapping[str, str]) -> dict[str, str]:
     """
     path = Path(path)
     answers: dict[str, str] = {}
-    with open_text(path) as f:
-        for lineno, line in enumerate(f, start=1):
-            aid, tokens = _fields(path, lineno, line, 2, "answer id, tokens")
-            if not aid.isdigit():
-                raise DatasetFormatError(f"{path}:{lineno}: answer id must be an integer: {aid!r}")
-            if aid in answers:
-                raise DatasetFormatError(f"{path}:{lineno}: answer id {aid} is listed twice")
-            answers[aid] = _detokenize(tokens, vocab, path, lineno)
+    for lineno, (aid, tokens) in tsv_rows(path, ANSWER_FIELDS):
+        if not aid.isdigit():
+            raise DatasetFormatError(f"{path}:{lineno}: answer id must be an integer: {aid!r}")
+        if aid in answers:
+            raise DatasetFormatError(f"{path}:{lineno}: answer id {aid} is listed twice")
+        answers[aid] = _detokenize(tokens, vocab, path, lineno)
     return answers
 
 
@@ -151,11 +148,9 @@ def read_train_questions(
     """Reads `question.train.token_idx.label`: `(question text, ground-truth answer ids)` a line."""
     path = Path(path)
     questions = []
-    with open_text(path) as f:
-        for lineno, line in enumerate(f, start=1):
-            tokens, ids = _fields(path, lineno, line, 2, "question tokens, answer ids")
-            question = _detokenize(tokens, vocab, path, lineno)
-            questions.append((question, _answer_ids(ids, answers, path, lineno)))
+    for lineno, (tokens, ids) in tsv_rows(path, TRAIN_FIELDS):
+        question = _detokenize(tokens, vocab, path, lineno)
+        questions.append((question, _answer_ids(ids, answers, path, lineno)))
     return questions
 
 
@@ -169,19 +164,15 @@ def read_pool_questions(
     """
     path = Path(path)
     questions = []
-    with open_text(path) as f:
-        for lineno, line in enumerate(f, start=1):
-            truth, tokens, pool = _fields(
-                path, lineno, line, 3, "ground-truth ids, question tokens, pool ids"
+    for lineno, (truth, tokens, pool) in tsv_rows(path, POOL_FIELDS):
+        question = _detokenize(tokens, vocab, path, lineno)
+        questions.append(
+            (
+                question,
+                _answer_ids(truth, answers, path, lineno),
+                _answer_ids(pool, answers, path, lineno),
             )
-            question = _detokenize(tokens, vocab, path, lineno)
-            questions.append(
-                (
-                    question,
-                    _answer_ids(truth, answers, path, lineno),
-                    _answer_ids(pool, answers, path, lineno),
-                )
-            )
+        )
     return questions
 
 

@@ -32,7 +32,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from attnmatch.data.datasets._spec import DatasetFormatError, DatasetSpec, FileSpec, open_text
+from attnmatch.data.datasets._spec import (
+    DatasetFormatError,
+    DatasetSpec,
+    FileSpec,
+    bundled,
+    tsv_rows,
+)
 from attnmatch.data.protocol import ClassificationProtocol
 from attnmatch.data.schema import Example
 
@@ -64,39 +70,19 @@ def read_msrp_tsv(path: str | Path) -> list[Example]:
             than 0/1 or a non-numeric ID; the message names the file and the line.
     """
     examples = []
-    with open_text(path) as f:
-        header = f.readline().rstrip("\r\n").split("\t")
-        if tuple(header) != HEADER:
+    for lineno, (quality, id1, id2, string1, string2) in tsv_rows(path, header=HEADER):
+        if quality not in ("0", "1"):
+            raise DatasetFormatError(f"{path}:{lineno}: Quality must be 0 or 1, got {quality!r}")
+        if not (id1.isdigit() and id2.isdigit()):
             raise DatasetFormatError(
-                f"{path}:1: expected the header {' '.join(HEADER)!r}, got {header!r}"
+                f"{path}:{lineno}: #1 ID and #2 ID must be integers, got {id1!r}, {id2!r}"
             )
-        for lineno, line in enumerate(f, start=2):
-            row = line.rstrip("\r\n")
-            fields = row.split("\t")
-            if len(fields) != len(HEADER):
-                raise DatasetFormatError(
-                    f"{path}:{lineno}: expected {len(HEADER)} tab-separated fields, "
-                    f"got {len(fields)}: {row[:200]!r}"
-                )
-            quality, id1, id2, string1, string2 = fields
-            if quality not in ("0", "1"):
-                raise DatasetFormatError(
-                    f"{path}:{lineno}: Quality must be 0 or 1, got {quality!r}"
-                )
-            if not (id1.isdigit() and id2.isdigit()):
-                raise DatasetFormatError(
-                    f"{path}:{lineno}: #1 ID and #2 ID must be integers, got {id1!r}, {id2!r}"
-                )
-            examples.append(Example(string1, string2, int(quality), id=f"{id1}-{id2}"))
+        examples.append(Example(string1, string2, int(quality), id=f"{id1}-{id2}"))
     return examples
 
 
 def _load(paths: Mapping[str, Path], split: str, options: Mapping[str, Any]) -> list[Example]:
     return read_msrp_tsv(paths[SPLIT_FILES[split]])
-
-
-def _tsv(name: str, gz_sha256: str, tsv_sha256: str) -> FileSpec:
-    return FileSpec(f"{name}.gz", gz_sha256, alternatives=((name, tsv_sha256),))
 
 
 SPEC = DatasetSpec(
@@ -106,17 +92,17 @@ SPEC = DatasetSpec(
     splits=("train", "dev", "test"),
     split_files={split: (name,) for split, name in SPLIT_FILES.items()},
     files=(
-        _tsv(
+        bundled(
             "msr-para-train.tsv",
             "7eea1be0f74f8fb6ea22d0c5eacba1c04bd9bbe81f39715cfd86f1bc8c2c41ce",
             "446b9a5fa4e8d526b99f1d635f036f89063749783f5d3464ee8c1879724d406d",
         ),
-        _tsv(
+        bundled(
             "msr-para-val.tsv",
             "e51d5790028950bfd9939a1e775ae655e7a597a2989071b8f0841ccd6c8053d2",
             "7e5d0ee4ec392b062af73c7cffe82f0725e5b08f6bfdf0915f31bbc470b8bacf",
         ),
-        _tsv(
+        bundled(
             "msr-para-test.tsv",
             "20ccc1309163adfd143b66298db672499cee378a5bc87c936608dde5eea41444",
             "51a1f197d8786712d2f0d97700f5be653b7488a96cde00e158159350d23e3d90",

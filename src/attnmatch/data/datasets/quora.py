@@ -28,23 +28,27 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from attnmatch.data.datasets._spec import (
-    DEV_HOLDOUT,
-    TRAIN_ON_DEV,
+    DEV_TRAINING_SPLITS,
     DatasetFormatError,
     DatasetSpec,
     FileSpec,
+    bundled,
     open_text,
     split_dev_for_training,
+    tsv_rows,
+    with_dev_training,
 )
-from attnmatch.data.protocol import ClassificationProtocol
+from attnmatch.data.protocol import ClassificationProtocol, non_standard
 from attnmatch.data.schema import Example
 
 CLASS_NAMES = ("not_duplicate", "duplicate")
-BIMPM_FILES = {"train": "train.tsv", "dev": "dev.tsv.gz", "test": "test.tsv.gz"}
+BIMPM_FILES = with_dev_training({"train": "train.tsv", "dev": "dev.tsv.gz", "test": "test.tsv.gz"})
+BIMPM_FIELDS = ("label", "question1", "question2", "pair_ID")
 ORIGINAL_FILE = "quora_duplicate_questions.tsv"
 ORIGINAL_HEADER = ("id", "qid1", "qid2", "question1", "question2", "is_duplicate")
 CITATION = (
@@ -65,22 +69,14 @@ BIMPM = ClassificationProtocol(
     primary="accuracy",
     description="Quora, BiMPM partition: accuracy (and F1 of duplicates) on 10,000 test pairs.",
 )
-BIMPM_NON_STANDARD = ClassificationProtocol(
-    name="quora-bimpm-train-on-dev (non-standard)",
-    num_classes=2,
-    class_names=CLASS_NAMES,
-    metrics=("accuracy", "f1"),
-    primary="accuracy",
-    description=(
-        "NON-STANDARD: 90% of the BiMPM dev pairs for training, the other 10% for selection."
-    ),
+BIMPM_NON_STANDARD = non_standard(
+    BIMPM,
+    "quora-bimpm-train-on-dev",
+    "90% of the BiMPM dev pairs for training, the other 10% for selection.",
 )
-ORIGINAL = ClassificationProtocol(
+ORIGINAL = replace(
+    BIMPM,
     name="quora-original",
-    num_classes=2,
-    class_names=CLASS_NAMES,
-    metrics=("accuracy", "f1"),
-    primary="accuracy",
     description="Quora release, no official split: accuracy and F1 of duplicates.",
 )
 
@@ -93,23 +89,14 @@ def read_bimpm_tsv(path: str | Path) -> list[Example]:
             0/1, or a non-numeric pair_ID; the message names the file and the line.
     """
     examples = []
-    with open_text(path) as f:
-        for lineno, line in enumerate(f, start=1):
-            row = line.rstrip("\r\n")
-            fields = row.split("\t")
-            if len(fields) != 4:
-                raise DatasetFormatError(
-                    f"{path}:{lineno}: expected 4 tab-separated fields "
-                    f"(label, question1, question2, pair_ID), got {len(fields)}: {row[:200]!r}"
-                )
-            label, question1, question2, pair_id = fields
-            if label not in ("0", "1"):
-                raise DatasetFormatError(f"{path}:{lineno}: label must be 0 or 1, got {label!r}")
-            if not pair_id.isdigit():
-                raise DatasetFormatError(
-                    f"{path}:{lineno}: pair_ID must be an integer, got {pair_id!r}"
-                )
-            examples.append(Example(question1, question2, int(label), id=pair_id))
+    for lineno, (label, question1, question2, pair_id) in tsv_rows(path, BIMPM_FIELDS):
+        if label not in ("0", "1"):
+            raise DatasetFormatError(f"{path}:{lineno}: label must be 0 or 1, got {label!r}")
+        if not pair_id.isdigit():
+            raise DatasetFormatError(
+                f"{path}:{lineno}: pair_ID must be an integer, got {pair_id!r}"
+            )
+        examples.append(Example(question1, question2, int(label), id=pair_id))
     return examples
 
 
@@ -165,14 +152,14 @@ def read_quora_original_tsv(path: str | Path, *, drop_empty: bool = False) -> li
 
 
 def _load_bimpm(paths: Mapping[str, Path], split: str, options: Mapping[str, Any]) -> list[Example]:
-    if split in (TRAIN_ON_DEV, DEV_HOLDOUT):
-        dev = read_bimpm_tsv(paths[BIMPM_FILES["dev"]])
-        return split_dev_for_training(dev, split, key=lambda ex: str(ex.id))
-    return read_bimpm_tsv(paths[BIMPM_FILES[split]])
+    examples = read_bimpm_tsv(paths[BIMPM_FILES[split]])
+    if split in DEV_TRAINING_SPLITS:
+        return split_dev_for_training(examples, split, key=lambda ex: str(ex.id))
+    return examples
 
 
 def _bimpm_protocol(split: str, options: Mapping[str, Any]) -> ClassificationProtocol:
-    return BIMPM_NON_STANDARD if split in (TRAIN_ON_DEV, DEV_HOLDOUT) else BIMPM
+    return BIMPM_NON_STANDARD if split in DEV_TRAINING_SPLITS else BIMPM
 
 
 def _load_original(
@@ -181,31 +168,21 @@ def _load_original(
     return read_quora_original_tsv(paths[ORIGINAL_FILE], drop_empty=options["drop_empty"])
 
 
-def _tsv(name: str, gz_sha256: str, tsv_sha256: str) -> FileSpec:
-    return FileSpec(f"{name}.gz", gz_sha256, alternatives=((name, tsv_sha256),))
-
-
 SPEC = DatasetSpec(
     name="quora",
     title="Quora Question Pairs (BiMPM partition)",
     task="classification",
-    splits=("train", "dev", "test", TRAIN_ON_DEV, DEV_HOLDOUT),
-    split_files={
-        "train": (BIMPM_FILES["train"],),
-        "dev": (BIMPM_FILES["dev"],),
-        "test": (BIMPM_FILES["test"],),
-        TRAIN_ON_DEV: (BIMPM_FILES["dev"],),
-        DEV_HOLDOUT: (BIMPM_FILES["dev"],),
-    },
+    splits=tuple(BIMPM_FILES),
+    split_files={split: (name,) for split, name in BIMPM_FILES.items()},
     files=(
         # Never available here: no trustworthy sha256 is published ("" = unverified).
         FileSpec(BIMPM_FILES["train"], ""),
-        _tsv(
+        bundled(
             "dev.tsv",
             "702ab745e574a7b6b54e35ee5757cee1d791abf273b639f3124a85e84bdfd79b",
             "2b57102923c55472fbb947353f1b00fae6daf35ca83e98bc9178727075efcdb5",
         ),
-        _tsv(
+        bundled(
             "test.tsv",
             "cf014cdbed9ce28f31bc5a6d6d7323b0ba26277b053467a4bca164a22e841d0c",
             "386d96e2aebfa9d429391ee8be41ff0e4f67d113d824f28ad9cffc93f16e554d",
@@ -234,7 +211,7 @@ SPEC = DatasetSpec(
     loader=_load_bimpm,
     make_protocol=_bimpm_protocol,
     split_sizes={"train": 384_348, "dev": 10_000, "test": 10_000},
-    non_standard_splits=(TRAIN_ON_DEV, DEV_HOLDOUT),
+    non_standard_splits=DEV_TRAINING_SPLITS,
     notes=(
         "Files: label, question1, question2, pair_ID, tab-separated, no header; questions are "
         "tokenised (CoreNLP). dev and test are balanced (5,000 duplicates each); train is not "

@@ -38,28 +38,33 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from attnmatch.data.datasets._spec import (
-    DEV_HOLDOUT,
-    TRAIN_ON_DEV,
+    DEV_TRAINING_SPLITS,
     DatasetFormatError,
     DatasetSpec,
     FileSpec,
+    bundled,
     open_text,
     split_dev_for_training,
+    tsv_rows,
     verified_paths,
+    with_dev_training,
 )
-from attnmatch.data.protocol import ClassificationProtocol
+from attnmatch.data.protocol import ClassificationProtocol, non_standard
 from attnmatch.data.schema import Example
 
 CLASS_NAMES = ("neutral", "entails")
 NEUTRAL, ENTAILS = 0, 1
 SPLITS = ("train", "dev", "test")
+TSV_FIELDS = ("premise", "hypothesis", "label")
 TSV_LABELS = {"neutral": NEUTRAL, "entails": ENTAILS}
 SNLI_LABELS = {"neutral": NEUTRAL, "entailment": ENTAILS}
 CSV_LABELS = {"not_entailment": NEUTRAL, "entailment": ENTAILS}
+RE2_FIELDS = ("s1", "s2", "label")
 RE2_LABELS = {"1": NEUTRAL, "0": ENTAILS}
 CSV_HEADER = ("premise", "hypothesis", "label")
 CSV_FILE = "scitail_1.0_test.csv.gz"
@@ -87,23 +92,15 @@ OFFICIAL = ClassificationProtocol(
     primary="accuracy",
     description="SciTail: accuracy (and F1 of entails) on the 2,126 test pairs.",
 )
-RE2 = ClassificationProtocol(
+RE2 = replace(
+    OFFICIAL,
     name="scitail-re2",
-    num_classes=2,
-    class_names=CLASS_NAMES,
-    metrics=("accuracy", "f1"),
-    primary="accuracy",
     description="SciTail, RE2-tokenised text: accuracy (and F1 of entails) on 2,126 test pairs.",
 )
-RE2_NON_STANDARD = ClassificationProtocol(
-    name="scitail-re2-train-on-dev (non-standard)",
-    num_classes=2,
-    class_names=CLASS_NAMES,
-    metrics=("accuracy", "f1"),
-    primary="accuracy",
-    description=(
-        "NON-STANDARD: 90% of the SciTail dev pairs (RE2 text) for training, 10% for selection."
-    ),
+RE2_NON_STANDARD = non_standard(
+    RE2,
+    "scitail-re2-train-on-dev",
+    "90% of the SciTail dev pairs (RE2 text) for training, 10% for selection.",
 )
 
 
@@ -120,6 +117,17 @@ def _label(labels: Mapping[str, int], value: object, path: Path, lineno: int, wh
     return labels[value]
 
 
+def _read_pairs_tsv(
+    path: Path, fields: tuple[str, ...], labels: Mapping[str, int], what: str
+) -> list[Example]:
+    # Rows `premise <TAB> hypothesis <TAB> label`, ids "<file>:<line>".
+    examples = []
+    for lineno, (premise, hypothesis, label) in tsv_rows(path, fields):
+        cls = _label(labels, label, path, lineno, what)
+        examples.append(Example(premise, hypothesis, cls, id=f"{_source_name(path)}:{lineno}"))
+    return examples
+
+
 def read_scitail_tsv(path: str | Path) -> list[Example]:
     """Parses a `tsv_format/scitail_1.0_*.tsv` file (or its `.gz`), every row, in file order.
 
@@ -127,21 +135,7 @@ def read_scitail_tsv(path: str | Path) -> list[Example]:
         DatasetFormatError: a row without exactly 3 tab-separated fields or a label other than
             entails/neutral; the message names the file and the line.
     """
-    path = Path(path)
-    examples = []
-    with open_text(path) as f:
-        for lineno, line in enumerate(f, start=1):
-            row = line.rstrip("\r\n")
-            fields = row.split("\t")
-            if len(fields) != 3:
-                raise DatasetFormatError(
-                    f"{path}:{lineno}: expected 3 tab-separated fields (premise, hypothesis, "
-                    f"label), got {len(fields)}: {row[:200]!r}"
-                )
-            premise, hypothesis, label = fields
-            cls = _label(TSV_LABELS, label, path, lineno, "label")
-            examples.append(Example(premise, hypothesis, cls, id=f"{_source_name(path)}:{lineno}"))
-    return examples
+    return _read_pairs_tsv(Path(path), TSV_FIELDS, TSV_LABELS, "label")
 
 
 def read_scitail_jsonl(path: str | Path) -> list[Example]:
@@ -227,21 +221,7 @@ def read_re2_txt(path: str | Path) -> list[Example]:
         DatasetFormatError: a row without exactly 3 tab-separated fields or a label other than
             0/1; the message names the file and the line.
     """
-    path = Path(path)
-    examples = []
-    with open_text(path) as f:
-        for lineno, line in enumerate(f, start=1):
-            row = line.rstrip("\r\n")
-            fields = row.split("\t")
-            if len(fields) != 3:
-                raise DatasetFormatError(
-                    f"{path}:{lineno}: expected 3 tab-separated fields (s1, s2, label), "
-                    f"got {len(fields)}: {row[:200]!r}"
-                )
-            premise, hypothesis, label = fields
-            cls = _label(RE2_LABELS, label, path, lineno, "label (0 entails, 1 neutral)")
-            examples.append(Example(premise, hypothesis, cls, id=f"{_source_name(path)}:{lineno}"))
-    return examples
+    return _read_pairs_tsv(Path(path), RE2_FIELDS, RE2_LABELS, "label (0 entails, 1 neutral)")
 
 
 # --- scitail: the official release, and the bundled copy of its test split ------------------
@@ -333,47 +313,34 @@ SPEC = DatasetSpec(
 
 # --- scitail-re2: RE2's tokenised dev and test -------------------------------------------------
 
-RE2_FILES = {"dev": "re2_dev.txt.gz", "test": "re2_test.txt.gz"}
+RE2_FILES = with_dev_training({"dev": "re2_dev.txt.gz", "test": "re2_test.txt.gz"})
 
 
 def _load_re2(paths: Mapping[str, Path], split: str, options: Mapping[str, Any]) -> list[Example]:
-    if split in (TRAIN_ON_DEV, DEV_HOLDOUT):
-        return split_dev_for_training(read_re2_txt(paths[RE2_FILES["dev"]]), split)
-    return read_re2_txt(paths[RE2_FILES[split]])
+    examples = read_re2_txt(paths[RE2_FILES[split]])
+    return split_dev_for_training(examples, split) if split in DEV_TRAINING_SPLITS else examples
 
 
 def _re2_protocol(split: str, options: Mapping[str, Any]) -> ClassificationProtocol:
-    return RE2_NON_STANDARD if split in (TRAIN_ON_DEV, DEV_HOLDOUT) else RE2
+    return RE2_NON_STANDARD if split in DEV_TRAINING_SPLITS else RE2
 
 
 RE2_SPEC = DatasetSpec(
     name="scitail-re2",
     title="SciTail v1.1 dev/test, RE2-tokenised",
     task="classification",
-    splits=("dev", "test", TRAIN_ON_DEV, DEV_HOLDOUT),
-    split_files={
-        "dev": (RE2_FILES["dev"],),
-        "test": (RE2_FILES["test"],),
-        TRAIN_ON_DEV: (RE2_FILES["dev"],),
-        DEV_HOLDOUT: (RE2_FILES["dev"],),
-    },
+    splits=tuple(RE2_FILES),
+    split_files={split: (name,) for split, name in RE2_FILES.items()},
     files=(
-        FileSpec(
-            RE2_FILES["dev"],
+        bundled(
+            "re2_dev.txt",
             "4bfefab0b8d462147049dbfab53bc35641094480b5d6bc412651ff27177da499",
-            alternatives=(
-                ("re2_dev.txt", "ad2f794fa600b519d94cb85ae6b418f8e45739ccc374af825027eef98b985a51"),
-            ),
+            "ad2f794fa600b519d94cb85ae6b418f8e45739ccc374af825027eef98b985a51",
         ),
-        FileSpec(
-            RE2_FILES["test"],
+        bundled(
+            "re2_test.txt",
             "0729f7ad94b61502bba5b75927f903c4120906aa89bdb7a453b3037c2a1b40ca",
-            alternatives=(
-                (
-                    "re2_test.txt",
-                    "548a0363930bf2348312febf72fe901340d2258e75f65d4800eeeddc49380bf4",
-                ),
-            ),
+            "548a0363930bf2348312febf72fe901340d2258e75f65d4800eeeddc49380bf4",
         ),
         FileSpec(
             SOURCE_LICENSE, "6b07b35a328999dfa338671f6e64d9f0e14bb8807865921bfc0795a8c573ffc2"
@@ -400,7 +367,7 @@ RE2_SPEC = DatasetSpec(
     loader=_load_re2,
     make_protocol=_re2_protocol,
     split_sizes={"dev": 1_304, "test": 2_126},
-    non_standard_splits=(TRAIN_ON_DEV, DEV_HOLDOUT),
+    non_standard_splits=DEV_TRAINING_SPLITS,
     notes=(
         "Text tokenised by RE2 (NLTK TweetTokenizer, which also decodes HTML entities; "
         "'- . # \" /' removed), not the original strings. File labels 0 = entails, "

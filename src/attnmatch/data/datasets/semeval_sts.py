@@ -46,7 +46,10 @@ from attnmatch.data.datasets._spec import (
     DatasetFormatError,
     DatasetSpec,
     FileSpec,
+    bundled,
     open_text,
+    parse_score,
+    tsv_fields,
 )
 from attnmatch.data.protocol import RegressionProtocol
 from attnmatch.data.schema import Example
@@ -251,24 +254,16 @@ def read_sts_set(input_path: str | Path, gold_path: str | Path, sts_set: StsSet)
         )
     examples = []
     for lineno, (line, gold) in enumerate(zip(inputs, golds, strict=True), start=1):
-        row = line.rstrip("\r\n")
-        fields = row.split("\t")
-        if len(fields) != sts_set.num_fields:
-            raise DatasetFormatError(
-                f"{input_path}:{lineno}: expected {sts_set.num_fields} tab-separated fields, "
-                f"got {len(fields)}: {row!r}"
-            )
+        fields = tsv_fields(line, sts_set.num_fields, path=input_path, lineno=lineno)
         sentence1, sentence2 = fields[:2]
         if not sentence1.strip() or not sentence2.strip():
+            row = "\t".join(fields)
             raise DatasetFormatError(f"{input_path}:{lineno}: empty sentence: {row!r}")
         text = gold.strip()
         if not text and sts_set.has_unscored:
             continue
-        try:
-            score = float(text)
-        except ValueError:
-            score = float("nan")
-        if not MIN_SCORE <= score <= MAX_SCORE:
+        score = parse_score(text, MIN_SCORE, MAX_SCORE)
+        if score is None:
             empty = " (an empty line marks an unscored pair only in 2015 and 2016)"
             raise DatasetFormatError(
                 f"{gold_path}:{lineno}: expected a score in {MIN_SCORE}-{MAX_SCORE}, "
@@ -371,7 +366,7 @@ def _protocol(split: str, options: Mapping[str, Any]) -> RegressionProtocol:
 
 def _file(name: str) -> FileSpec:
     if name.endswith(".txt") and ".input." in name:  # inputs are bundled gzipped
-        return FileSpec(f"{name}.gz", SHA256[f"{name}.gz"], alternatives=((name, SHA256[name]),))
+        return bundled(name, SHA256[f"{name}.gz"], SHA256[name])
     return FileSpec(name, SHA256[name])
 
 

@@ -16,10 +16,18 @@ its file has CRLF line ends, the others LF).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
-from attnmatch.data.datasets._spec import DatasetFormatError, DatasetSpec, FileSpec, open_text
+from attnmatch.data.datasets._spec import (
+    DatasetFormatError,
+    DatasetSpec,
+    FileSpec,
+    bundled,
+    parse_score,
+    tsv_rows,
+)
 from attnmatch.data.protocol import ClassificationProtocol, RegressionProtocol
 from attnmatch.data.schema import Example
 
@@ -69,39 +77,24 @@ def read_sick_txt(
     if target not in ("relatedness", "entailment"):
         raise ValueError(f"target must be 'relatedness' or 'entailment', got {target!r}")
     examples = []
-    with open_text(path) as f:
-        header = f.readline().rstrip("\r\n").split("\t")
-        if tuple(header) != HEADER:
+    for lineno, fields in tsv_rows(path, header=HEADER):
+        pair_id, sentence_a, sentence_b, score, judgment = fields
+        if not pair_id.isdigit():
+            row = "\t".join(fields)
+            raise DatasetFormatError(f"{path}:{lineno}: pair_ID must be an integer: {row!r}")
+        value = parse_score(score, MIN_SCORE, MAX_SCORE)
+        if value is None:
             raise DatasetFormatError(
-                f"{path}:1: expected the header {' '.join(HEADER)!r}, got {header!r}"
+                f"{path}:{lineno}: relatedness_score must be a number in "
+                f"{MIN_SCORE}-{MAX_SCORE}, got {score!r}"
             )
-        for lineno, line in enumerate(f, start=2):
-            row = line.rstrip("\r\n")
-            fields = row.split("\t")
-            if len(fields) != len(HEADER):
-                raise DatasetFormatError(
-                    f"{path}:{lineno}: expected {len(HEADER)} tab-separated fields, "
-                    f"got {len(fields)}: {row!r}"
-                )
-            pair_id, sentence_a, sentence_b, score, judgment = fields
-            if not pair_id.isdigit():
-                raise DatasetFormatError(f"{path}:{lineno}: pair_ID must be an integer: {row!r}")
-            try:
-                value = float(score)
-            except ValueError:
-                value = float("nan")
-            if not MIN_SCORE <= value <= MAX_SCORE:
-                raise DatasetFormatError(
-                    f"{path}:{lineno}: relatedness_score must be a number in "
-                    f"{MIN_SCORE}-{MAX_SCORE}, got {score!r}"
-                )
-            if judgment not in CLASS_NAMES:
-                raise DatasetFormatError(
-                    f"{path}:{lineno}: entailment_judgment must be one of {CLASS_NAMES}, "
-                    f"got {judgment!r}"
-                )
-            label: float | int = value if target == "relatedness" else CLASS_NAMES.index(judgment)
-            examples.append(Example(sentence_a, sentence_b, label, id=pair_id))
+        if judgment not in CLASS_NAMES:
+            raise DatasetFormatError(
+                f"{path}:{lineno}: entailment_judgment must be one of {CLASS_NAMES}, "
+                f"got {judgment!r}"
+            )
+        label: float | int = value if target == "relatedness" else CLASS_NAMES.index(judgment)
+        examples.append(Example(sentence_a, sentence_b, label, id=pair_id))
     return examples
 
 
@@ -117,22 +110,18 @@ def _load_entailment(
     return read_sick_txt(paths[SPLIT_FILES[split]], "entailment")
 
 
-def _txt(name: str, gz_sha256: str, txt_sha256: str) -> FileSpec:
-    return FileSpec(f"{name}.gz", gz_sha256, alternatives=((name, txt_sha256),))
-
-
 FILES = (
-    _txt(
+    bundled(
         "SICK_train.txt",
         "c998377ca2a2783cdc54ff4413ac88b54f80069edac52430f8cd1307e38bd7d1",
         "266cf8047149bd1d68138dd30439f3122bff30069740ac6705bb6197d9f1b48e",
     ),
-    _txt(
+    bundled(
         "SICK_trial.txt",
         "ce8d65b86b2f48c2161c93ec93ecdffd91a9171d7c83973ccd1c9e24bdc4954a",
         "5a88cfb62f8c6bd2a3cce0f2421ba2cb8c2be5ab4a800f6f01e2c64aafb7db56",
     ),
-    _txt(
+    bundled(
         "SICK_test_annotated.txt",
         "a43dd0ccf87aad4f0e591cd42e6428ed34a2e3880da5948607d2dfa2fba6f4ee",
         "2b8aa806658d6fc23c6824c83776c2d4fee7556000817b5ec0f982861413b7d0",
@@ -184,17 +173,12 @@ SPEC = DatasetSpec(
     manual_download=MANUAL,
 )
 
-ENTAILMENT_SPEC = DatasetSpec(
+# The same files, read for the entailment judgment instead of the score.
+ENTAILMENT_SPEC = replace(
+    SPEC,
     name="sick-entailment",
     title="SICK entailment (SemEval-2014 Task 1)",
     task="classification",
-    splits=("train", "dev", "test"),
-    split_files={split: (name,) for split, name in SPLIT_FILES.items()},
-    files=FILES,
-    folder="sick",
-    license=LICENSE,
-    citation=CITATION,
-    url=URLS[0],
     protocol_description=(
         "3-way entailment classification over every pair, classes 0 NEUTRAL, 1 ENTAILMENT, "
         "2 CONTRADICTION: accuracy (primary) and macro F1 on the 4,927 test pairs. Models are "
@@ -202,9 +186,6 @@ ENTAILMENT_SPEC = DatasetSpec(
     ),
     loader=_load_entailment,
     make_protocol=lambda split, options: ENTAILMENT,
-    split_sizes=SPLIT_SIZES,
-    notes=NOTES,
-    manual_download=MANUAL,
 )
 
 SPECS = (SPEC, ENTAILMENT_SPEC)

@@ -26,24 +26,27 @@ from pathlib import Path
 from typing import Any
 
 from attnmatch.data.datasets._spec import (
-    DEV_HOLDOUT,
-    TRAIN_ON_DEV,
+    DEV_TRAINING_SPLITS,
     DatasetFormatError,
     DatasetSpec,
     FileSpec,
+    bundled,
     open_text,
     split_dev_for_training,
+    with_dev_training,
 )
-from attnmatch.data.protocol import ClassificationProtocol
+from attnmatch.data.protocol import ClassificationProtocol, non_standard
 from attnmatch.data.schema import Example
 
 CLASS_NAMES = ("entailment", "neutral", "contradiction")
 NO_GOLD_LABEL = "-"
-SPLIT_FILES = {
-    "train": "snli_1.0_train.jsonl",
-    "dev": "snli_1.0_dev.jsonl.gz",
-    "test": "snli_1.0_test.jsonl.gz",
-}
+SPLIT_FILES = with_dev_training(
+    {
+        "train": "snli_1.0_train.jsonl",
+        "dev": "snli_1.0_dev.jsonl.gz",
+        "test": "snli_1.0_test.jsonl.gz",
+    }
+)
 
 OFFICIAL = ClassificationProtocol(
     name="snli",
@@ -53,13 +56,8 @@ OFFICIAL = ClassificationProtocol(
     primary="accuracy",
     description="SNLI 1.0: 3-way accuracy on the 9,824 labelled test pairs.",
 )
-NON_STANDARD = ClassificationProtocol(
-    name="snli-train-on-dev (non-standard)",
-    num_classes=3,
-    class_names=CLASS_NAMES,
-    metrics=("accuracy", "macro_f1"),
-    primary="accuracy",
-    description="NON-STANDARD: 90% of the SNLI dev pairs for training, 10% for selection.",
+NON_STANDARD = non_standard(
+    OFFICIAL, "snli-train-on-dev", "90% of the SNLI dev pairs for training, 10% for selection."
 )
 
 
@@ -123,43 +121,34 @@ def read_nli_jsonl(path: str | Path, *, genre: bool = False) -> list[Example]:
 
 
 def _load(paths: Mapping[str, Path], split: str, options: Mapping[str, Any]) -> list[Example]:
-    if split in (TRAIN_ON_DEV, DEV_HOLDOUT):
-        return split_dev_for_training(read_nli_jsonl(paths[SPLIT_FILES["dev"]]), split)
-    return read_nli_jsonl(paths[SPLIT_FILES[split]])
+    examples = read_nli_jsonl(paths[SPLIT_FILES[split]])
+    return split_dev_for_training(examples, split) if split in DEV_TRAINING_SPLITS else examples
 
 
 def _protocol(split: str, options: Mapping[str, Any]) -> ClassificationProtocol:
-    return NON_STANDARD if split in (TRAIN_ON_DEV, DEV_HOLDOUT) else OFFICIAL
-
-
-def _jsonl(name: str, gz_sha256: str) -> FileSpec:
-    # The bundled .gz is a reduced copy (gold_label, sentence1, sentence2 only); the official
-    # .jsonl has every field, so its digest differs and is not known here: "" = unverified.
-    return FileSpec(f"{name}.gz", gz_sha256, alternatives=((name, ""),))
+    return NON_STANDARD if split in DEV_TRAINING_SPLITS else OFFICIAL
 
 
 SPEC = DatasetSpec(
     name="snli",
     title="Stanford Natural Language Inference (SNLI 1.0)",
     task="classification",
-    splits=("train", "dev", "test", TRAIN_ON_DEV, DEV_HOLDOUT),
-    split_files={
-        "train": (SPLIT_FILES["train"],),
-        "dev": (SPLIT_FILES["dev"],),
-        "test": (SPLIT_FILES["test"],),
-        TRAIN_ON_DEV: (SPLIT_FILES["dev"],),
-        DEV_HOLDOUT: (SPLIT_FILES["dev"],),
-    },
+    splits=tuple(SPLIT_FILES),
+    split_files={split: (name,) for split, name in SPLIT_FILES.items()},
     files=(
         # Not available here; no sha256 of the file itself is published: "" = unverified.
         FileSpec(SPLIT_FILES["train"], ""),
-        _jsonl(
+        # The bundled .gz are reduced copies (gold_label, sentence1, sentence2 only); the
+        # official .jsonl has every field, so its digest differs and is not known: unverified.
+        bundled(
             "snli_1.0_dev.jsonl",
             "02c9cd49e6d0530c9ea7651053ca03fbeb3e0ee2770f68433d0715e7fe789840",
+            "",
         ),
-        _jsonl(
+        bundled(
             "snli_1.0_test.jsonl",
             "640fe34fed08b43d120600bb751a06829481643c393e855cd65f3578428e0baa",
+            "",
         ),
     ),
     folder="snli",
@@ -183,7 +172,7 @@ SPEC = DatasetSpec(
     loader=_load,
     make_protocol=_protocol,
     split_sizes={"train": 549_367, "dev": 9_842, "test": 9_824},
-    non_standard_splits=(TRAIN_ON_DEV, DEV_HOLDOUT),
+    non_standard_splits=DEV_TRAINING_SPLITS,
     notes=(
         "Pairs with gold_label '-' are dropped (train 785, dev 158, test 176 of 550,152 / "
         "10,000 / 10,000); one such dev row has null sentences in the bundled copy. The "

@@ -19,13 +19,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from attnmatch.data.datasets._spec import DatasetFormatError, DatasetSpec, FileSpec, open_text
+from attnmatch.data.datasets._spec import (
+    DatasetFormatError,
+    DatasetSpec,
+    FileSpec,
+    bundled,
+    parse_score,
+    tsv_rows,
+)
 from attnmatch.data.protocol import RegressionProtocol
 from attnmatch.data.schema import Example
 
 FIELDS = ("genre", "file", "year", "sid", "score", "sentence1", "sentence2")
-# 7 fields, or 9 with the two source-attribution fields of some rows.
-FIELD_COUNTS = (len(FIELDS), len(FIELDS) + 2)
+# The source attribution of each sentence, which some rows add (9 fields instead of 7).
+SOURCE_FIELDS = ("source1", "source2")
 MIN_SCORE, MAX_SCORE = 0, 5
 
 OFFICIAL = RegressionProtocol(
@@ -46,40 +53,23 @@ def read_sts_benchmark_csv(path: str | Path) -> list[Example]:
             the line.
     """
     examples = []
-    with open_text(path) as f:
-        for lineno, line in enumerate(f, start=1):
-            row = line.rstrip("\r\n")
-            fields = row.split("\t")
-            if len(fields) not in FIELD_COUNTS:
-                raise DatasetFormatError(
-                    f"{path}:{lineno}: expected 7 tab-separated fields "
-                    f"({' '.join(FIELDS)}) or 9 (with two source fields), "
-                    f"got {len(fields)}: {row!r}"
-                )
-            genre, file, year, sid, score, sentence1, sentence2 = fields[: len(FIELDS)]
-            try:
-                value = float(score)
-            except ValueError:
-                value = float("nan")
-            if not MIN_SCORE <= value <= MAX_SCORE:
-                raise DatasetFormatError(
-                    f"{path}:{lineno}: score must be a number in {MIN_SCORE}-{MAX_SCORE}, "
-                    f"got {score!r}"
-                )
-            if not sentence1 or not sentence2:
-                raise DatasetFormatError(f"{path}:{lineno}: empty sentence: {row!r}")
-            pair_id = f"{genre}/{file}/{year}/{sid}"
-            examples.append(Example(sentence1, sentence2, value, id=pair_id))
+    for lineno, fields in tsv_rows(path, FIELDS, optional=SOURCE_FIELDS):
+        genre, file, year, sid, score, sentence1, sentence2, *_sources = fields
+        value = parse_score(score, MIN_SCORE, MAX_SCORE)
+        if value is None:
+            raise DatasetFormatError(
+                f"{path}:{lineno}: score must be a number in {MIN_SCORE}-{MAX_SCORE}, got {score!r}"
+            )
+        if not sentence1 or not sentence2:
+            row = "\t".join(fields)
+            raise DatasetFormatError(f"{path}:{lineno}: empty sentence: {row!r}")
+        pair_id = f"{genre}/{file}/{year}/{sid}"
+        examples.append(Example(sentence1, sentence2, value, id=pair_id))
     return examples
 
 
 def _load(paths: Mapping[str, Path], split: str, options: Mapping[str, Any]) -> list[Example]:
     return read_sts_benchmark_csv(paths[f"sts-{split}.csv.gz"])
-
-
-def _csv(split: str, gz_sha256: str, csv_sha256: str) -> FileSpec:
-    name = f"sts-{split}.csv"
-    return FileSpec(f"{name}.gz", gz_sha256, alternatives=((name, csv_sha256),))
 
 
 SPEC = DatasetSpec(
@@ -89,18 +79,18 @@ SPEC = DatasetSpec(
     splits=("train", "dev", "test"),
     split_files={s: (f"sts-{s}.csv.gz",) for s in ("train", "dev", "test")},
     files=(
-        _csv(
-            "train",
+        bundled(
+            "sts-train.csv",
             "814385c6954f03ad052d402efc9253ebed01849c23e35de7619c922cb6fa8628",
             "0f71910b59aa1ad973c5897f0791f3b0965a92b8f82b1a95f3eea9f4162fda82",
         ),
-        _csv(
-            "dev",
+        bundled(
+            "sts-dev.csv",
             "abf194bec5bfca9ddefaa10a5f911a0f3d82b2c9ec5d12d1daedec5fd48a9339",
             "5d7e944d8b02734b07bfdb5df67db3420c64bed153fcaa1ba47ad03480cf4234",
         ),
-        _csv(
-            "test",
+        bundled(
+            "sts-test.csv",
             "bb4bc5b979fbd0e9b6d4c06a9452610ad2d754635ecddd8f663cd78fb4868946",
             "affe45928a66ee5a708531233c95b7dacbbdc57f974f002a3d32ea0180cf816a",
         ),

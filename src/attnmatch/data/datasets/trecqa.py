@@ -32,8 +32,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from attnmatch.data.datasets._spec import DatasetFormatError, DatasetSpec, FileSpec, open_text
-from attnmatch.data.protocol import RankingProtocol
+from attnmatch.data.datasets._spec import (
+    DatasetFormatError,
+    DatasetSpec,
+    FileSpec,
+    bundled,
+    open_text,
+)
+from attnmatch.data.protocol import RankingProtocol, non_standard
 from attnmatch.data.schema import Example
 
 SPLITS = ("train", "raw-dev", "raw-test", "clean-dev", "clean-test", "train-all-wang2007")
@@ -77,14 +83,11 @@ CLEAN = RankingProtocol(
         "both a correct and an incorrect candidate."
     ),
 )
-TRAIN_ALL_REBUILT = RankingProtocol(
-    name="trecqa-train-all-wang2007 (non-standard)",
-    require_positive=True,
-    require_negative=True,
-    description=(
-        "NON-STANDARD: TRAIN-ALL rebuilt from Wang et al.'s Train1-2393 files (6,420 positives, "
-        "47,006 negatives; the standard TRAIN-ALL has 6,403 / 47,014)."
-    ),
+TRAIN_ALL_REBUILT = non_standard(
+    RAW,
+    "trecqa-train-all-wang2007",
+    "TRAIN-ALL rebuilt from Wang et al.'s Train1-2393 files (6,420 positives, 47,006 "
+    "negatives; the standard TRAIN-ALL has 6,403 / 47,014).",
 )
 
 
@@ -560,11 +563,6 @@ _SHA256 = {
 }
 
 
-def _gz(name: str) -> FileSpec:
-    gz_sha256, sha256 = _SHA256[name]
-    return FileSpec(f"{name}.gz", gz_sha256, alternatives=((name, sha256),))
-
-
 def _split_files(split: str) -> tuple[str, ...]:
     if split == TRAIN_ALL:
         return WANG2007_FILES
@@ -578,7 +576,7 @@ SPEC = DatasetSpec(
     splits=SPLITS,
     split_files={split: _split_files(split) for split in SPLITS},
     files=(
-        *(_gz(name) for name in _SHA256),
+        *(bundled(name, *digests) for name, digests in _SHA256.items()),
         FileSpec(
             f"{WANG2007}.Question.POSInput.gz",
             "936ff1200b2744ccad0ba0f933c83e8d7a90cebbe8cffb4ab606863bc7dca731",

@@ -42,7 +42,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from attnmatch.data.datasets._spec import DatasetFormatError, DatasetSpec, FileSpec, open_text
+from attnmatch.data.datasets._spec import (
+    DatasetFormatError,
+    DatasetSpec,
+    FileSpec,
+    open_text,
+    tsv_rows,
+)
 from attnmatch.data.protocol import RankingProtocol
 from attnmatch.data.schema import Example
 
@@ -50,6 +56,8 @@ SPLITS = ("train", "dev", "test")
 CANDIDATES = 10  # the ground truth and 9 distractors
 EOU, EOT = "__eou__", "__eot__"
 MARKERS = (EOU, EOT)
+# A line of Xu et al.'s files: a label, one field per turn of the context, the response.
+XU_FIELDS = ("label", "turn ...", "response")
 TRAIN_HEADER = ("Context", "Utterance", "Label")
 EVAL_HEADER = (
     "Context",
@@ -201,35 +209,25 @@ def read_xu_txt(path: str | Path, split: str, *, markers: str = "keep") -> list[
             examples.append(Example(context, response, label, group, f"{path.name}:{lineno}"))
         block.clear()
 
-    with open_text(path) as f:
-        for lineno, line in enumerate(f, start=1):
-            fields = line.rstrip("\r\n").split("\t")
-            if len(fields) < 3:
-                raise DatasetFormatError(
-                    f"{path}:{lineno}: expected 'label<TAB>turn ...<TAB>response' "
-                    f"(at least 3 tab-separated fields), got {len(fields)}"
-                )
-            label, *turns, response = fields
-            if label not in ("0", "1"):
-                raise DatasetFormatError(f"{path}:{lineno}: label must be 0 or 1, got {label!r}")
-            context = separator.join(turns)
-            if markers == "strip":
-                context, response = strip_markers(context), strip_markers(response)
-            if split == "train":
-                group = f"train-{lineno}"
-                examples.append(
-                    Example(context, response, int(label), group, f"{path.name}:{lineno}")
-                )
-                continue
-            if block and context != block[0][1]:
-                raise DatasetFormatError(
-                    f"{path}:{lineno}: context differs from the context of line {block[0][0]}, "
-                    f"but a context has {CANDIDATES} consecutive candidate lines "
-                    f"(this is candidate {len(block) + 1})"
-                )
-            block.append((lineno, context, response, int(label)))
-            if len(block) == CANDIDATES:
-                flush()
+    for lineno, (label, *turns, response) in tsv_rows(path, XU_FIELDS, at_least=True):
+        if label not in ("0", "1"):
+            raise DatasetFormatError(f"{path}:{lineno}: label must be 0 or 1, got {label!r}")
+        context = separator.join(turns)
+        if markers == "strip":
+            context, response = strip_markers(context), strip_markers(response)
+        if split == "train":
+            group = f"train-{lineno}"
+            examples.append(Example(context, response, int(label), group, f"{path.name}:{lineno}"))
+            continue
+        if block and context != block[0][1]:
+            raise DatasetFormatError(
+                f"{path}:{lineno}: context differs from the context of line {block[0][0]}, "
+                f"but a context has {CANDIDATES} consecutive candidate lines "
+                f"(this is candidate {len(block) + 1})"
+            )
+        block.append((lineno, context, response, int(label)))
+        if len(block) == CANDIDATES:
+            flush()
     if block:
         raise DatasetFormatError(
             f"{path}:{block[0][0]}: the file ends after {len(block)} of the "

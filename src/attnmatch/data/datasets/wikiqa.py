@@ -29,10 +29,12 @@ from attnmatch.data.datasets._spec import (
     DatasetFormatError,
     DatasetSpec,
     FileSpec,
+    bundled,
     open_text,
+    tsv_rows,
     verified_paths,
 )
-from attnmatch.data.protocol import RankingProtocol
+from attnmatch.data.protocol import RankingProtocol, non_standard
 from attnmatch.data.schema import Example
 
 HEADER = tuple("QuestionID Question DocumentID DocumentTitle SentenceID Sentence Label".split())
@@ -61,24 +63,12 @@ def read_wikiqa_tsv(path: str | Path) -> list[Example]:
             0/1; the message names the file, the line number and the bad field.
     """
     examples = []
-    with open_text(path) as f:
-        header = f.readline().rstrip("\r\n").split("\t")
-        if tuple(header) != HEADER:
-            raise DatasetFormatError(
-                f"{path}:1: expected the header {' '.join(HEADER)!r}, got {header!r}"
-            )
-        for lineno, line in enumerate(f, start=2):
-            row = line.rstrip("\r\n")
-            fields = row.split("\t")
-            if len(fields) != len(HEADER):
-                raise DatasetFormatError(
-                    f"{path}:{lineno}: expected {len(HEADER)} tab-separated fields, "
-                    f"got {len(fields)}: {row!r}"
-                )
-            qid, question, _doc_id, _title, sid, sentence, label = fields
-            if label not in ("0", "1"):
-                raise DatasetFormatError(f"{path}:{lineno}: Label must be 0 or 1, got {label!r}")
-            examples.append(Example(question, sentence, int(label), group=qid, id=sid))
+    for lineno, (qid, question, _doc_id, _title, sid, sentence, label) in tsv_rows(
+        path, header=HEADER
+    ):
+        if label not in ("0", "1"):
+            raise DatasetFormatError(f"{path}:{lineno}: Label must be 0 or 1, got {label!r}")
+        examples.append(Example(question, sentence, int(label), group=qid, id=sid))
     return examples
 
 
@@ -110,15 +100,12 @@ def load_ref(path: str | Path) -> dict[int, dict[int, int]]:
 
 
 RESPLIT_SEED = 2019
-RANDOM_SPLIT = RankingProtocol(
-    name="wikiqa-random-80-10-10 (non-standard)",
-    require_positive=True,
-    require_negative=False,
-    description=(
-        "NON-STANDARD: all 3,047 WikiQA questions pooled and split 80/10/10 by question with a "
-        f"fixed seed ({RESPLIT_SEED}), emulating the aMV-LSTM paper's random split; questions "
-        "with at least one correct answer evaluated."
-    ),
+RANDOM_SPLIT = non_standard(
+    OFFICIAL,
+    "wikiqa-random-80-10-10",
+    "all 3,047 WikiQA questions pooled and split 80/10/10 by question with a fixed seed "
+    f"({RESPLIT_SEED}), emulating the aMV-LSTM paper's random split; questions with at least "
+    "one correct answer evaluated.",
 )
 
 
@@ -169,11 +156,6 @@ def _protocol(split: str, options: Mapping[str, Any]) -> RankingProtocol:
     return FILTERED if options["filtered"] else OFFICIAL
 
 
-def _tsv(split: str, gz_sha256: str, tsv_sha256: str) -> FileSpec:
-    name = f"WikiQA-{split}.tsv"
-    return FileSpec(f"{name}.gz", gz_sha256, alternatives=((name, tsv_sha256),))
-
-
 SPEC = DatasetSpec(
     name="wikiqa",
     title="WikiQA",
@@ -181,30 +163,25 @@ SPEC = DatasetSpec(
     splits=("train", "dev", "test"),
     split_files={s: (f"WikiQA-{s}.tsv.gz",) for s in ("train", "dev", "test")},
     files=(
-        _tsv(
-            "train",
+        bundled(
+            "WikiQA-train.tsv",
             "bbaecd1659e2060049c7e2029174b7832df8e2700331bb77b7b65c7072743cd6",
             "295757943bc4df27f09763fc73b9f63063b13a577718b17805cbc9bb436f9dbe",
         ),
-        _tsv(
-            "dev",
+        bundled(
+            "WikiQA-dev.tsv",
             "e1f937d65296b6fbecc17b964905df1e7a54ac7dd9dc62334994a4c933fdf906",
             "023c530e742caca2a760d48bd249e13259248c11f3b880a4c1842aa259a30a54",
         ),
-        _tsv(
-            "test",
+        bundled(
+            "WikiQA-test.tsv",
             "3f2a08f2e55f153e5ce9eb3132077eca9145834038ab6c5a13af85c24df576dd",
             "3c3b66966cb183b71abf19510bc2302295c68dd7a25284ec9cf8b63d5b6929e3",
         ),
-        FileSpec(
-            "WikiQASent.pos.ans.tsv.gz",
+        bundled(
+            "WikiQASent.pos.ans.tsv",
             "2462b8a171fe3df3d3636b2b76d7958a3c067b3d5df17d275faa784ca07a9865",
-            alternatives=(
-                (
-                    "WikiQASent.pos.ans.tsv",
-                    "73a2e96b63f171b0ceb3cd3fba5f8fa0101bf9be1bd5dd1b95fd2115571462ac",
-                ),
-            ),
+            "73a2e96b63f171b0ceb3cd3fba5f8fa0101bf9be1bd5dd1b95fd2115571462ac",
         ),
         FileSpec(
             "WikiQA-train.ref", "aed4d2e086c1b8736b30c6914934a81bff997f2259f1c80a70f41d1575ecde7d"
