@@ -295,7 +295,8 @@ def _local_status(availability: dict[str, bool]) -> str:
     if len(present) == len(availability):
         return "[green]yes[/green]"
     if present:
-        return f"[yellow]partial[/yellow] ({', '.join(present)})"
+        missing = [split for split, ok in availability.items() if not ok]
+        return f"[yellow]partial[/yellow] (no {', '.join(missing)})"
     return "[red]no[/red]"
 
 
