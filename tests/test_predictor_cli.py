@@ -181,3 +181,56 @@ def test_render_markdown_mixed_tasks_and_non_standard_rows() -> None:
     assert "| model | id | data (train → test) | Accuracy |" in md
     assert "| QUORA — **non-standard protocol** | `quora` | quora: train-on-dev → test |" in md
     assert "| TREC | `trec` | trecqa: train → test | 0.7000 ± 0.0000 |" in md
+
+
+def test_render_markdown_lists_rows_that_were_not_run() -> None:
+    result = {
+        "table": "t",
+        "title": "T",
+        "paper": "",
+        "protocol": "proto",
+        "commit": "abc",
+        "environment": {
+            "attnmatch": "0",
+            "torch": "2",
+            "python": "3",
+            "threads": 2,
+            "platform": "x",
+        },
+        "rows": [
+            {
+                "id": "ubuntu",
+                "label": "HCRN",
+                "paper": {"r2@1": 0.816},
+                "note": "",
+                "seeds": [],
+                "dataset": "ubuntu-v1",
+                "train_split": "train",
+                "split": "test",
+                "non_standard": [],
+                "metric_names": ["r2@1"],
+                "not_run": "data not available",
+                "metrics": {},
+                "per_group": {},
+                "dev": {},
+            }
+        ],
+    }
+    md = render_markdown(result, ["r2@1"])
+    assert "| HCRN — *not run: data not available* | `ubuntu` | — (0.8160) |" in md
+    assert "Per-seed" in md and "`ubuntu` seeds" not in md
+
+
+def test_reproduce_skips_not_run_rows_without_training(tmp_path: Path) -> None:
+    from attnmatch.reproduce import reproduce
+
+    table = tmp_path / "t.toml"
+    table.write_text(
+        'table = "t"\ntitle = "T"\nprotocol = "p"\nmetrics = ["map"]\n'
+        '[[rows]]\nid = "mvlstm"\nlabel = "MV-LSTM"\nnot_run = "data not available"\n'
+        'paper = { map = 0.5 }\noverrides = { data = { dataset = "ubuntu-v1" } }\n'
+    )
+    out = reproduce(table, runs_dir=tmp_path / "runs", results_dir=tmp_path / "res", progress=False)
+    assert out["rows"][0]["not_run"] == "data not available"
+    assert not (tmp_path / "runs").exists()
+    assert "— (0.5000)" in (tmp_path / "res" / "t.md").read_text()

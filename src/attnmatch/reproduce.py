@@ -68,6 +68,8 @@ class TableRow:
     paper: dict[str, float] = field(default_factory=dict)
     overrides: dict[str, Any] = field(default_factory=dict)
     note: str = ""
+    # Why the row is listed but not run (e.g. "data not available"); empty: the row is run.
+    not_run: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -171,6 +173,10 @@ def reproduce(
     out_rows = []
     for row in selected:
         exp = experiment_for(spec, row)
+        if row.not_run:
+            console.print(f"{spec.table}: {row.label} ({row.id}) not run: {row.not_run}")
+            out_rows.append(_not_run_row(spec, row, exp))
+            continue
         console.rule(f"[bold]{spec.table}: {row.label} ({row.id}), seeds {seeds}")
         summary = train_seeds(
             exp,
@@ -225,6 +231,35 @@ def reproduce(
     return result
 
 
+def _not_run_row(spec: TableSpec, row: TableRow, exp: ExperimentConfig) -> dict[str, Any]:
+    """A listed row with the paper's numbers and no results of ours."""
+    name = model_of(row)
+    return {
+        "id": row.id,
+        "label": row.label,
+        "model": get_preset(name).model if name in list_presets() else name,
+        "preset": name if name in list_presets() else None,
+        "dataset": exp.data.dataset,
+        "train_split": exp.data.train_split,
+        "dev_split": exp.data.dev_split,
+        "split": exp.data.test_split if spec.split == "test" else exp.data.dev_split,
+        "non_standard": non_standard_splits(exp),
+        "metric_names": list(spec.metrics_of(row)),
+        "not_run": row.not_run,
+        "metrics": {},
+        "per_group": {},
+        "dev": {},
+        "paper": dict(row.paper),
+        "note": row.note,
+        "seeds": [],
+    }
+
+
+def _seeds_of(result: dict[str, Any]) -> list[int]:
+    run = [r["seeds"] for r in result["rows"] if r.get("seeds")]
+    return run[0] if run else []
+
+
 def _fmt(value: float) -> str:
     return f"{value:.4f}"
 
@@ -266,13 +301,18 @@ def render_markdown(result: dict[str, Any], metrics: tuple[str, ...] | list[str]
         for row in rows:
             cells = []
             for m in names:
-                s = row["metrics"][m]
-                cell = f"{_fmt(s['mean'])} ± {_fmt(s['std'])}"
+                if row.get("not_run"):
+                    cell = "—"
+                else:
+                    s = row["metrics"][m]
+                    cell = f"{_fmt(s['mean'])} ± {_fmt(s['std'])}"
                 if m in row["paper"]:
                     cell += f" ({_fmt(row['paper'][m])})"
                 cells.append(cell)
             label = row["label"]
-            if row.get("non_standard"):
+            if row.get("not_run"):
+                label += f" — *not run: {row['not_run']}*"
+            elif row.get("non_standard"):
                 label += " — **non-standard protocol**"
             data = (
                 [f"{row['dataset']}: {row.get('train_split', '?')} → {row['split']}"]
@@ -288,6 +328,8 @@ def render_markdown(result: dict[str, Any], metrics: tuple[str, ...] | list[str]
         ]
     lines += ["", "Per-seed runs (test):", ""]
     for row in result["rows"]:
+        if row.get("not_run"):
+            continue
         runs = ", ".join(
             f"{m} " + "/".join(_fmt(v) for v in row["metrics"][m]["runs"])
             for m in row.get("metric_names") or metrics
@@ -307,7 +349,7 @@ def render_markdown(result: dict[str, Any], metrics: tuple[str, ...] | list[str]
         f"Python {env['python']}, {env['threads']} threads, {env['platform']}.",
         "",
         f"Regenerate: `attnmatch reproduce {result['table']} --seeds "
-        f"{','.join(str(s) for s in result['rows'][0]['seeds'])}`",
+        f"{','.join(str(s) for s in _seeds_of(result))}`",
         "",
     ]
     return "\n".join(line for i, line in enumerate(lines) if line or (i and lines[i - 1]))

@@ -23,6 +23,12 @@ DIM = 8
 # checks), so the suite always covers every registered model.
 TINY: dict[str, dict[str, Any]] = {
     "mvlstm": {"hidden_size": 6, "k": 5},
+    "cbow_mlp": {"hidden_size": 6, "mlp_hidden": 7},
+    "lstm": {"hidden_size": 6, "mlp_hidden": 7},
+    "cnn": {"hidden_size": 6, "filters": 5, "mlp_hidden": 7},
+    "ap_cnn": {"hidden_size": 6, "filters": 5, "mlp_hidden": 7},
+    "ap_lstm": {"hidden_size": 6, "mlp_hidden": 7},
+    "hcrn": {"hidden_size": 4, "mlp_hidden": 5},
 }
 
 

@@ -101,3 +101,16 @@ def test_toml_config_errors_name_the_key(tmp_path: Path) -> None:
     path.write_text('[embeddings]\noov = "mean"\n')
     with pytest.raises(ConfigError, match=r"embeddings\.oov"):
         load_experiment(path)
+
+
+def test_staircase_learning_rate_decay() -> None:
+    from attnmatch.training.config import TrainConfig
+    from attnmatch.training.trainer import learning_rate
+
+    t = TrainConfig(lr=0.1, lr_decay=0.96, lr_decay_steps=10)
+    assert learning_rate(t, 0) == learning_rate(t, 9) == 0.1
+    assert learning_rate(t, 10) == pytest.approx(0.096)
+    assert learning_rate(t, 25) == pytest.approx(0.1 * 0.96**2)
+    assert learning_rate(TrainConfig(lr=0.1), 10**6) == 0.1
+    with pytest.raises(ValueError, match="lr_decay"):
+        TrainConfig(lr_decay=1.5)

@@ -42,7 +42,7 @@ from attnmatch.data.schema import PairBatch
 from attnmatch.models._registry import register_model, register_preset
 from attnmatch.models.token_encoder import TokenEncoderConfig, build_token_encoder
 from attnmatch.nn.masking import masked_kmax, masked_softmax
-from attnmatch.nn.recurrent import BiRNN
+from attnmatch.nn.recurrent import BiRNN, encode_pair
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -190,8 +190,7 @@ class MVLSTM(nn.Module):
         if self.right_gate is not None:
             right, out["right_gate"] = self.right_gate(right, batch.right_mask)
         if self.config.shared_encoder:
-            # One packed call for both sides halves the per-step kernel launches.
-            states = self._encode_together(left, batch.left_mask, right, batch.right_mask)
+            states = encode_pair(self.left_rnn, left, batch.left_mask, right, batch.right_mask)
             out["left_states"], out["right_states"] = states
         else:
             out["left_states"] = self.left_rnn(left, batch.left_mask)  # (B, L, 2H)
@@ -199,25 +198,6 @@ class MVLSTM(nn.Module):
         sim = self.interaction(out["left_states"], out["right_states"])  # (B, C, L, R)
         out["interaction"] = sim
         return out
-
-    def _encode_together(
-        self,
-        left: torch.Tensor,
-        left_mask: torch.Tensor,
-        right: torch.Tensor,
-        right_mask: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        batch, lsteps, _ = left.shape
-        rsteps = right.shape[1]
-        steps = max(lsteps, rsteps)
-        x = torch.cat(
-            [F.pad(left, (0, 0, 0, steps - lsteps)), F.pad(right, (0, 0, 0, steps - rsteps))]
-        )  # (2B, T, E)
-        mask = torch.cat(
-            [F.pad(left_mask, (0, steps - lsteps)), F.pad(right_mask, (0, steps - rsteps))]
-        )  # (2B, T)
-        states = self.left_rnn(x, mask)  # (2B, T, 2H)
-        return states[:batch, :lsteps], states[batch:, :rsteps]
 
     def forward(self, batch: PairBatch) -> torch.Tensor:
         sim = self._encode(batch)["interaction"]  # (B, C, L, R)

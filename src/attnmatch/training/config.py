@@ -78,7 +78,10 @@ class TrainConfig:
     margin: rank hinge margin (aMV-LSTM eq. 5: 1).
     num_negatives: k negatives per positive in a ranking group.
     batch_size: ranking groups per batch (ranking) or pairs per batch (classification).
-    optimizer, lr, weight_decay, grad_clip: the optimiser (grad_clip 0 disables clipping).
+    optimizer, lr, weight_decay, grad_clip: the optimiser (grad_clip 0 disables clipping;
+        weight_decay is the L2 term).
+    lr_decay, lr_decay_steps: staircase decay, lr * lr_decay ** (step // lr_decay_steps)
+        (HCRN: 0.96 every 10,000 steps); lr_decay = 1 (the default) keeps lr constant.
     patience: stop after this many epochs without a dev improvement (0: never stop early).
     eval_batch_size: pairs per inference batch.
     bucket_pool: length-bucketing pool in batches (0 disables).
@@ -95,17 +98,21 @@ class TrainConfig:
     lr: float = 1e-3
     weight_decay: float = 0.0
     grad_clip: float = 5.0
+    lr_decay: float = 1.0
+    lr_decay_steps: int = 10_000
     patience: int = 8
     eval_batch_size: int = 512
     bucket_pool: int = 50
     threads: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("epochs", "num_negatives", "batch_size", "eval_batch_size"):
+        for name in ("epochs", "num_negatives", "batch_size", "eval_batch_size", "lr_decay_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.lr <= 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
+        if not 0.0 < self.lr_decay <= 1.0:
+            raise ValueError(f"lr_decay must be in (0, 1], got {self.lr_decay}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -46,7 +46,7 @@ from attnmatch.models import build_model, resolve_model_config
 from attnmatch.models._registry import get_model_entry
 from attnmatch.models.build import model_type_of, token_encoder_of
 from attnmatch.training.checkpoint import load_checkpoint, save_checkpoint
-from attnmatch.training.config import ExperimentConfig
+from attnmatch.training.config import ExperimentConfig, TrainConfig
 
 
 def seed_everything(seed: int) -> None:
@@ -190,6 +190,16 @@ def prepare(exp: ExperimentConfig) -> Prepared:
         model=model,
         embedding_stats=stats,
     )
+
+
+def learning_rate(t: TrainConfig, step: int) -> float:
+    """The staircase-decayed learning rate of optimiser step `step` (0-based)."""
+    return t.lr * t.lr_decay ** (step // t.lr_decay_steps)
+
+
+def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr
 
 
 def make_optimizer(model: torch.nn.Module, exp: ExperimentConfig) -> torch.optim.Optimizer:
@@ -368,6 +378,7 @@ def train(
                 loss.backward()
                 if t.grad_clip > 0:
                     torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+                set_learning_rate(optimizer, learning_rate(t, state["step"]))
                 optimizer.step()
                 state["step"] += 1
                 losses.append(loss.item())

@@ -1,0 +1,272 @@
+"""Siamese baselines of HCRN: CBOW + MLP, LSTM and CNN.
+
+Paper:
+    Tay, Luu, Hui, "Hermitian Co-Attention Networks for Text Matching in Asymmetrical Domains",
+    IJCAI 2018, §4.3: "We implement standard baselines such as (1) CBOW (sum embeddings) into a
+    2 layer MLP with ReLU activations, (2) standard LSTM and CNN models [...]. We set all LSTM
+    dimensions to d = 100 and the number of CNN filters is 100. The CNN filter width is set to 3."
+
+Summary: each side alone -> projection u_i = ReLU(W_p w_i + b) (HCRN eq. 1, shared by both
+sides) -> an encoder that makes one vector per side (`cbow_mlp`: sum; `lstm`: shared BiLSTM, then
+max or mean pooling over time; `cnn`: width-3 convolution with tanh, then max pooling over time)
+-> PairHead (cosine for a ranking score, [a; b] -> 2-layer ReLU MLP for logits).
+
+Deviations from the paper / decisions:
+- Every encoder starts with HCRN's projection layer (eq. 1), so the baselines share HCRN's input
+  layer, and CBOW has trainable parameters when the word vectors are fixed.
+- `cbow_mlp` always scores with the MLP (`head="mlp"` by default, even for a 1-output ranking
+  score), as the paper describes it; `lstm` and `cnn` use `head="auto"` (cosine for one output,
+  the MLP otherwise), like HCRN.
+- `lstm` pools its states with max pooling over real time steps (`pooling="max"`; "mean" is an
+  option); the paper does not say how.
+- `cnn` uses tanh (the paper names no activation), zero "same" padding ((width - 1) // 2 each
+  side, so widths are odd) and zeroes padded positions before convolving, so a sequence's output
+  does not depend on the padding after it.
+- Dropout (config.dropout, the paper's keep-probability 0.9) after the projection and, with the
+  MLP head, on the head's input and hidden layers (the cosine head has no dropout).
+
+Dims: B batch, L left length, R right length, T either length, E embedding size, n projection
+size (= LSTM units per direction), F CNN filters, D pooled vector size, C outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+from attnmatch.data.schema import PairBatch
+from attnmatch.models._registry import register_model
+from attnmatch.models.token_encoder import TokenEncoderConfig, build_token_encoder
+from attnmatch.nn.heads import HeadKind, PairHead, resolve_head
+from attnmatch.nn.masking import masked_max, masked_mean
+from attnmatch.nn.recurrent import BiRNN, encode_pair
+
+_TASKS = ("ranking", "classification", "regression")
+
+
+def check_baseline_config(config: Any, positive: tuple[str, ...]) -> None:
+    """The validation shared by the siamese and attentive-pooling baseline configs.
+
+    Args:
+        config: a baseline config (fields `dropout`, `head`, `num_outputs`, maybe `kernel_size`).
+        positive: the names of the integer fields that must be >= 1.
+
+    Raises:
+        ValueError: naming the offending field.
+    """
+    for name in positive:
+        if getattr(config, name) < 1:
+            raise ValueError(f"{name} must be >= 1, got {getattr(config, name)}")
+    kernel_size = getattr(config, "kernel_size", 1)
+    if kernel_size % 2 == 0:
+        raise ValueError(f"kernel_size must be odd ('same' padding), got {kernel_size}")
+    if not 0.0 <= config.dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {config.dropout}")
+    resolve_head(config.head, config.num_outputs)  # head='cosine' needs num_outputs=1
+
+
+@dataclass(frozen=True, kw_only=True)
+class CBOWMLPConfig:
+    """Args:
+    encoder: the token encoder (input layer).
+    hidden_size: n, the projection size.
+    head: "mlp" (the paper, default), "cosine" or "auto" (see attnmatch.nn.heads).
+    mlp_hidden: h, units of each of the head's two hidden layers.
+    dropout: dropout after the projection and on the head's MLP input and hidden layers.
+    num_outputs: 1 for a ranking score, the number of classes for classification.
+    """
+
+    encoder: TokenEncoderConfig
+    hidden_size: int = 50
+    head: HeadKind = "mlp"
+    mlp_hidden: int = 100
+    dropout: float = 0.1
+    num_outputs: int = 1
+
+    def __post_init__(self) -> None:
+        check_baseline_config(self, ("hidden_size", "mlp_hidden", "num_outputs"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SiameseLSTMConfig:
+    """Args:
+    encoder: the token encoder (input layer).
+    hidden_size: n, the projection size and the BiLSTM units per direction (paper: d = 2n = 100).
+    pooling: "max" (default) or "mean" over the real time steps.
+    head: "auto" (cosine for one output, MLP otherwise), "cosine" or "mlp".
+    mlp_hidden: h, units of each of the head's two hidden layers.
+    dropout: dropout after the projection and on the head's MLP input and hidden layers.
+    num_outputs: 1 for a ranking score, the number of classes for classification.
+    """
+
+    encoder: TokenEncoderConfig
+    hidden_size: int = 50
+    pooling: Literal["max", "mean"] = "max"
+    head: HeadKind = "auto"
+    mlp_hidden: int = 100
+    dropout: float = 0.1
+    num_outputs: int = 1
+
+    def __post_init__(self) -> None:
+        check_baseline_config(self, ("hidden_size", "mlp_hidden", "num_outputs"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SiameseCNNConfig:
+    """Args:
+    encoder: the token encoder (input layer).
+    hidden_size: n, the projection size.
+    filters: F, convolution filters (paper: 100).
+    kernel_size: the filter width, odd (paper: 3).
+    head: "auto" (cosine for one output, MLP otherwise), "cosine" or "mlp".
+    mlp_hidden: h, units of each of the head's two hidden layers.
+    dropout: dropout after the projection and on the head's MLP input and hidden layers.
+    num_outputs: 1 for a ranking score, the number of classes for classification.
+    """
+
+    encoder: TokenEncoderConfig
+    hidden_size: int = 50
+    filters: int = 100
+    kernel_size: int = 3
+    head: HeadKind = "auto"
+    mlp_hidden: int = 100
+    dropout: float = 0.1
+    num_outputs: int = 1
+
+    def __post_init__(self) -> None:
+        check_baseline_config(
+            self, ("hidden_size", "filters", "kernel_size", "mlp_hidden", "num_outputs")
+        )
+
+
+class WordProjection(nn.Module):
+    """HCRN eq. 1: u_i = ReLU(W_p w_i + b), then dropout; zero on padding.
+
+    Shape:
+        x: (B, T, E), mask: (B, T) -> (B, T, n)
+    """
+
+    def __init__(self, input_size: int, size: int, dropout: float) -> None:
+        super().__init__()
+        self.linear = nn.Linear(input_size, size)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        u = self.dropout(torch.relu(self.linear(x)))  # (B, T, n)
+        return u * mask.unsqueeze(-1)  # ReLU(b) != 0 on padding: zero it
+
+
+class ConvEncoder(nn.Module):
+    """Per-position features tanh(conv(x)) with zero "same" padding; zero on padding.
+
+    Padded positions are zeroed before the convolution, so the features of a real position equal
+    those computed on the unpadded sequence: trailing padding looks like the zero border.
+
+    Shape:
+        x: (B, T, n), mask: (B, T) -> (B, T, F)
+    """
+
+    def __init__(self, input_size: int, filters: int, kernel_size: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(input_size, filters, kernel_size, padding=(kernel_size - 1) // 2)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        keep = mask.unsqueeze(-1)  # (B, T, 1)
+        x = (x * keep).transpose(1, 2)  # (B, n, T)
+        features = torch.tanh(self.conv(x)).transpose(1, 2)  # (B, T, F)
+        return features * keep
+
+
+@register_model("cbow_mlp", config=CBOWMLPConfig, tasks=_TASKS, paper="001")
+class CBOWMLP(nn.Module):
+    """CBOW: the sum of each side's projected words, scored by a 2-layer ReLU MLP on [a; b]."""
+
+    def __init__(self, config: CBOWMLPConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.token_encoder = build_token_encoder(config.encoder)
+        self.projection = WordProjection(
+            config.encoder.output_dim, config.hidden_size, config.dropout
+        )
+        self.head = PairHead(
+            config.head, config.hidden_size, config.mlp_hidden, config.num_outputs, config.dropout
+        )
+
+    def encode(self, batch: PairBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """One vector per side: the masked sum of its projected words, (B, n) each."""
+        vectors = []
+        for ids, mask in ((batch.left_ids, batch.left_mask), (batch.right_ids, batch.right_mask)):
+            words = self.projection(self.token_encoder(ids, mask), mask)  # (B, T, n)
+            vectors.append(words.sum(dim=1))  # (B, n): padded words are zero
+        return vectors[0], vectors[1]
+
+    def forward(self, batch: PairBatch) -> torch.Tensor:
+        left, right = self.encode(batch)  # (B, n), (B, n)
+        return self.head(left, right)  # (B, C)
+
+
+@register_model("lstm", config=SiameseLSTMConfig, tasks=_TASKS, paper="001")
+class SiameseLSTM(nn.Module):
+    """A shared BiLSTM over each side's projected words, pooled over time, then the head."""
+
+    def __init__(self, config: SiameseLSTMConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.token_encoder = build_token_encoder(config.encoder)
+        n = config.hidden_size
+        self.projection = WordProjection(config.encoder.output_dim, n, config.dropout)
+        self.rnn = BiRNN("lstm", n, n)
+        self.head = PairHead(
+            config.head, 2 * n, config.mlp_hidden, config.num_outputs, config.dropout
+        )
+
+    def encode(self, batch: PairBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """One vector per side: its BiLSTM states pooled over real steps, (B, 2n) each."""
+        left = self.projection(self.token_encoder(batch.left_ids, batch.left_mask), batch.left_mask)
+        right = self.projection(
+            self.token_encoder(batch.right_ids, batch.right_mask), batch.right_mask
+        )  # (B, L, n), (B, R, n)
+        left_states, right_states = encode_pair(
+            self.rnn, left, batch.left_mask, right, batch.right_mask
+        )  # (B, L, 2n), (B, R, 2n)
+        pool = masked_max if self.config.pooling == "max" else masked_mean
+        left_vec = pool(left_states, batch.left_mask.unsqueeze(-1), dim=1)  # (B, 2n)
+        right_vec = pool(right_states, batch.right_mask.unsqueeze(-1), dim=1)  # (B, 2n)
+        return left_vec, right_vec
+
+    def forward(self, batch: PairBatch) -> torch.Tensor:
+        left, right = self.encode(batch)  # (B, 2n), (B, 2n)
+        return self.head(left, right)  # (B, C)
+
+
+@register_model("cnn", config=SiameseCNNConfig, tasks=_TASKS, paper="001")
+class SiameseCNN(nn.Module):
+    """A shared width-3 tanh CNN over each side's projected words, max-pooled, then the head."""
+
+    def __init__(self, config: SiameseCNNConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.token_encoder = build_token_encoder(config.encoder)
+        self.projection = WordProjection(
+            config.encoder.output_dim, config.hidden_size, config.dropout
+        )
+        self.cnn = ConvEncoder(config.hidden_size, config.filters, config.kernel_size)
+        self.head = PairHead(
+            config.head, config.filters, config.mlp_hidden, config.num_outputs, config.dropout
+        )
+
+    def encode(self, batch: PairBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """One vector per side: its CNN features max-pooled over real positions, (B, F) each."""
+        vectors = []
+        for ids, mask in ((batch.left_ids, batch.left_mask), (batch.right_ids, batch.right_mask)):
+            words = self.projection(self.token_encoder(ids, mask), mask)  # (B, T, n)
+            features = self.cnn(words, mask)  # (B, T, F)
+            vectors.append(masked_max(features, mask.unsqueeze(-1), dim=1))  # (B, F)
+        return vectors[0], vectors[1]
+
+    def forward(self, batch: PairBatch) -> torch.Tensor:
+        left, right = self.encode(batch)  # (B, F), (B, F)
+        return self.head(left, right)  # (B, C)
