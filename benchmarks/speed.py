@@ -1,6 +1,7 @@
 """Training and inference throughput per model on WikiQA batches (CPU unless --device cuda).
 
-Configuration (the issue's reference setting): BiLSTM hidden 50, k-max 50, groups of 1 positive
+Configuration (the issue's reference setting): hidden size 50 (BiLSTM units per direction; for
+HCRN and its baselines also the projection), MV-LSTM k-max 50, groups of 1 positive
 + 4 negatives, 32 groups a batch (160 pairs), GloVe 6B 50d (fixed). For each model it prints:
 
 - training pairs/s: forward + loss + backward + Adam step on real training batches (length
@@ -28,7 +29,7 @@ from attnmatch.data.collate import collate
 from attnmatch.data.encoding import EncodedPairs
 from attnmatch.evaluation import predict
 from attnmatch.losses import compute_loss
-from attnmatch.models import list_presets
+from attnmatch.models import get_preset, list_models, list_presets
 from attnmatch.nn.recurrent import BiRNN
 from attnmatch.training import ExperimentConfig, prepare
 from attnmatch.training.trainer import make_optimizer, make_sampler
@@ -89,11 +90,16 @@ def inference_throughput(model: torch.nn.Module, data: EncodedPairs, repeats: in
     return len(data) / best
 
 
+def _is_mvlstm(name: str) -> bool:
+    return (get_preset(name).model if name in list_presets() else name) == "mvlstm"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--models", default=",".join(list_presets()))
+    every = list_presets() + [m for m in list_models() if m not in list_presets()]
+    ap.add_argument("--models", default=",".join(every), help="presets or model types")
     ap.add_argument("--embeddings", default="glove-6b-50d", help="glove-6b-50d or random")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     ap.add_argument("--steps", type=int, default=20, help="timed training batches")
@@ -118,7 +124,8 @@ def main() -> None:
         exp = ExperimentConfig.from_dict(
             {
                 "model": name,
-                "model_overrides": {"hidden_size": 50, "k": 50},
+                # Every model here has hidden_size; k is MV-LSTM's k-max pooling size.
+                "model_overrides": {"hidden_size": 50, **({"k": 50} if _is_mvlstm(name) else {})},
                 "data": {"dataset": "wikiqa"},
                 "embeddings": {"source": args.embeddings},
                 "train": {"num_negatives": 4, "batch_size": 32},
