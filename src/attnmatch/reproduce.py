@@ -188,19 +188,9 @@ def reproduce(
         )
         split_summary = summary["test"] if spec.split == "test" else summary["dev"]
         metrics = spec.metrics_of(row)
-        name = model_of(row)
         out_rows.append(
             {
-                "id": row.id,
-                "label": row.label,
-                "model": get_preset(name).model if name in list_presets() else name,
-                "preset": name if name in list_presets() else None,
-                "dataset": exp.data.dataset,
-                "train_split": exp.data.train_split,
-                "dev_split": exp.data.dev_split,
-                "split": exp.data.test_split if spec.split == "test" else exp.data.dev_split,
-                "non_standard": non_standard_splits(exp),
-                "metric_names": list(metrics),
+                **_row_header(spec, row, exp),
                 "metrics": {m: split_summary[m] for m in metrics},
                 # Per-group values (e.g. SemEval "pearson/2015/images"), when the protocol has them.
                 "per_group": {m: v for m, v in split_summary.items() if "/" in m},
@@ -231,8 +221,8 @@ def reproduce(
     return result
 
 
-def _not_run_row(spec: TableSpec, row: TableRow, exp: ExperimentConfig) -> dict[str, Any]:
-    """A listed row with the paper's numbers and no results of ours."""
+def _row_header(spec: TableSpec, row: TableRow, exp: ExperimentConfig) -> dict[str, Any]:
+    """What a result row says about itself: ids, model, data and metric names."""
     name = model_of(row)
     return {
         "id": row.id,
@@ -245,6 +235,13 @@ def _not_run_row(spec: TableSpec, row: TableRow, exp: ExperimentConfig) -> dict[
         "split": exp.data.test_split if spec.split == "test" else exp.data.dev_split,
         "non_standard": non_standard_splits(exp),
         "metric_names": list(spec.metrics_of(row)),
+    }
+
+
+def _not_run_row(spec: TableSpec, row: TableRow, exp: ExperimentConfig) -> dict[str, Any]:
+    """A listed row with the paper's numbers and no results of ours."""
+    return {
+        **_row_header(spec, row, exp),
         "not_run": row.not_run,
         "metrics": {},
         "per_group": {},

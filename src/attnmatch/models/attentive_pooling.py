@@ -39,7 +39,12 @@ from torch import nn
 
 from attnmatch.data.schema import PairBatch
 from attnmatch.models._registry import register_model
-from attnmatch.models.siamese import ConvEncoder, WordProjection, check_baseline_config
+from attnmatch.models.siamese import (
+    ConvEncoder,
+    SiameseCNNConfig,
+    WordProjection,
+    check_baseline_config,
+)
 from attnmatch.models.token_encoder import TokenEncoderConfig, build_token_encoder
 from attnmatch.nn.coattention import extractive_pool
 from attnmatch.nn.heads import HeadKind, PairHead
@@ -49,31 +54,8 @@ _TASKS = ("ranking", "classification", "regression")
 
 
 @dataclass(frozen=True, kw_only=True)
-class APCNNConfig:
-    """Args:
-    encoder: the token encoder (input layer).
-    hidden_size: n, the projection size.
-    filters: c, convolution filters (paper: 100).
-    kernel_size: the filter width, odd (paper: 3).
-    head: "auto" (cosine for one output, MLP otherwise), "cosine" or "mlp".
-    mlp_hidden: h, units of each of the head's two hidden layers.
-    dropout: dropout after the projection and on the head's MLP input and hidden layers.
-    num_outputs: 1 for a ranking score, the number of classes for classification.
-    """
-
-    encoder: TokenEncoderConfig
-    hidden_size: int = 50
-    filters: int = 100
-    kernel_size: int = 3
-    head: HeadKind = "auto"
-    mlp_hidden: int = 100
-    dropout: float = 0.1
-    num_outputs: int = 1
-
-    def __post_init__(self) -> None:
-        check_baseline_config(
-            self, ("hidden_size", "filters", "kernel_size", "mlp_hidden", "num_outputs")
-        )
+class APCNNConfig(SiameseCNNConfig):
+    """The `cnn` baseline's fields (attnmatch.models.siamese.SiameseCNNConfig); c = filters."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,8 +102,30 @@ class AttentivePooling(nn.Module):
         return {"affinity": affinity, **extractive_pool(affinity, q, q_mask, a, a_mask)}
 
 
+class _AttentivePoolingMatcher(nn.Module):
+    """The part AP-CNN and AP-LSTM share: attentive pooling of the encoded sides, then the head.
+
+    Subclasses define `_pool(batch)` (an `AttentivePooling` output) and `head`.
+    """
+
+    head: PairHead
+
+    def _pool(self, batch: PairBatch) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def forward(self, batch: PairBatch) -> torch.Tensor:
+        out = self._pool(batch)
+        left, right = out["left_pooled"], out["right_pooled"]  # (B, c), (B, c)
+        return self.head(left, right)  # (B, C)
+
+    def attention(self, batch: PairBatch) -> dict[str, torch.Tensor]:
+        """G ("affinity", (B, L, R)) and the pooling weights ((B, L) and (B, R))."""
+        out = self._pool(batch)
+        return {k: out[k] for k in ("affinity", "left_weights", "right_weights")}
+
+
 @register_model("ap_cnn", config=APCNNConfig, tasks=_TASKS, paper="001")
-class APCNN(nn.Module):
+class APCNN(_AttentivePoolingMatcher):
     """AP-CNN: shared tanh CNN features per position, attentive pooling, then the head."""
 
     def __init__(self, config: APCNNConfig) -> None:
@@ -144,19 +148,9 @@ class APCNN(nn.Module):
             sides.append(self.cnn(words, mask))  # (B, T, c)
         return self.pooling(sides[0], batch.left_mask, sides[1], batch.right_mask)
 
-    def forward(self, batch: PairBatch) -> torch.Tensor:
-        out = self._pool(batch)
-        left, right = out["left_pooled"], out["right_pooled"]  # (B, c), (B, c)
-        return self.head(left, right)  # (B, C)
-
-    def attention(self, batch: PairBatch) -> dict[str, torch.Tensor]:
-        """G ("affinity", (B, L, R)) and the pooling weights ((B, L) and (B, R))."""
-        out = self._pool(batch)
-        return {k: out[k] for k in ("affinity", "left_weights", "right_weights")}
-
 
 @register_model("ap_lstm", config=APLSTMConfig, tasks=_TASKS, paper="001")
-class APLSTM(nn.Module):
+class APLSTM(_AttentivePoolingMatcher):
     """AP-LSTM: shared BiLSTM states per position, attentive pooling, then the head."""
 
     def __init__(self, config: APLSTMConfig) -> None:
@@ -178,13 +172,3 @@ class APLSTM(nn.Module):
         )  # (B, L, n), (B, R, n)
         q, a = encode_pair(self.rnn, left, batch.left_mask, right, batch.right_mask)
         return self.pooling(q, batch.left_mask, a, batch.right_mask)  # q (B, L, c), a (B, R, c)
-
-    def forward(self, batch: PairBatch) -> torch.Tensor:
-        out = self._pool(batch)
-        left, right = out["left_pooled"], out["right_pooled"]  # (B, c), (B, c)
-        return self.head(left, right)  # (B, C)
-
-    def attention(self, batch: PairBatch) -> dict[str, torch.Tensor]:
-        """G ("affinity", (B, L, R)) and the pooling weights ((B, L) and (B, R))."""
-        out = self._pool(batch)
-        return {k: out[k] for k in ("affinity", "left_weights", "right_weights")}
