@@ -45,7 +45,7 @@ def train_throughput(
 
     def step(idx: np.ndarray) -> None:
         batch = collate(p.train, idx, group_index=sampler.group_index(idx))
-        loss = compute_loss(t.loss, model(batch), batch, margin=t.margin)
+        loss = compute_loss(p.loss, model(batch), batch, margin=t.margin)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
