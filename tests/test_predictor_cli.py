@@ -18,6 +18,7 @@ from attnmatch.training import train
 from .training.test_trainer import tiny_experiment
 
 runner = CliRunner()
+ENV = {"attnmatch": "0", "torch": "2", "python": "3", "threads": 2, "platform": "x"}
 
 
 @pytest.fixture(scope="module")
@@ -111,13 +112,7 @@ def test_render_markdown_table() -> None:
         "paper": "P",
         "protocol": "proto",
         "commit": "abc",
-        "environment": {
-            "attnmatch": "0",
-            "torch": "2",
-            "python": "3",
-            "threads": 2,
-            "platform": "x",
-        },
+        "environment": ENV,
         "notes": ["n1"],
         "rows": [
             {
@@ -164,13 +159,7 @@ def test_render_markdown_mixed_tasks_and_non_standard_rows() -> None:
         "paper": "",
         "protocol": "proto",
         "commit": "abc",
-        "environment": {
-            "attnmatch": "0",
-            "torch": "2",
-            "python": "3",
-            "threads": 2,
-            "platform": "x",
-        },
+        "environment": ENV,
         "rows": [
             row("trec", "trecqa", {"map": 0.7, "mrr": 0.8}, []),
             row("quora", "quora", {"accuracy": 0.75}, ["train-on-dev", "dev-holdout"]),
@@ -190,13 +179,7 @@ def test_render_markdown_lists_rows_that_were_not_run() -> None:
         "paper": "",
         "protocol": "proto",
         "commit": "abc",
-        "environment": {
-            "attnmatch": "0",
-            "torch": "2",
-            "python": "3",
-            "threads": 2,
-            "platform": "x",
-        },
+        "environment": ENV,
         "rows": [
             {
                 "id": "ubuntu",

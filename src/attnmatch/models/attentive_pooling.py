@@ -40,14 +40,14 @@ from torch import nn
 from attnmatch.data.schema import PairBatch
 from attnmatch.models._registry import register_model
 from attnmatch.models.siamese import (
+    BaselineConfig,
     ConvEncoder,
     SiameseCNNConfig,
     WordProjection,
-    check_baseline_config,
 )
-from attnmatch.models.token_encoder import TokenEncoderConfig, build_token_encoder
+from attnmatch.models.token_encoder import build_token_encoder
 from attnmatch.nn.coattention import extractive_pool
-from attnmatch.nn.heads import HeadKind, PairHead
+from attnmatch.nn.heads import PairHead
 from attnmatch.nn.recurrent import BiRNN, encode_pair
 
 _TASKS = ("ranking", "classification", "regression")
@@ -59,25 +59,8 @@ class APCNNConfig(SiameseCNNConfig):
 
 
 @dataclass(frozen=True, kw_only=True)
-class APLSTMConfig:
-    """Args:
-    encoder: the token encoder (input layer).
-    hidden_size: n, the projection size and the BiLSTM units per direction (c = 2n; paper 100).
-    head: "auto" (cosine for one output, MLP otherwise), "cosine" or "mlp".
-    mlp_hidden: h, units of each of the head's two hidden layers.
-    dropout: dropout after the projection and on the head's MLP input and hidden layers.
-    num_outputs: 1 for a ranking score, the number of classes for classification.
-    """
-
-    encoder: TokenEncoderConfig
-    hidden_size: int = 50
-    head: HeadKind = "auto"
-    mlp_hidden: int = 100
-    dropout: float = 0.1
-    num_outputs: int = 1
-
-    def __post_init__(self) -> None:
-        check_baseline_config(self, ("hidden_size", "mlp_hidden", "num_outputs"))
+class APLSTMConfig(BaselineConfig):
+    """The baseline fields (attnmatch.models.siamese.BaselineConfig); c = 2 * hidden_size."""
 
 
 class AttentivePooling(nn.Module):

@@ -32,7 +32,7 @@ size (= LSTM units per direction), F CNN filters, D pooled vector size, C output
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 from torch import nn
@@ -47,55 +47,13 @@ from attnmatch.nn.recurrent import BiRNN, encode_pair
 _TASKS = ("ranking", "classification", "regression")
 
 
-def check_baseline_config(config: Any, positive: tuple[str, ...]) -> None:
-    """The validation shared by the siamese and attentive-pooling baseline configs.
+@dataclass(frozen=True, kw_only=True)
+class BaselineConfig:
+    """The fields every siamese and attentive-pooling baseline has.
 
     Args:
-        config: a baseline config (fields `dropout`, `head`, `num_outputs`, maybe `kernel_size`).
-        positive: the names of the integer fields that must be >= 1.
-
-    Raises:
-        ValueError: naming the offending field.
-    """
-    for name in positive:
-        if getattr(config, name) < 1:
-            raise ValueError(f"{name} must be >= 1, got {getattr(config, name)}")
-    kernel_size = getattr(config, "kernel_size", 1)
-    if kernel_size % 2 == 0:
-        raise ValueError(f"kernel_size must be odd ('same' padding), got {kernel_size}")
-    if not 0.0 <= config.dropout < 1.0:
-        raise ValueError(f"dropout must be in [0, 1), got {config.dropout}")
-    resolve_head(config.head, config.num_outputs)  # head='cosine' needs num_outputs=1
-
-
-@dataclass(frozen=True, kw_only=True)
-class CBOWMLPConfig:
-    """Args:
     encoder: the token encoder (input layer).
-    hidden_size: n, the projection size.
-    head: "mlp" (the paper, default), "cosine" or "auto" (see attnmatch.nn.heads).
-    mlp_hidden: h, units of each of the head's two hidden layers.
-    dropout: dropout after the projection and on the head's MLP input and hidden layers.
-    num_outputs: 1 for a ranking score, the number of classes for classification.
-    """
-
-    encoder: TokenEncoderConfig
-    hidden_size: int = 50
-    head: HeadKind = "mlp"
-    mlp_hidden: int = 100
-    dropout: float = 0.1
-    num_outputs: int = 1
-
-    def __post_init__(self) -> None:
-        check_baseline_config(self, ("hidden_size", "mlp_hidden", "num_outputs"))
-
-
-@dataclass(frozen=True, kw_only=True)
-class SiameseLSTMConfig:
-    """Args:
-    encoder: the token encoder (input layer).
-    hidden_size: n, the projection size and the BiLSTM units per direction (paper: d = 2n = 100).
-    pooling: "max" (default) or "mean" over the real time steps.
+    hidden_size: n, the projection size (and the BiLSTM units per direction; paper d = 2n = 100).
     head: "auto" (cosine for one output, MLP otherwise), "cosine" or "mlp".
     mlp_hidden: h, units of each of the head's two hidden layers.
     dropout: dropout after the projection and on the head's MLP input and hidden layers.
@@ -104,42 +62,49 @@ class SiameseLSTMConfig:
 
     encoder: TokenEncoderConfig
     hidden_size: int = 50
-    pooling: Literal["max", "mean"] = "max"
     head: HeadKind = "auto"
     mlp_hidden: int = 100
     dropout: float = 0.1
     num_outputs: int = 1
 
     def __post_init__(self) -> None:
-        check_baseline_config(self, ("hidden_size", "mlp_hidden", "num_outputs"))
+        for name in ("hidden_size", "mlp_hidden", "num_outputs", "filters", "kernel_size"):
+            value = getattr(self, name, 1)
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        kernel_size = getattr(self, "kernel_size", 1)
+        if kernel_size % 2 == 0:
+            raise ValueError(f"kernel_size must be odd ('same' padding), got {kernel_size}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        resolve_head(self.head, self.num_outputs)  # head='cosine' needs num_outputs=1
 
 
 @dataclass(frozen=True, kw_only=True)
-class SiameseCNNConfig:
-    """Args:
-    encoder: the token encoder (input layer).
-    hidden_size: n, the projection size.
+class CBOWMLPConfig(BaselineConfig):
+    """BaselineConfig, with head "mlp" by default (the paper's CBOW + 2-layer MLP)."""
+
+    head: HeadKind = "mlp"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SiameseLSTMConfig(BaselineConfig):
+    """BaselineConfig and:
+    pooling: "max" (default) or "mean" over the real time steps.
+    """
+
+    pooling: Literal["max", "mean"] = "max"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SiameseCNNConfig(BaselineConfig):
+    """BaselineConfig and:
     filters: F, convolution filters (paper: 100).
     kernel_size: the filter width, odd (paper: 3).
-    head: "auto" (cosine for one output, MLP otherwise), "cosine" or "mlp".
-    mlp_hidden: h, units of each of the head's two hidden layers.
-    dropout: dropout after the projection and on the head's MLP input and hidden layers.
-    num_outputs: 1 for a ranking score, the number of classes for classification.
     """
 
-    encoder: TokenEncoderConfig
-    hidden_size: int = 50
     filters: int = 100
     kernel_size: int = 3
-    head: HeadKind = "auto"
-    mlp_hidden: int = 100
-    dropout: float = 0.1
-    num_outputs: int = 1
-
-    def __post_init__(self) -> None:
-        check_baseline_config(
-            self, ("hidden_size", "filters", "kernel_size", "mlp_hidden", "num_outputs")
-        )
 
 
 class WordProjection(nn.Module):
