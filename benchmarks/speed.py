@@ -10,7 +10,9 @@ HCRN and its baselines also the projection), MV-LSTM k-max 50, groups of 1 posit
 - inference pairs/s: scoring every dev + test pair (8,898) under torch.inference_mode with
   bucketed batches of 512, as `evaluate` and `Matcher` do (best of 3).
 
-With --reference each model is timed again with the packed `nn.LSTM` path, in the same process.
+With --reference each model is timed again with its reference path, in the same process: the
+packed `nn.LSTM` for models on `BiRNN`, and the step loop instead of the fused `nn.GRU` kernel for
+IARNN's GRU, WORD and GATE (`IARNN.use_fused = False`).
 
 Run: python benchmarks/speed.py [--models mvlstm,amvlstm_q] [--threads 2] [--embeddings random]
 """
@@ -28,8 +30,9 @@ import torch
 from attnmatch.data.collate import collate
 from attnmatch.data.encoding import EncodedPairs
 from attnmatch.evaluation import predict
-from attnmatch.losses import compute_loss
+from attnmatch.losses import auxiliary_loss, compute_loss
 from attnmatch.models import get_preset, list_models, list_presets
+from attnmatch.models.iarnn import IARNN
 from attnmatch.nn.recurrent import BiRNN
 from attnmatch.training import ExperimentConfig, prepare
 from attnmatch.training.trainer import make_optimizer, make_sampler
@@ -46,6 +49,9 @@ def train_throughput(
     def step(idx: np.ndarray) -> None:
         batch = collate(p.train, idx, group_index=sampler.group_index(idx))
         loss = compute_loss(p.loss, model(batch), batch, margin=t.margin)
+        aux = auxiliary_loss(model)
+        if aux is not None:
+            loss = loss + aux
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
@@ -102,12 +108,13 @@ def main() -> None:
     ap.add_argument("--models", default=",".join(every), help="presets or model types")
     ap.add_argument("--embeddings", default="glove-6b-50d", help="glove-6b-50d or random")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    ap.add_argument("--hidden-size", type=int, default=50, help="hidden_size of every model")
     ap.add_argument("--steps", type=int, default=20, help="timed training batches")
     ap.add_argument("--json", action="store_true", help="also print one JSON line per model")
     ap.add_argument(
         "--reference",
         action="store_true",
-        help="also time each model with the packed nn.LSTM path (the torch reference) in the same run",
+        help="also time each model with its reference path (packed nn.LSTM; IARNN: the step loop)",
     )
     args = ap.parse_args()
     if args.threads:
@@ -125,7 +132,10 @@ def main() -> None:
             {
                 "model": name,
                 # Every model here has hidden_size; k is MV-LSTM's k-max pooling size.
-                "model_overrides": {"hidden_size": 50, **({"k": 50} if _is_mvlstm(name) else {})},
+                "model_overrides": {
+                    "hidden_size": args.hidden_size,
+                    **({"k": 50} if _is_mvlstm(name) else {}),
+                },
                 "data": {"dataset": "wikiqa"},
                 "embeddings": {"source": args.embeddings},
                 "train": {"num_negatives": 4, "batch_size": 32},
@@ -136,7 +146,10 @@ def main() -> None:
         for module in p.model.modules():
             if isinstance(module, BiRNN):
                 module.fast_cpu_lstm = fast
-        label = name if fast else f"{name} (nn.LSTM ref)"
+            if isinstance(module, IARNN):
+                module.use_fused = fast
+        ref = "step loop" if isinstance(p.model, IARNN) else "nn.LSTM ref"
+        label = name if fast else f"{name} ({ref})"
         batches = make_sampler(p).epoch(1)
         train_pps, epoch_s = train_throughput(p, batches, args.steps)
         eval_data = concat(p.dev, p.test) if p.test is not None else p.dev
@@ -146,7 +159,7 @@ def main() -> None:
             print(
                 json.dumps(
                     {
-                        "model": name,
+                        "model": label,
                         "train_pairs_per_s": round(train_pps, 1),
                         "epoch_s": round(epoch_s, 2),
                         "infer_pairs_per_s": round(infer_pps, 1),

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -19,8 +20,10 @@ app = typer.Typer(
 )
 models_app = typer.Typer(no_args_is_help=True, help="Registered models and presets.")
 datasets_app = typer.Typer(no_args_is_help=True, help="Benchmark datasets: list, verify, fetch.")
+analyze_app = typer.Typer(no_args_is_help=True, help="Analyses of saved models' attention.")
 app.add_typer(models_app, name="models")
 app.add_typer(datasets_app, name="datasets")
+app.add_typer(analyze_app, name="analyze")
 
 out = Console()
 err = Console(stderr=True)
@@ -422,6 +425,93 @@ def datasets_fetch(
     from attnmatch.data.datasets import fetch_dataset
 
     out.print(f"fetched to {fetch_dataset(name, dest)}")
+
+
+@analyze_app.command("attention-position")
+def analyze_attention_position(
+    model_dirs: Annotated[
+        list[Path], typer.Argument(help="Saved model directories (one line each in the plot).")
+    ],
+    output: Annotated[Path, typer.Option("--output", help="Writes OUTPUT.json and OUTPUT.png.")],
+    dataset: Annotated[str, typer.Option(help="NAME:SPLIT, e.g. wikiqa:test.")] = "wikiqa:test",
+    label: Annotated[
+        list[str] | None,
+        typer.Option("--label", help="A name per model directory, in order (repeatable)."),
+    ] = None,
+    key: Annotated[
+        str,
+        typer.Option(
+            help="The attention() output over the right text: right_attention (IARNN/OARNN), "
+            "right_gate (aMV-LSTM)."
+        ),
+    ] = "right_attention",
+    bins: Annotated[int, typer.Option(min=1, help="Position bins over (0, 1).")] = 10,
+    max_pairs: Annotated[
+        int | None, typer.Option(min=1, help="Only the first N pairs of the split.")
+    ] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="Dataset folder (default: search).")] = None,
+    option: Annotated[
+        list[str] | None,
+        typer.Option("--option", "-o", help="A dataset option KEY=VALUE (repeatable)."),
+    ] = None,
+    batch_size: Annotated[int, typer.Option(min=1, help="Pairs per forward pass.")] = 256,
+    plot: Annotated[bool, typer.Option(help="Also write OUTPUT.png (needs matplotlib).")] = True,
+) -> None:
+    """Mean attention over the answer by normalised position (IARNN paper, Figures 5-6).
+
+    Relative weight = weight / the text's mean weight: 1.0 is uniform attention; rising to the
+    right means a bias to the end of the answer.
+    """
+    from rich.markup import escape
+
+    from attnmatch.analysis import (
+        attention_position_many,
+        plot_attention_position,
+        write_results_json,
+    )
+
+    results = attention_position_many(
+        model_dirs,
+        dataset,
+        labels=label or None,
+        key=key,
+        bins=bins,
+        max_pairs=max_pairs,
+        data_dir=data_dir,
+        batch_size=batch_size,
+        options=_parse_sets(option or []),
+    )
+    json_path = Path(f"{output}.json")
+    write_results_json(json_path, results)
+    table = Table(
+        title=f"mean relative attention by position ({dataset}, {key}; 1.00 = uniform)",
+        caption="columns: bin centres (normalised position in the right text)",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+        collapse_padding=True,
+    )
+    table.add_column("model", overflow="fold", min_width=8)
+    edges = results[0]["bin_edges"]
+    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+        table.add_column(f"{(lo + hi) / 2:.3g}".lstrip("0"), justify="right", min_width=4)
+    table.add_column("last/first", justify="right", min_width=4)
+    for r in results:
+        cells = ["—" if v is None else f"{v:.2f}" for v in r["mean_relative_weight"]]
+        ratio = r["first_last_ratio"]
+        table.add_row(r["label"], *cells, "—" if ratio is None else f"{ratio:.2f}")
+    out.print(table)
+    texts = ", ".join(f"{r['label']}: {r['num_texts']}" for r in results)
+    out.print(f"right texts (one per pair): {texts}", highlight=False)
+    out.print(f"wrote {json_path}")
+    if plot:
+        png_path = Path(f"{output}.png")
+        try:
+            plot_attention_position(results, [r["label"] for r in results], png_path)
+        except ImportError as e:
+            message = escape(f"{png_path} not written: {e}")
+            err.print(f"[yellow]warning:[/yellow] {message}", highlight=False, soft_wrap=True)
+        else:
+            out.print(f"wrote {png_path}")
 
 
 @app.command()

@@ -179,3 +179,20 @@ def ranking_scores(outputs: torch.Tensor) -> torch.Tensor:
     if outputs.shape[-1] == 1:
         return outputs[:, 0]
     return F.log_softmax(outputs, dim=-1)[:, -1]
+
+
+def auxiliary_loss(model: torch.nn.Module) -> torch.Tensor | None:
+    """The sum of the auxiliary terms `model` recorded in its last forward pass, or None.
+
+    A model with training terms of its own (IARNN's Occam regulariser, eq. 8) exposes
+    `auxiliary_terms() -> dict[str, Tensor]` of scalars; losses stay outside models, and the
+    trainer adds this to the task loss. A `DistributedDataParallel` wrapper is looked through.
+    """
+    inner = getattr(model, "module", model)
+    terms_fn = getattr(inner, "auxiliary_terms", None)
+    if terms_fn is None:
+        return None
+    terms = list(terms_fn().values())
+    if not terms:
+        return None
+    return torch.stack(terms).sum()

@@ -29,6 +29,7 @@ TINY: dict[str, dict[str, Any]] = {
     "ap_cnn": {"hidden_size": 6, "filters": 5, "mlp_hidden": 7},
     "ap_lstm": {"hidden_size": 6, "mlp_hidden": 7},
     "hcrn": {"hidden_size": 4, "mlp_hidden": 5},
+    "iarnn": {"hidden_size": 5, "mlp_hidden": 5},
 }
 
 

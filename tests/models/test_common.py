@@ -11,7 +11,7 @@ import torch
 from attnmatch import configs
 from attnmatch.data.tokenize import Tokenizer
 from attnmatch.data.vocab import Vocab
-from attnmatch.losses import compute_loss, ranking_scores
+from attnmatch.losses import auxiliary_loss, compute_loss, ranking_scores
 from attnmatch.metrics import ranking_metrics
 from attnmatch.model_dir import load_model, save_model
 from attnmatch.models import get_model_entry, list_models, list_presets, model_config_from_dict
@@ -50,7 +50,9 @@ def test_every_parameter_gets_a_gradient(name: str) -> None:
     model = tiny_model(name, num_outputs=2, trainable=True).train()
     left, right = random_pairs(8, seed=2)
     batch = make_batch(left, right, labels=[0, 1] * 4)
-    compute_loss("cross_entropy", model(batch), batch).backward()
+    loss = compute_loss("cross_entropy", model(batch), batch)
+    aux = auxiliary_loss(model)  # the trainer adds it (IARNN's Occam term)
+    (loss if aux is None else loss + aux).backward()
     for pname, param in model.named_parameters():
         assert param.requires_grad
         assert param.grad is not None, f"{pname} got no gradient"

@@ -1,10 +1,11 @@
 """Prediction heads that score a pair from one vector per side.
 
 Used by HCRN (Tay et al. 2018, §3.5) and the siamese and attentive-pooling baselines:
-- ranking: cosine(a, b), trained with a pairwise hinge;
+- ranking: a similarity of a and b (cosine; GESD or AESD, see `nn/similarity.py`), trained
+  with a pairwise hinge;
 - classification (and regression over score levels): [a; b] -> 2-layer ReLU MLP (h units each)
   -> linear layer to `num_outputs` logits.
-`head="auto"` picks cosine for one output and the MLP otherwise, which is what the paper does.
+`head="auto"` picks cosine for one output and the MLP otherwise, which is what HCRN does.
 
 Dims: B batch, D vector size, C outputs.
 """
@@ -14,19 +15,20 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-HeadKind = Literal["auto", "cosine", "mlp"]
+from attnmatch.nn.similarity import similarity
+
+HeadKind = Literal["auto", "cosine", "gesd", "aesd", "mlp"]
 
 
-def resolve_head(kind: HeadKind, num_outputs: int) -> Literal["cosine", "mlp"]:
-    """The concrete head for `kind`; raises if cosine is asked for more than one output."""
+def resolve_head(kind: HeadKind, num_outputs: int) -> Literal["cosine", "gesd", "aesd", "mlp"]:
+    """The concrete head for `kind`; raises if a similarity is asked for more than one output."""
     if kind == "auto":
         return "cosine" if num_outputs == 1 else "mlp"
-    if kind == "cosine" and num_outputs != 1:
+    if kind != "mlp" and num_outputs != 1:
         raise ValueError(
-            f"head='cosine' gives one score per pair, but num_outputs={num_outputs}: "
+            f"head={kind!r} gives one score per pair, but num_outputs={num_outputs}: "
             "use head='mlp' (or 'auto') for classification and score-level regression"
         )
     return kind
@@ -34,11 +36,11 @@ def resolve_head(kind: HeadKind, num_outputs: int) -> Literal["cosine", "mlp"]:
 
 class PairHead(nn.Module):
     """Args:
-        kind: "auto", "cosine" or "mlp" (see the module docstring).
+        kind: "auto", "cosine", "gesd", "aesd" or "mlp" (see the module docstring).
         dim: D, the size of each side's vector.
         hidden: h, units of each of the MLP's two hidden layers.
         num_outputs: C.
-        dropout: dropout on the MLP's input and hidden layers (not used by cosine).
+        dropout: dropout on the MLP's input and hidden layers (not used by the similarities).
 
     Shape:
         a: (B, D), b: (B, D) -> (B, C)
@@ -64,5 +66,5 @@ class PairHead(nn.Module):
 
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         if self.mlp is None:
-            return F.cosine_similarity(a, b, dim=-1, eps=1e-8).unsqueeze(-1)  # (B, 1)
+            return similarity(self.kind, a, b).unsqueeze(-1)  # type: ignore[arg-type]  # (B, 1)
         return self.mlp(torch.cat([a, b], dim=-1))  # (B, C)

@@ -40,7 +40,13 @@ from attnmatch.data.sampling import PairBatchSampler, RankingGroupSampler
 from attnmatch.data.tokenize import Tokenizer
 from attnmatch.data.vocab import Vocab
 from attnmatch.evaluation import Report, evaluate
-from attnmatch.losses import check_loss, compute_loss, default_loss, regression_num_outputs
+from attnmatch.losses import (
+    auxiliary_loss,
+    check_loss,
+    compute_loss,
+    default_loss,
+    regression_num_outputs,
+)
 from attnmatch.model_dir import load_model, save_model, write_metrics
 from attnmatch.models import build_model, resolve_model_config
 from attnmatch.models._registry import get_model_entry
@@ -374,6 +380,9 @@ def train(
                 loss = compute_loss(
                     p.loss, model(batch), batch, margin=t.margin, min_score=min_score
                 )
+                aux = auxiliary_loss(model)  # e.g. IARNN's Occam regulariser
+                if aux is not None:
+                    loss = loss + aux
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 if t.grad_clip > 0:
