@@ -7,6 +7,7 @@ parameters by name. The model's fused kernels and its batched step loop must mat
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -289,3 +290,22 @@ def test_gesd_head_ranks_and_trains() -> None:
     assert scores.shape == (4, 1) and bool(((scores > 0) & (scores < 1)).all())
     scores.sum().backward()
     assert model.m_qz.grad is not None
+
+
+def test_occam_mean_reduction_divides_by_answer_length() -> None:
+    left, right = random_pairs(5, seed=18)
+    batch = make_batch(left, right, extra_pad=2)
+    terms = {}
+    for reduction in ("sum", "mean"):
+        model = tiny_model("iarnn_occam_context", hidden_size=5, dropout=0.0)
+        model = type(model)(dataclasses.replace(model.config, occam_reduction=reduction)).train()
+        torch.manual_seed(0)
+        model(batch)
+        terms[reduction] = model.auxiliary_terms()["occam"]
+        with torch.no_grad():
+            out = model._encode(batch)
+            n_p = torch.clamp(out["left"] @ model.w_qp, min=0.05)
+            lengths = batch.right_mask.sum(-1)
+        mass = out["right_attention"].sum(-1)
+        want = (n_p * (mass / lengths if reduction == "mean" else mass)).mean()
+        torch.testing.assert_close(terms[reduction], want)

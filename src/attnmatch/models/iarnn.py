@@ -92,6 +92,8 @@ class IARNNConfig:
         OARNN).
     occam: the Occam regulariser (eq. 8) as an auxiliary term; WORD and CONTEXT only.
     occam_lambda: lambda_q, the floor of the per-question penalty weight n_p (paper: 0.05).
+    occam_reduction: "sum" (eq. 8: n_p sum_t alpha_t) or "mean" (ours: n_p mean_t alpha_t,
+        the same penalty divided by the answer's length).
     head: "auto" (cosine for one output, MLP otherwise), "cosine", "gesd", "aesd" or "mlp".
     mlp_hidden: units of the MLP head's two hidden layers (classification only).
     dropout: dropout on the word vectors and the GRU states (paper: 0.3).
@@ -104,6 +106,7 @@ class IARNNConfig:
     bidirectional: bool = True
     occam: bool = False
     occam_lambda: float = 0.05
+    occam_reduction: Literal["sum", "mean"] = "sum"
     head: HeadKind = "auto"
     mlp_hidden: int = 100
     dropout: float = 0.3
@@ -233,6 +236,7 @@ class IARNN(nn.Module):
             self.m_qz = nn.Parameter(torch.empty(dirs, hid, qdim))  # update gate
         self.w_qp = nn.Parameter(torch.zeros(qdim)) if config.occam else None
         self.occam_lambda = config.occam_lambda
+        self.occam_mean = config.occam_reduction == "mean"
         self.head = PairHead(
             config.head, qdim, config.mlp_hidden, config.num_outputs, config.dropout
         )
@@ -436,6 +440,8 @@ class IARNN(nn.Module):
         if self.training and self.w_qp is not None:
             n_p = torch.clamp(out["left"] @ self.w_qp, min=self.occam_lambda)  # (B,)
             mass = out["right_attention"].sum(dim=-1)  # (B,) alpha is zero on padding
+            if self.occam_mean:
+                mass = mass / batch.right_mask.sum(dim=-1).clamp(min=1)  # (B,)
             self._auxiliary = {"occam": (n_p * mass).mean()}
         else:
             self._auxiliary = {}
