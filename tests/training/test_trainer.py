@@ -114,3 +114,24 @@ def test_staircase_learning_rate_decay() -> None:
     assert learning_rate(TrainConfig(lr=0.1), 10**6) == 0.1
     with pytest.raises(ValueError, match="lr_decay"):
         TrainConfig(lr_decay=1.5)
+
+
+def test_trainer_adds_the_models_auxiliary_terms(tmp_path: Path) -> None:
+    """IARNN-Occam's regulariser reaches the optimised loss: with a huge floor lambda_q the
+    logged training loss is dominated by it; with lambda_q = 0 and w_qp . r_q <= 0 it is not."""
+
+    def run(occam_lambda: float, name: str) -> float:
+        exp = ExperimentConfig.from_dict(
+            tiny_experiment(epochs=1).to_dict()
+            | {
+                "model": "iarnn_occam_word",
+                "model_overrides": {"hidden_size": 6, "occam_lambda": occam_lambda},
+            }
+        )
+        train(exp, tmp_path / name, progress=False)
+        log = (tmp_path / name / "log.jsonl").read_text().splitlines()
+        return json.loads(log[0])["train_loss"]
+
+    # alpha_t ~ 0.5 on ~5-token answers: the term is ~ lambda * 2.5 per pair.
+    assert run(100.0, "big") > 50.0
+    assert run(0.0, "small") < 5.0
