@@ -453,9 +453,10 @@ class IARNN(nn.Module):
         return dict(self._auxiliary)
 
     def attention(self, batch: PairBatch) -> dict[str, torch.Tensor]:
-        """ "right_attention" (B, R): OARNN's s_t, WORD's and CONTEXT's alpha_t (CONTEXT: mean of
-        the directions, each in "right_attention_directions" (B, R, D)); zero on padding. GRU
-        and GATE have no per-token attention and return an empty dict."""
+        """Weights over the answer: "right_attention" (B, R) is OARNN's s_t or WORD's and
+        CONTEXT's alpha_t (CONTEXT: the mean of the directions, each in
+        "right_attention_directions" (B, R, D)); zero on padding. GRU and GATE have no
+        per-token attention and return an empty dict."""
         out = self._encode(batch)
         return {k: v for k, v in out.items() if k.startswith("right_attention")}
 
