@@ -30,6 +30,7 @@ TINY: dict[str, dict[str, Any]] = {
     "ap_lstm": {"hidden_size": 6, "mlp_hidden": 7},
     "hcrn": {"hidden_size": 4, "mlp_hidden": 5},
     "iarnn": {"hidden_size": 5, "mlp_hidden": 5},
+    "mpcnn": {"holistic_filters": 5, "per_dim_filters": 2, "hidden_size": 6},
 }
 
 
