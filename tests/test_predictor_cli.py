@@ -217,3 +217,18 @@ def test_reproduce_skips_not_run_rows_without_training(tmp_path: Path) -> None:
     assert out["rows"][0]["not_run"] == "data not available"
     assert not (tmp_path / "runs").exists()
     assert "— (0.5000)" in (tmp_path / "res" / "t.md").read_text()
+
+
+def test_print_metrics_with_different_per_group_keys_per_split(capsys) -> None:
+    """A SemEval run's dev (held-out 2012 sets) and test (2015 sets) have different groups."""
+    from attnmatch import cli
+
+    cli._print_metrics(
+        {
+            "dev": {"pearson": 0.7, "pearson/2012/MSRpar": 0.5},
+            "test": {"pearson": 0.6, "pearson/2015/belief": 0.4},
+        },
+        title="t",
+    )
+    text = capsys.readouterr().out
+    assert "0.7000" in text and "0.4000" in text and "—" in text

@@ -129,14 +129,17 @@ def _merge_key(data: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
 def _print_metrics(
     splits: dict[str, dict[str, float] | None], title: str, paper: dict[str, float] | None = None
 ) -> None:
-    names = [m for m in next(v for v in splits.values() if v) if m != "num_queries"]
+    # Splits may differ in their per-group metrics (SemEval: dev 2012 sets, test 2015 sets).
+    names: list[str] = []
+    for metrics in splits.values():
+        names += [m for m in metrics or {} if m != "num_queries" and m not in names]
     table = Table(title=title)
     table.add_column("split")
     for m in names:
         table.add_column(m, justify="right")
     for split, metrics in splits.items():
         if metrics:
-            table.add_row(split, *(f"{metrics[m]:.4f}" for m in names))
+            table.add_row(split, *(f"{metrics[m]:.4f}" if m in metrics else "—" for m in names))
     if paper:
         table.add_row("paper", *(f"{paper[m]:.4f}" if m in paper else "—" for m in names))
     out.print(table)
