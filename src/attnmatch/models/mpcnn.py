@@ -53,7 +53,7 @@ from attnmatch.models._registry import register_model, register_preset
 from attnmatch.models.token_encoder import TokenEncoderConfig, build_token_encoder
 from attnmatch.nn.masking import masked_softmax
 
-_BIG = 1e4  # added/subtracted on padding before a max/min (tanh outputs lie in [-1, 1])
+_BIG = 1e9  # fills padding before a max/min (of tanh outputs, or of pre-activations)
 POOLS_A = ("max", "min", "mean")
 POOLS_B = ("max", "min")
 
@@ -208,10 +208,11 @@ class MPCNN(nn.Module):
         per_dim = []
         batch, dim = x.shape[:2]
         for width, conv in zip(cfg.per_dim_widths, self.per_dim, strict=True):
-            h = torch.tanh(conv(x))  # (B, I*G, T')
-            h = h.view(batch, dim, cfg.per_dim_filters, -1)  # (B, I, G, T')
-            m = _window_mask(mask, width, h.shape[-1]).view(batch, 1, 1, -1)  # (B, 1, 1, T')
-            per_dim.append({p: _pool(h, m, p) for p in POOLS_B})  # (B, I, G) each
+            z = conv(x).view(batch, dim, cfg.per_dim_filters, -1)  # (B, I, G, T')
+            m = _window_mask(mask, width, z.shape[-1]).view(batch, 1, 1, -1)  # (B, 1, 1, T')
+            # tanh is increasing: max/min-pool the pre-activations, then tanh the pooled
+            # values; it skips tanh (and its backward) on the largest tensor of the model.
+            per_dim.append({p: torch.tanh(_pool(z, m, p)) for p in POOLS_B})  # (B, I, G) each
         for p in POOLS_B:
             out[f"B{p}"] = torch.stack([h[p] for h in per_dim], dim=1)  # (B, W_B, I, G)
         return out
