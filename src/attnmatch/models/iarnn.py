@@ -67,7 +67,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
@@ -75,7 +74,8 @@ from attnmatch.data.schema import PairBatch
 from attnmatch.models._registry import register_model, register_preset
 from attnmatch.models.token_encoder import TokenEncoderConfig, build_token_encoder
 from attnmatch.nn.heads import HeadKind, PairHead, resolve_head
-from attnmatch.nn.masking import masked_softmax
+from attnmatch.nn.masking import masked_mean, masked_softmax
+from attnmatch.nn.recurrent import encode_pair
 
 Variant = Literal["gru", "oarnn", "iarnn_word", "iarnn_context", "iarnn_gate"]
 VARIANTS: tuple[str, ...] = ("gru", "oarnn", "iarnn_word", "iarnn_context", "iarnn_gate")
@@ -368,12 +368,6 @@ class IARNN(nn.Module):
         return out, torch.stack(alphas, dim=-1) * mask.unsqueeze(-1)  # (B, T, Q), (B, T, D)
 
     # ---- the model ---------------------------------------------------------------------------
-    @staticmethod
-    def _mean(states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Masked mean over time. Shape: (B, T, Q), (B, T) -> (B, Q)"""
-        total = (states * mask.unsqueeze(-1)).sum(dim=1)  # (B, Q)
-        return total / mask.sum(dim=1, keepdim=True).clamp(min=1).to(states.dtype)
-
     def _encode(self, batch: PairBatch) -> dict[str, torch.Tensor]:
         cfg, lmask, rmask = self.config, batch.left_mask, batch.right_mask
         left = self.dropout(self.token_encoder(batch.left_ids, lmask))  # (B, L, E)
@@ -382,26 +376,11 @@ class IARNN(nn.Module):
         out: dict[str, torch.Tensor] = {}
         if cfg.variant in ("gru", "oarnn") and fused:
             # No question attention inside the GRU: both sides in one packed call.
-            steps = max(left.shape[1], right.shape[1])
-            x = torch.cat(
-                [
-                    F.pad(left, (0, 0, 0, steps - left.shape[1])),
-                    F.pad(right, (0, 0, 0, steps - right.shape[1])),
-                ]
-            )
-            m = torch.cat(
-                [
-                    F.pad(lmask, (0, steps - lmask.shape[1])),
-                    F.pad(rmask, (0, steps - rmask.shape[1])),
-                ]
-            )
-            states = self._fused(x, m)  # (2B, T, Q)
-            b = left.shape[0]
-            hq, ha = states[:b, : left.shape[1]], states[b:, : right.shape[1]]
+            hq, ha = encode_pair(self._fused, left, lmask, right, rmask)  # (B, L, Q), (B, R, Q)
         else:
             hq = self._fused(left, lmask) if fused else self._loop(left, lmask)[0]  # (B, L, Q)
         hq = self.dropout(hq)
-        r_q = self._mean(hq, lmask)  # (B, Q)
+        r_q = masked_mean(hq, lmask.unsqueeze(-1), dim=1)  # (B, Q)
         alpha: torch.Tensor | None = None
         if cfg.variant in ("gru", "oarnn"):
             if not fused:
@@ -429,7 +408,7 @@ class IARNN(nn.Module):
             alpha = masked_softmax(self.w_ms(m_t).squeeze(-1), rmask, dim=-1)  # (B, R)
             r_a = (alpha.unsqueeze(-1) * ha).sum(dim=1)  # (B, Q)
         else:
-            r_a = self._mean(ha, rmask)  # (B, Q)
+            r_a = masked_mean(ha, rmask.unsqueeze(-1), dim=1)  # (B, Q)
         out["left"], out["right"] = r_q, r_a
         if alpha is not None:
             out["right_attention"] = alpha

@@ -51,9 +51,9 @@ from torch import nn
 from attnmatch.data.schema import PairBatch
 from attnmatch.models._registry import register_model, register_preset
 from attnmatch.models.token_encoder import TokenEncoderConfig, build_token_encoder
-from attnmatch.nn.masking import masked_softmax
+from attnmatch.nn.masking import masked_max, masked_mean, masked_min, masked_softmax
+from attnmatch.nn.similarity import euclidean_distance
 
-_BIG = 1e9  # fills padding before a max/min (of tanh outputs, or of pre-activations)
 POOLS_A = ("max", "min", "mean")
 POOLS_B = ("max", "min")
 
@@ -122,23 +122,17 @@ def _window_mask(mask: torch.Tensor, width: int, steps: int) -> torch.Tensor:
     return torch.arange(steps, device=mask.device).unsqueeze(0) < valid  # (B, steps)
 
 
+_POOL = {"max": masked_max, "min": masked_min, "mean": masked_mean}
+
+
 def _pool(x: torch.Tensor, mask: torch.Tensor, kind: str) -> torch.Tensor:
     """Masked pooling over the last axis. Shape: (..., T), mask broadcastable -> (...)"""
-    if kind == "max":
-        return x.masked_fill(~mask, -_BIG).amax(dim=-1)
-    if kind == "min":
-        return x.masked_fill(~mask, _BIG).amin(dim=-1)
-    total = (x * mask).sum(dim=-1)
-    return total / mask.sum(dim=-1).clamp(min=1).to(x.dtype)
+    return _POOL[kind](x, mask, dim=-1)
 
 
 def _cos_l2_l1(x: torch.Tensor, y: torch.Tensor, l1: bool = True) -> list[torch.Tensor]:
     """comU1 (cos, L2, L1) or comU2 (cos, L2) over the last axis. Shape: (..., n) -> [(...)]"""
-    # L2 with a tiny epsilon under the root: its derivative at x == y is otherwise infinite.
-    feats = [
-        F.cosine_similarity(x, y, dim=-1, eps=1e-8),
-        ((x - y).pow(2).sum(dim=-1) + 1e-12).sqrt(),
-    ]
+    feats = [F.cosine_similarity(x, y, dim=-1, eps=1e-8), euclidean_distance(x, y)]
     if l1:
         feats.append((x - y).abs().sum(dim=-1))
     return feats

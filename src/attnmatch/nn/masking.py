@@ -38,7 +38,9 @@ def masked_max(values: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tens
 
 def masked_min(values: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:
     """Min over `dim`, ignoring padding; a fully masked slice gives 0."""
-    return -masked_max(-values, mask, dim)
+    filled = values.masked_fill(~mask, float("inf"))
+    out = filled.amin(dim=dim)
+    return out.masked_fill(~mask.any(dim=dim), 0.0)
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Tensor:

@@ -29,6 +29,7 @@ N real tokens in the batch.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -43,13 +44,15 @@ _SMALL_INFERENCE_BATCH = 24
 
 
 def encode_pair(
-    rnn: BiRNN,
+    rnn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     left: torch.Tensor,
     left_mask: torch.Tensor,
     right: torch.Tensor,
     right_mask: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Both sides of a pair through one (siamese) encoder in one call.
+
+    `rnn(x, mask)` is any masked sequence encoder: a `BiRNN`, or e.g. IARNN's packed GRU.
 
     One packed call over 2B sequences halves the per-step kernel launches of two calls.
 

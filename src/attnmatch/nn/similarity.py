@@ -20,12 +20,20 @@ SimilarityKind = Literal["cosine", "gesd", "aesd"]
 SIMILARITIES: tuple[str, ...] = ("cosine", "gesd", "aesd")
 
 
+def euclidean_distance(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """||x - y|| over the last axis, differentiable at x == y.
+
+    Shape:
+        x, y: (..., D) -> (...)
+    """
+    # sqrt has an infinite derivative at 0 (x == y): add a tiny epsilon under the root.
+    return ((x - y).pow(2).sum(dim=-1) + 1e-12).sqrt()
+
+
 def _euclid_and_sigmoid_dot(
     x: torch.Tensor, y: torch.Tensor, gamma: float, c: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    # sqrt has an infinite derivative at 0 (x == y): add a tiny epsilon under the root.
-    dist = ((x - y).pow(2).sum(dim=-1) + 1e-12).sqrt()  # (B,)
-    euclid = 1.0 / (1.0 + dist)  # (B,)
+    euclid = 1.0 / (1.0 + euclidean_distance(x, y))  # (B,)
     sig_dot = torch.sigmoid(gamma * ((x * y).sum(dim=-1) + c))  # (B,)
     return euclid, sig_dot
 
