@@ -110,3 +110,59 @@ def test_config_errors() -> None:
         dataclasses.replace(config, widths=(1, 1))
     with pytest.raises(ValueError, match="per_dim_widths"):
         dataclasses.replace(config, per_dim_widths=())
+
+
+def _reference_sentence(model: MPCNN, x: torch.Tensor, n: int) -> dict[str, torch.Tensor]:
+    """Blocks A and B of one text of n real tokens, written literally: every window convolved
+    on its own, tanh, then max/min/mean over the windows. Shape: x (n, I) -> as `_sentence`."""
+    cfg = model.config
+    out: dict[str, list[torch.Tensor]] = {}
+    for width, conv in zip(cfg.widths, model.holistic, strict=True):
+        padded = torch.nn.functional.pad(x[:n], (0, 0, 0, max(width - n, 0)))  # (max(n, ws), I)
+        windows = [
+            torch.tanh(conv.weight.flatten(1) @ padded[t : t + width].T.flatten() + conv.bias)
+            for t in range(max(n - width + 1, 1))
+        ]  # each (F,)
+        h = torch.stack(windows)  # (T', F)
+        for p, v in (("max", h.amax(0)), ("min", h.amin(0)), ("mean", h.mean(0))):
+            out.setdefault(f"A{p}", []).append(v)
+    ref = {k: torch.stack(v) for k, v in out.items()}  # (W, F)
+    real = x[:n]  # (n, I)
+    ref |= {"Ainfmax": real.amax(0), "Ainfmin": real.amin(0), "Ainfmean": real.mean(0)}
+    g = cfg.per_dim_filters
+    per_dim: dict[str, list[torch.Tensor]] = {}
+    for width, conv in zip(cfg.per_dim_widths, model.per_dim, strict=True):
+        padded = torch.nn.functional.pad(x[:n], (0, 0, 0, max(width - n, 0)))
+        w = conv.weight.view(-1, g, width)  # (I, G, ws)
+        b = conv.bias.view(-1, g)  # (I, G)
+        windows = [
+            torch.tanh((w * padded[t : t + width].T.unsqueeze(1)).sum(-1) + b)
+            for t in range(max(n - width + 1, 1))
+        ]  # each (I, G)
+        z = torch.stack(windows)  # (T', I, G)
+        per_dim.setdefault("Bmax", []).append(z.amax(0))
+        per_dim.setdefault("Bmin", []).append(z.amin(0))
+    return ref | {k: torch.stack(v) for k, v in per_dim.items()}  # B*: (W_B, I, G)
+
+
+def test_sentence_model_matches_a_literal_reference_with_gradients() -> None:
+    """The fast paths (pooling by gathered arg-max/min, block B's width-1 filters pooled from
+    ws = inf) equal the literal definition, values and gradients, on ragged padded texts."""
+    model = tiny_model("mpcnn_attention", trainable=True)
+    torch.manual_seed(4)
+    lengths = [5, 1, 2, 3]
+    dim = model.holistic[0].in_channels
+    x = torch.randn(len(lengths), 7, dim, requires_grad=True)  # padded to 7 tokens
+    mask = torch.arange(7).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)
+    fast = model._sentence(x, mask)
+    refs = [_reference_sentence(model, x[i], n) for i, n in enumerate(lengths)]
+    weights = {k: torch.randn_like(v) for k, v in fast.items()}
+    for key in fast:
+        torch.testing.assert_close(fast[key], torch.stack([r[key] for r in refs]), msg=key)
+    params = [x, *model.holistic.parameters(), *model.per_dim.parameters()]
+    loss_fast = sum((fast[k] * weights[k]).sum() for k in fast)
+    loss_ref = sum((torch.stack([r[k] for r in refs]) * weights[k]).sum() for k in fast)
+    grads_fast = torch.autograd.grad(loss_fast, params)
+    grads_ref = torch.autograd.grad(loss_ref, params)
+    for got, want in zip(grads_fast, grads_ref, strict=True):
+        torch.testing.assert_close(got, want)

@@ -51,7 +51,7 @@ from torch import nn
 from attnmatch.data.schema import PairBatch
 from attnmatch.models._registry import register_model, register_preset
 from attnmatch.models.token_encoder import TokenEncoderConfig, build_token_encoder
-from attnmatch.nn.masking import masked_max, masked_mean, masked_min, masked_softmax
+from attnmatch.nn.masking import masked_mean, masked_softmax
 from attnmatch.nn.similarity import euclidean_distance
 
 POOLS_A = ("max", "min", "mean")
@@ -122,19 +122,33 @@ def _window_mask(mask: torch.Tensor, width: int, steps: int) -> torch.Tensor:
     return torch.arange(steps, device=mask.device).unsqueeze(0) < valid  # (B, steps)
 
 
-_POOL = {"max": masked_max, "min": masked_min, "mean": masked_mean}
+def _max_min(x: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Masked max and min pooling over the last axis, where position 0 always counts.
+
+    The arg-max/min are found without autograd (masked positions take position 0's value, so
+    they never win) and the values are gathered, so the backward pass is one scatter rather
+    than the full-size comparisons of `amax`/`amin` and `masked_fill`.
+
+    Shape: x (..., T), mask broadcastable to x -> {"max", "min"}: (...)
+    """
+    with torch.no_grad():
+        filled = torch.where(mask, x, x[..., :1])  # (..., T)
+        index = torch.stack([filled.argmax(dim=-1), filled.argmin(dim=-1)], dim=-1)  # (..., 2)
+    picked = x.gather(-1, index)  # (..., 2)
+    return {"max": picked[..., 0], "min": picked[..., 1]}
 
 
-def _pool(x: torch.Tensor, mask: torch.Tensor, kind: str) -> torch.Tensor:
-    """Masked pooling over the last axis. Shape: (..., T), mask broadcastable -> (...)"""
-    return _POOL[kind](x, mask, dim=-1)
+def _cos_l2_l1(
+    x: torch.Tensor, y: torch.Tensor, dim: int = -1, l1: bool = True
+) -> list[torch.Tensor]:
+    """comU1 (cos, L2, L1) or comU2 (cos, L2) over axis `dim`. Shape: (..., n, ...) -> [(...)]
 
-
-def _cos_l2_l1(x: torch.Tensor, y: torch.Tensor, l1: bool = True) -> list[torch.Tensor]:
-    """comU1 (cos, L2, L1) or comU2 (cos, L2) over the last axis. Shape: (..., n) -> [(...)]"""
-    feats = [F.cosine_similarity(x, y, dim=-1, eps=1e-8), euclidean_distance(x, y)]
+    (Reducing over `dim` in place avoids the slow strided norms of a transposed view.)
+    """
+    norms = (x.pow(2).sum(dim=dim) * y.pow(2).sum(dim=dim)).clamp(min=1e-16).sqrt()
+    feats = [(x * y).sum(dim=dim) / norms, euclidean_distance(x, y, dim=dim)]
     if l1:
-        feats.append((x - y).abs().sum(dim=-1))
+        feats.append((x - y).abs().sum(dim=dim))
     return feats
 
 
@@ -194,19 +208,35 @@ class MPCNN(nn.Module):
         for width, conv in zip(cfg.widths, self.holistic, strict=True):
             h = torch.tanh(conv(x))  # (B, F, T')
             m = _window_mask(mask, width, h.shape[-1]).unsqueeze(1)  # (B, 1, T')
-            holistic.append({p: _pool(h, m, p) for p in POOLS_A})  # (B, F) each
+            pooled = _max_min(h, m)
+            pooled["mean"] = masked_mean(h, m, dim=-1)
+            holistic.append(pooled)  # (B, F) each
+        # ws = inf: the poolings straight over the input matrix.
+        tokens = _window_mask(mask, 1, x.shape[-1]).unsqueeze(1)  # (B, 1, T)
+        inf = _max_min(x, tokens)
+        inf["mean"] = masked_mean(x, tokens, dim=-1)
         for p in POOLS_A:
             out[f"A{p}"] = torch.stack([h[p] for h in holistic], dim=1)  # (B, W, F)
-            full = F.pad(mask, (0, x.shape[-1] - mask.shape[-1])).unsqueeze(1)  # (B, 1, T)
-            out[f"Ainf{p}"] = _pool(x, full, p)  # (B, I)
+            out[f"Ainf{p}"] = inf[p]  # (B, I)
         per_dim = []
         batch, dim = x.shape[:2]
         for width, conv in zip(cfg.per_dim_widths, self.per_dim, strict=True):
-            z = conv(x).view(batch, dim, cfg.per_dim_filters, -1)  # (B, I, G, T')
-            m = _window_mask(mask, width, z.shape[-1]).view(batch, 1, 1, -1)  # (B, 1, 1, T')
+            assert isinstance(conv, nn.Conv1d) and conv.bias is not None
+            if width == 1:
+                # A width-1 filter is w x_t + b per dimension: its max over t is w max_t x + b
+                # when w >= 0 and w min_t x + b otherwise, so it is pooled from ws = inf's
+                # max/min without computing the (B, I, G, T) map (exact, gradients included).
+                w = conv.weight.view(1, dim, cfg.per_dim_filters)  # (1, I, G)
+                b = conv.bias.view(1, dim, cfg.per_dim_filters)  # (1, I, G)
+                hi, lo = w * inf["max"].unsqueeze(-1), w * inf["min"].unsqueeze(-1)  # (B, I, G)
+                pooled = {"max": torch.maximum(hi, lo) + b, "min": torch.minimum(hi, lo) + b}
+            else:
+                z = conv(x).view(batch, dim, cfg.per_dim_filters, -1)  # (B, I, G, T')
+                m = _window_mask(mask, width, z.shape[-1]).view(batch, 1, 1, -1)  # (B,1,1,T')
+                pooled = _max_min(z, m)  # (B, I, G) each
             # tanh is increasing: max/min-pool the pre-activations, then tanh the pooled
             # values; it skips tanh (and its backward) on the largest tensor of the model.
-            per_dim.append({p: torch.tanh(_pool(z, m, p)) for p in POOLS_B})  # (B, I, G) each
+            per_dim.append({p: torch.tanh(v) for p, v in pooled.items()})  # (B, I, G)
         for p in POOLS_B:
             out[f"B{p}"] = torch.stack([h[p] for h in per_dim], dim=1)  # (B, W_B, I, G)
         return out
@@ -217,7 +247,7 @@ class MPCNN(nn.Module):
         for p in POOLS_A:
             a0, a1 = s0[f"A{p}"], s1[f"A{p}"]  # (B, W, F)
             # Horizontal: per filter, the vector over window sizes.
-            feats += _cos_l2_l1(a0.transpose(1, 2), a1.transpose(1, 2), l1=False)  # (B, F) x2
+            feats += _cos_l2_l1(a0, a1, dim=1, l1=False)  # (B, F) x2
             # Vertical: every pair of window sizes, whole filter vectors.
             pairs = _cos_l2_l1(a0.unsqueeze(2), a1.unsqueeze(1))  # (B, W, W) x3
             feats += [f.flatten(1) for f in pairs]
@@ -225,7 +255,7 @@ class MPCNN(nn.Module):
         for p in POOLS_B:
             b0, b1 = s0[f"B{p}"], s1[f"B{p}"]  # (B, W_B, I, G)
             # Vertical, per window and filter: the vector over input dimensions.
-            feats += [f.flatten(1) for f in _cos_l2_l1(b0.transpose(2, 3), b1.transpose(2, 3))]
+            feats += [f.flatten(1) for f in _cos_l2_l1(b0, b1, dim=2)]
         return torch.cat(feats, dim=1)  # (B, N)
 
     def _encode(self, batch: PairBatch) -> dict[str, torch.Tensor]:

@@ -20,14 +20,14 @@ SimilarityKind = Literal["cosine", "gesd", "aesd"]
 SIMILARITIES: tuple[str, ...] = ("cosine", "gesd", "aesd")
 
 
-def euclidean_distance(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """||x - y|| over the last axis, differentiable at x == y.
+def euclidean_distance(x: torch.Tensor, y: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """||x - y|| over axis `dim` (the last by default), differentiable at x == y.
 
     Shape:
         x, y: (..., D) -> (...)
     """
     # sqrt has an infinite derivative at 0 (x == y): add a tiny epsilon under the root.
-    return ((x - y).pow(2).sum(dim=-1) + 1e-12).sqrt()
+    return ((x - y).pow(2).sum(dim=dim) + 1e-12).sqrt()
 
 
 def _euclid_and_sigmoid_dot(
