@@ -172,6 +172,40 @@ def test_render_markdown_mixed_tasks_and_non_standard_rows() -> None:
     assert "| TREC | `trec` | trecqa: train → test | 0.7000 ± 0.0000 |" in md
 
 
+def test_render_markdown_per_set_values_carry_the_papers_per_set_numbers() -> None:
+    metric = {"mean": 0.74, "std": 0.01, "runs": [0.73, 0.75]}
+    result = {
+        "table": "t",
+        "title": "T",
+        "paper": "",
+        "protocol": "proto",
+        "commit": "abc",
+        "environment": ENV,
+        "rows": [
+            {
+                "id": "sts",
+                "label": "STS",
+                "paper": {"pearson": 0.742, "pearson/2016/headlines": 0.7946},
+                "note": "",
+                "seeds": [1, 2],
+                "dataset": "semeval-sts",
+                "train_split": "train-2012-2015",
+                "split": "test-2016",
+                "non_standard": [],
+                "metric_names": ["pearson"],
+                "metrics": {"pearson": metric},
+                "per_group": {"pearson/2016/headlines": metric, "pearson/2016/plagiarism": metric},
+                "dev": {},
+                "best_epochs": [1, 2],
+                "train_pairs_per_s": [1.0, 1.0],
+            }
+        ],
+    }
+    md = render_markdown(result, ["pearson"])
+    assert "- pearson/2016/headlines: 0.7400 ± 0.0100 (0.7946)" in md
+    assert "- pearson/2016/plagiarism: 0.7400 ± 0.0100\n" in md
+
+
 def test_render_markdown_lists_rows_that_were_not_run() -> None:
     result = {
         "table": "t",

@@ -321,7 +321,9 @@ def render_markdown(result: dict[str, Any], metrics: tuple[str, ...] | list[str]
     for row in per_group:
         lines += ["", f"Per set ({row['label']}, test, mean over seeds):", ""]
         lines += [
-            f"- {m}: {_fmt(v['mean'])} ± {_fmt(v['std'])}" for m, v in row["per_group"].items()
+            f"- {m}: {_fmt(v['mean'])} ± {_fmt(v['std'])}"
+            + (f" ({_fmt(row['paper'][m])})" if m in row["paper"] else "")
+            for m, v in row["per_group"].items()
         ]
     lines += ["", "Per-seed runs (test):", ""]
     for row in result["rows"]:
