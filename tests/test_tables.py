@@ -35,6 +35,6 @@ def test_table_rows_resolve_to_runnable_experiments(path: Path) -> None:
         assert protocol is not None, f"{path.name}: row {row.id}: {evaluated} has no protocol"
         missing = set(spec.metrics_of(row)) - set(protocol.metrics)
         assert not missing, f"{path.name}: row {row.id}: {evaluated} reports no {missing}"
-        assert set(row.paper) <= set(spec.metrics_of(row)) | {
-            k for k in row.paper if "/" in k
-        }, f"{path.name}: row {row.id}: paper values for metrics the table does not show"
+        assert set(row.paper) <= set(spec.metrics_of(row)) | {k for k in row.paper if "/" in k}, (
+            f"{path.name}: row {row.id}: paper values for metrics the table does not show"
+        )
