@@ -11,10 +11,16 @@ HCRN and its baselines also the projection), MV-LSTM k-max 50, groups of 1 posit
   bucketed batches of 512, as `evaluate` and `Matcher` do (best of 3).
 
 With --reference each model is timed again with its reference path, in the same process: the
-packed `nn.LSTM` for models on `BiRNN`, and the step loop instead of the fused `nn.GRU` kernel for
-IARNN's GRU, WORD and GATE (`IARNN.use_fused = False`).
+packed `nn.LSTM` for models on `BiRNN`, the step loop instead of the fused `nn.GRU` kernel for
+IARNN's GRU, WORD and GATE (`IARNN.use_fused = False`), and masked amax/amin pooling over full
+window maps for MP-CNN (`MPCNN.use_fast_pooling = False`).
+
+--task sts2015 times STS batches instead: SemEval train-2012-2014 (dev slice held out), 64 pairs a
+batch, KL over the 6 score levels; inference over dev-2012-2014 + test-2015 (4,059 pairs).
+MP-CNN keeps its own hidden_size (the output MLP's width, 150), not --hidden-size.
 
 Run: python benchmarks/speed.py [--models mvlstm,amvlstm_q] [--threads 2] [--embeddings random]
+     python benchmarks/speed.py --models mpcnn_attention,mpcnn --task sts2015 --reference
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from attnmatch.evaluation import predict
 from attnmatch.losses import auxiliary_loss, compute_loss
 from attnmatch.models import get_preset, list_models, list_presets
 from attnmatch.models.iarnn import IARNN
+from attnmatch.models.mpcnn import MPCNN
 from attnmatch.nn.recurrent import BiRNN
 from attnmatch.training import ExperimentConfig, prepare
 from attnmatch.training.trainer import make_optimizer, make_sampler
@@ -96,8 +103,26 @@ def inference_throughput(model: torch.nn.Module, data: EncodedPairs, repeats: in
     return len(data) / best
 
 
-def _is_mvlstm(name: str) -> bool:
-    return (get_preset(name).model if name in list_presets() else name) == "mvlstm"
+def _model_type(name: str) -> str:
+    return get_preset(name).model if name in list_presets() else name
+
+
+TASKS = {
+    "wikiqa": {
+        "data": {"dataset": "wikiqa"},
+        "train": {"num_negatives": 4, "batch_size": 32},
+    },
+    "sts2015": {
+        "data": {
+            "dataset": "semeval-sts",
+            "train_split": "train-2012-2014",
+            "dev_split": "dev-2012-2014",
+            "test_split": "test-2015",
+            "options": {"holdout": True},
+        },
+        "train": {"loss": "kl", "batch_size": 64},
+    },
+}
 
 
 def main() -> None:
@@ -108,7 +133,8 @@ def main() -> None:
     ap.add_argument("--models", default=",".join(every), help="presets or model types")
     ap.add_argument("--embeddings", default="glove-6b-50d", help="glove-6b-50d or random")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
-    ap.add_argument("--hidden-size", type=int, default=50, help="hidden_size of every model")
+    ap.add_argument("--hidden-size", type=int, default=50, help="hidden_size (not MP-CNN's)")
+    ap.add_argument("--task", choices=sorted(TASKS), default="wikiqa", help="which batches")
     ap.add_argument("--steps", type=int, default=20, help="timed training batches")
     ap.add_argument("--json", action="store_true", help="also print one JSON line per model")
     ap.add_argument(
@@ -128,17 +154,18 @@ def main() -> None:
     if args.reference:
         variants = [(name, fast) for name, _ in variants for fast in (True, False)]
     for name, fast in variants:
+        mtype = _model_type(name)
+        # Every model here has hidden_size (MP-CNN's is its output MLP: kept); k is MV-LSTM's
+        # k-max pooling size.
+        overrides = {} if mtype == "mpcnn" else {"hidden_size": args.hidden_size}
+        if mtype == "mvlstm":
+            overrides["k"] = 50
         exp = ExperimentConfig.from_dict(
             {
                 "model": name,
-                # Every model here has hidden_size; k is MV-LSTM's k-max pooling size.
-                "model_overrides": {
-                    "hidden_size": args.hidden_size,
-                    **({"k": 50} if _is_mvlstm(name) else {}),
-                },
-                "data": {"dataset": "wikiqa"},
+                "model_overrides": overrides,
                 "embeddings": {"source": args.embeddings},
-                "train": {"num_negatives": 4, "batch_size": 32},
+                **TASKS[args.task],
             }
         )
         torch.manual_seed(0)
@@ -148,7 +175,9 @@ def main() -> None:
                 module.fast_cpu_lstm = fast
             if isinstance(module, IARNN):
                 module.use_fused = fast
-        ref = "step loop" if isinstance(p.model, IARNN) else "nn.LSTM ref"
+            if isinstance(module, MPCNN):
+                module.use_fast_pooling = fast
+        ref = {IARNN: "step loop", MPCNN: "amax pooling"}.get(type(p.model), "nn.LSTM ref")
         label = name if fast else f"{name} ({ref})"
         batches = make_sampler(p).epoch(1)
         train_pps, epoch_s = train_throughput(p, batches, args.steps)

@@ -145,10 +145,13 @@ def _reference_sentence(model: MPCNN, x: torch.Tensor, n: int) -> dict[str, torc
     return ref | {k: torch.stack(v) for k, v in per_dim.items()}  # B*: (W_B, I, G)
 
 
-def test_sentence_model_matches_a_literal_reference_with_gradients() -> None:
-    """The fast paths (pooling by gathered arg-max/min, block B's width-1 filters pooled from
-    ws = inf) equal the literal definition, values and gradients, on ragged padded texts."""
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "reference"])
+def test_sentence_model_matches_a_literal_reference_with_gradients(fast: bool) -> None:
+    """Both pooling paths (fast: gathered arg-max/min, block B's width-1 filters pooled from
+    ws = inf; reference: masked amax/amin over full maps) equal the literal definition, values
+    and gradients, on ragged padded texts."""
     model = tiny_model("mpcnn_attention", trainable=True)
+    model.use_fast_pooling = fast
     torch.manual_seed(4)
     lengths = [5, 1, 2, 3]
     dim = model.holistic[0].in_channels
@@ -157,8 +160,11 @@ def test_sentence_model_matches_a_literal_reference_with_gradients() -> None:
     fast = model._sentence(x, mask)
     refs = [_reference_sentence(model, x[i], n) for i, n in enumerate(lengths)]
     weights = {k: torch.randn_like(v) for k, v in fast.items()}
+    with torch.inference_mode():  # the no-autograd pooling branch
+        inference = model._sentence(x.detach(), mask)
     for key in fast:
         torch.testing.assert_close(fast[key], torch.stack([r[key] for r in refs]), msg=key)
+        torch.testing.assert_close(inference[key], fast[key].detach(), msg=key)
     params = [x, *model.holistic.parameters(), *model.per_dim.parameters()]
     loss_fast = sum((fast[k] * weights[k]).sum() for k in fast)
     loss_ref = sum((torch.stack([r[k] for r in refs]) * weights[k]).sum() for k in fast)

@@ -51,7 +51,7 @@ from torch import nn
 from attnmatch.data.schema import PairBatch
 from attnmatch.models._registry import register_model, register_preset
 from attnmatch.models.token_encoder import TokenEncoderConfig, build_token_encoder
-from attnmatch.nn.masking import masked_mean, masked_softmax
+from attnmatch.nn.masking import masked_max, masked_mean, masked_min, masked_softmax
 from attnmatch.nn.similarity import euclidean_distance
 
 POOLS_A = ("max", "min", "mean")
@@ -125,12 +125,17 @@ def _window_mask(mask: torch.Tensor, width: int, steps: int) -> torch.Tensor:
 def _max_min(x: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
     """Masked max and min pooling over the last axis, where position 0 always counts.
 
-    The arg-max/min are found without autograd (masked positions take position 0's value, so
-    they never win) and the values are gathered, so the backward pass is one scatter rather
-    than the full-size comparisons of `amax`/`amin` and `masked_fill`.
+    Masked positions take position 0's value, so they never win. Without autograd one
+    `aminmax` pass gives both; with it, the arg-max/min are found without autograd and the
+    values gathered, so the backward pass is one scatter rather than the full-size comparisons
+    of `amax`/`amin` and `masked_fill`. (A time-major layout, whose outer-axis amax is ~5x
+    faster, was tried: its arg-max is slower, and training lost more than inference gained.)
 
     Shape: x (..., T), mask broadcastable to x -> {"max", "min"}: (...)
     """
+    if not (x.requires_grad and torch.is_grad_enabled()):  # inference: one fused reduction
+        low, high = torch.aminmax(torch.where(mask, x, x[..., :1]), dim=-1)  # (...) each
+        return {"max": high, "min": low}
     with torch.no_grad():
         filled = torch.where(mask, x, x[..., :1])  # (..., T)
         index = torch.stack([filled.argmax(dim=-1), filled.argmin(dim=-1)], dim=-1)  # (..., 2)
@@ -150,6 +155,11 @@ def _cos_l2_l1(
     if l1:
         feats.append((x - y).abs().sum(dim=dim))
     return feats
+
+
+def _max_min_reference(x: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
+    """`_max_min` by masked amax/amin (the reference path). Shape: as `_max_min`."""
+    return {"max": masked_max(x, mask, dim=-1), "min": masked_min(x, mask, dim=-1)}
 
 
 def similarity_feature_count(config: MPCNNConfig) -> int:
@@ -185,6 +195,9 @@ class MPCNN(nn.Module):
             for w in config.per_dim_widths
         )
         self.dropout = nn.Dropout(config.dropout)
+        # False: the reference pooling (masked amax/amin over full window maps, block B's
+        # width-1 map computed too), kept for benchmarks/speed.py --reference and the tests.
+        self.use_fast_pooling = True
         self.mlp = nn.Sequential(
             nn.Linear(similarity_feature_count(config), config.hidden_size),
             nn.Tanh(),
@@ -205,15 +218,16 @@ class MPCNN(nn.Module):
             x = F.pad(x, (0, longest - x.shape[-1]))
         out: dict[str, torch.Tensor] = {}
         holistic = []
+        max_min = _max_min if self.use_fast_pooling else _max_min_reference
         for width, conv in zip(cfg.widths, self.holistic, strict=True):
             h = torch.tanh(conv(x))  # (B, F, T')
             m = _window_mask(mask, width, h.shape[-1]).unsqueeze(1)  # (B, 1, T')
-            pooled = _max_min(h, m)
+            pooled = max_min(h, m)
             pooled["mean"] = masked_mean(h, m, dim=-1)
             holistic.append(pooled)  # (B, F) each
         # ws = inf: the poolings straight over the input matrix.
         tokens = _window_mask(mask, 1, x.shape[-1]).unsqueeze(1)  # (B, 1, T)
-        inf = _max_min(x, tokens)
+        inf = max_min(x, tokens)
         inf["mean"] = masked_mean(x, tokens, dim=-1)
         for p in POOLS_A:
             out[f"A{p}"] = torch.stack([h[p] for h in holistic], dim=1)  # (B, W, F)
@@ -222,7 +236,7 @@ class MPCNN(nn.Module):
         batch, dim = x.shape[:2]
         for width, conv in zip(cfg.per_dim_widths, self.per_dim, strict=True):
             assert isinstance(conv, nn.Conv1d) and conv.bias is not None
-            if width == 1:
+            if width == 1 and self.use_fast_pooling:
                 # A width-1 filter is w x_t + b per dimension: its max over t is w max_t x + b
                 # when w >= 0 and w min_t x + b otherwise, so it is pooled from ws = inf's
                 # max/min without computing the (B, I, G, T) map (exact, gradients included).
@@ -233,7 +247,7 @@ class MPCNN(nn.Module):
             else:
                 z = conv(x).view(batch, dim, cfg.per_dim_filters, -1)  # (B, I, G, T')
                 m = _window_mask(mask, width, z.shape[-1]).view(batch, 1, 1, -1)  # (B,1,1,T')
-                pooled = _max_min(z, m)  # (B, I, G) each
+                pooled = max_min(z, m)  # (B, I, G) each
             # tanh is increasing: max/min-pool the pre-activations, then tanh the pooled
             # values; it skips tanh (and its backward) on the largest tensor of the model.
             per_dim.append({p: torch.tanh(v) for p, v in pooled.items()})  # (B, I, G)
