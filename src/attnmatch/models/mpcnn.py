@@ -36,6 +36,12 @@ Deviations / decisions (see MODELS.md §4):
 - `attention=False` is the plain MP-CNN (the Table 3 ablation): the input is S itself (d).
 - The paper's PARAGRAM-PHRASE XXL embeddings are not available: the input layer is GloVe.
 
+Speed (exact rewrites, tested against a literal per-window reference, values and gradients):
+block B pools pre-activations and applies tanh after (tanh is increasing); its width-1 filters
+are pooled from ws = inf's max/min (max_t(w x_t + b) = w max_t x + b for w >= 0, else w min_t x
++ b); max/min pooling gathers arg-max/min found without autograd. `use_fast_pooling = False`
+runs the plain path (full maps, masked amax/amin) for comparison.
+
 Dims: B batch, L / R lengths, d word vector size, I = 2d (attention) or d input size, F
 holistic filters, G per-dimension filters, W widths, P poolings, N similarity features.
 """
