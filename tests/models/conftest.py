@@ -31,6 +31,7 @@ TINY: dict[str, dict[str, Any]] = {
     "hcrn": {"hidden_size": 4, "mlp_hidden": 5},
     "iarnn": {"hidden_size": 5, "mlp_hidden": 5},
     "mpcnn": {"holistic_filters": 5, "per_dim_filters": 2, "hidden_size": 6},
+    "esim": {"hidden_size": 6},
     "damm": {
         "hidden_size": 8,
         "num_heads": 2,

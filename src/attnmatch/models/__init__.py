@@ -1,6 +1,15 @@
 """Registered models. Every model module is imported here, explicitly."""
 
-from attnmatch.models import attentive_pooling, damm, hcrn, iarnn, mpcnn, mvlstm, siamese  # noqa: F401
+from attnmatch.models import (  # noqa: F401
+    attentive_pooling,
+    damm,
+    esim,
+    hcrn,
+    iarnn,
+    mpcnn,
+    mvlstm,
+    siamese,
+)
 from attnmatch.models._registry import (
     ModelEntry,
     Preset,
