@@ -32,6 +32,7 @@ TINY: dict[str, dict[str, Any]] = {
     "iarnn": {"hidden_size": 5, "mlp_hidden": 5},
     "mpcnn": {"holistic_filters": 5, "per_dim_filters": 2, "hidden_size": 6},
     "esim": {"hidden_size": 6},
+    "decomposable_attention": {"hidden_size": 6, "max_distance": 2},
     "damm": {
         "hidden_size": 8,
         "num_heads": 2,

@@ -13,7 +13,6 @@ from attnmatch.models.damm import (
     DAMM,
     TextCNN,
     _SubLayers,
-    align,
     multi_head_attention,
     sinusoidal_positions,
 )
@@ -89,11 +88,6 @@ def test_sublayers_follow_the_draft_without_residual_and_post_ln_with_it() -> No
 def _ln(norm: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
     assert isinstance(norm, torch.nn.LayerNorm)
     return norm.weight, norm.bias
-
-
-def test_alignment_layer() -> None:
-    h, o = torch.tensor([[[1.0, 2.0]]]), torch.tensor([[[3.0, -1.0]]])
-    torch.testing.assert_close(align(h, o), torch.tensor([[[1.0, 2, 3, -1, -2, 3, 3, -2]]]))
 
 
 def test_text_cnn_masks_padding_and_keeps_one_window_for_short_texts() -> None:

@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from attnmatch.models import build_model, resolve_model_config
-from attnmatch.models.esim import ESIM, ESIMConfig, enhance, mean_max_pool, soft_align
+from attnmatch.models.esim import ESIM, ESIMConfig, mean_max_pool, soft_align
 from attnmatch.models.token_encoder import TokenEncoderConfig
+from attnmatch.nn.coattention import enhance
 from attnmatch.nn.recurrent import BiRNN
 
 from .conftest import DIM, VOCAB, make_batch, random_pairs

@@ -3,6 +3,7 @@
 from attnmatch.models import (  # noqa: F401
     attentive_pooling,
     damm,
+    decomposable,
     esim,
     hcrn,
     iarnn,

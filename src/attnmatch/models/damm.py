@@ -45,6 +45,7 @@ from torch import nn
 from attnmatch.data.schema import PairBatch
 from attnmatch.models._registry import register_model, register_preset
 from attnmatch.models.token_encoder import TokenEncoderConfig, build_token_encoder
+from attnmatch.nn.coattention import enhance
 from attnmatch.nn.masking import masked_max
 
 
@@ -198,12 +199,7 @@ class _Block(nn.Module):
             return h_a, h_b
         b2a = self.cross(h_a, h_b, b_mask)  # (B, L, d): each token of a over b
         a2b = self.cross(h_b, h_a, a_mask)  # (B, R, d)
-        return align(h_a, b2a), align(h_b, a2b)  # (B, L, 4d), (B, R, 4d)
-
-
-def align(h: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
-    """The alignment layer (§3.4). Shape: (B, T, d) x2 -> (B, T, 4d)"""
-    return torch.cat([h, other, h - other, h * other], dim=-1)
+        return enhance(h_a, b2a), enhance(h_b, a2b)  # alignment: (B, L, 4d), (B, R, 4d)
 
 
 class TextCNN(nn.Module):
@@ -278,7 +274,7 @@ class DAMM(nn.Module):
                 a, b = self.projections[k - 1](a), self.projections[k - 1](b)  # (B, ., d)
             a, b = block(a, a_mask, b, b_mask)  # (B, L, 4d), (B, R, 4d)
         v_a, v_b = self._pool(a, a_mask), self._pool(b, b_mask)  # (B, P) each
-        v = torch.cat([v_a, v_b, v_a - v_b, v_a * v_b], dim=-1)  # (B, 4P)
+        v = enhance(v_a, v_b)  # (B, 4P)
         return self.mlp(self.drop(v))  # (B, C)
 
 

@@ -41,7 +41,7 @@ from torch import nn
 from attnmatch.data.schema import PairBatch
 from attnmatch.models._registry import register_model
 from attnmatch.models.token_encoder import TokenEncoderConfig, build_token_encoder
-from attnmatch.nn.coattention import alignment_pool
+from attnmatch.nn.coattention import alignment_pool, enhance
 from attnmatch.nn.masking import masked_max, masked_mean
 from attnmatch.nn.recurrent import BiRNN, encode_pair
 
@@ -90,15 +90,6 @@ def soft_align(
     """
     e = a @ b.transpose(1, 2)  # (B, L, R)
     return {"affinity": e, **alignment_pool(e, a, a_mask, b, b_mask)}
-
-
-def enhance(x: torch.Tensor, aligned: torch.Tensor) -> torch.Tensor:
-    """m = [x; x~; x - x~; x * x~] (§3.2).
-
-    Shape:
-        x: (B, T, D), aligned: (B, T, D) -> (B, T, 4D)
-    """
-    return torch.cat([x, aligned, x - aligned, x * aligned], dim=-1)  # (B, T, 4D)
 
 
 def mean_max_pool(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

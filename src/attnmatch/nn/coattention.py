@@ -13,6 +13,15 @@ import torch
 from attnmatch.nn.masking import masked_max, masked_softmax
 
 
+def enhance(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """[x; y; x - y; x * y] over the last axis: ESIM's enhancement (Chen et al. 2017, §3.2) and
+    DAMM's alignment and prediction layers.
+
+    Shape: x, y: (..., D) -> (..., 4D)
+    """
+    return torch.cat([x, y, x - y, x * y], dim=-1)  # (..., 4D)
+
+
 def alignment_pool(
     affinity: torch.Tensor,
     left: torch.Tensor,
