@@ -21,6 +21,19 @@ runner = CliRunner()
 ENV = {"attnmatch": "0", "torch": "2", "python": "3", "threads": 2, "platform": "x"}
 
 
+def _result(rows: list[dict]) -> dict:
+    """A reproduce result for `render_markdown` around `rows`."""
+    return {
+        "table": "t",
+        "title": "T",
+        "paper": "",
+        "protocol": "proto",
+        "commit": "abc",
+        "environment": ENV,
+        "rows": rows,
+    }
+
+
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("cli") / "run"
@@ -153,18 +166,12 @@ def test_render_markdown_mixed_tasks_and_non_standard_rows() -> None:
             "train_pairs_per_s": [1.0],
         }
 
-    result = {
-        "table": "t",
-        "title": "T",
-        "paper": "",
-        "protocol": "proto",
-        "commit": "abc",
-        "environment": ENV,
-        "rows": [
+    result = _result(
+        [
             row("trec", "trecqa", {"map": 0.7, "mrr": 0.8}, []),
             row("quora", "quora", {"accuracy": 0.75}, ["train-on-dev", "dev-holdout"]),
-        ],
-    }
+        ]
+    )
     md = render_markdown(result, ["map", "mrr"])
     assert "| model | id | data (train → test) | MAP | MRR |" in md
     assert "| model | id | data (train → test) | Accuracy |" in md
@@ -174,14 +181,8 @@ def test_render_markdown_mixed_tasks_and_non_standard_rows() -> None:
 
 def test_render_markdown_per_set_values_carry_the_papers_per_set_numbers() -> None:
     metric = {"mean": 0.74, "std": 0.01, "runs": [0.73, 0.75]}
-    result = {
-        "table": "t",
-        "title": "T",
-        "paper": "",
-        "protocol": "proto",
-        "commit": "abc",
-        "environment": ENV,
-        "rows": [
+    result = _result(
+        [
             {
                 "id": "sts",
                 "label": "STS",
@@ -199,22 +200,16 @@ def test_render_markdown_per_set_values_carry_the_papers_per_set_numbers() -> No
                 "best_epochs": [1, 2],
                 "train_pairs_per_s": [1.0, 1.0],
             }
-        ],
-    }
+        ]
+    )
     md = render_markdown(result, ["pearson"])
     assert "- pearson/2016/headlines: 0.7400 ± 0.0100 (0.7946)" in md
     assert "- pearson/2016/plagiarism: 0.7400 ± 0.0100\n" in md
 
 
 def test_render_markdown_lists_rows_that_were_not_run() -> None:
-    result = {
-        "table": "t",
-        "title": "T",
-        "paper": "",
-        "protocol": "proto",
-        "commit": "abc",
-        "environment": ENV,
-        "rows": [
+    result = _result(
+        [
             {
                 "id": "ubuntu",
                 "label": "HCRN",
@@ -231,8 +226,8 @@ def test_render_markdown_lists_rows_that_were_not_run() -> None:
                 "per_group": {},
                 "dev": {},
             }
-        ],
-    }
+        ]
+    )
     md = render_markdown(result, ["r2@1"])
     assert "| HCRN — *not run: data not available* | `ubuntu` | — (0.8160) |" in md
     assert "Per-seed" in md and "`ubuntu` seeds" not in md
