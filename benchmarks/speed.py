@@ -17,7 +17,9 @@ window maps for MP-CNN (`MPCNN.use_fast_pooling = False`).
 
 --task sts2015 times STS batches instead: SemEval train-2012-2014 (dev slice held out), 64 pairs a
 batch, KL over the 6 score levels; inference over dev-2012-2014 + test-2015 (4,059 pairs).
-MP-CNN keeps its own hidden_size (the output MLP's width, 150), not --hidden-size.
+--task sick_entailment: SICK entailment, 32 pairs a batch, 3-class cross-entropy; inference over
+dev + test (5,427 pairs). MP-CNN keeps its own hidden_size (the output MLP's width, 150), not
+--hidden-size.
 
 Run: python benchmarks/speed.py [--models mvlstm,amvlstm_q] [--threads 2] [--embeddings random]
      python benchmarks/speed.py --models mpcnn_attention,mpcnn --task sts2015 --reference
@@ -121,6 +123,10 @@ TASKS = {
             "options": {"holdout": True},
         },
         "train": {"loss": "kl", "batch_size": 64},
+    },
+    "sick_entailment": {
+        "data": {"dataset": "sick-entailment"},
+        "train": {"loss": "cross_entropy", "batch_size": 32},
     },
 }
 
