@@ -33,6 +33,8 @@ TINY: dict[str, dict[str, Any]] = {
     "mpcnn": {"holistic_filters": 5, "per_dim_filters": 2, "hidden_size": 6},
     "esim": {"hidden_size": 6},
     "decomposable_attention": {"hidden_size": 6, "max_distance": 2},
+    "arc_i": {"filters": 6, "mlp_hidden": 7},
+    "arc_ii": {"filters": 6, "pool_size": 2, "mlp_hidden": 7},
     "damm": {
         "hidden_size": 8,
         "num_heads": 2,

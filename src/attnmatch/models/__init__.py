@@ -1,6 +1,7 @@
 """Registered models. Every model module is imported here, explicitly."""
 
 from attnmatch.models import (  # noqa: F401
+    arc,
     attentive_pooling,
     damm,
     decomposable,
