@@ -35,6 +35,8 @@ TINY: dict[str, dict[str, Any]] = {
     "decomposable_attention": {"hidden_size": 6, "max_distance": 2},
     "arc_i": {"filters": 6, "mlp_hidden": 7},
     "arc_ii": {"filters": 6, "pool_size": 2, "mlp_hidden": 7},
+    "anmm": {"bins": 11},
+    "matchpyramid": {"filters": [3], "pool_size": [2, 3], "mlp_hidden": 5},
     "damm": {
         "hidden_size": 8,
         "num_heads": 2,

@@ -1,6 +1,7 @@
 """Registered models. Every model module is imported here, explicitly."""
 
 from attnmatch.models import (  # noqa: F401
+    anmm,
     arc,
     attentive_pooling,
     damm,
@@ -8,6 +9,7 @@ from attnmatch.models import (  # noqa: F401
     esim,
     hcrn,
     iarnn,
+    matchpyramid,
     mpcnn,
     mvlstm,
     siamese,

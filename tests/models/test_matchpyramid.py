@@ -1,0 +1,163 @@
+"""MatchPyramid beyond the common suite: dynamic pooling by hand and against adaptive pooling of
+the real map, masked "same" convolutions, padding, config errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnmatch import configs
+from attnmatch.models import build_model, resolve_model_config
+from attnmatch.models.matchpyramid import (
+    MaskedConv2d,
+    MatchPyramid,
+    MatchPyramidConfig,
+    dynamic_bins,
+    dynamic_max_pool,
+    interaction_matrix,
+)
+from attnmatch.models.token_encoder import TokenEncoderConfig
+
+from .conftest import DIM, VOCAB, make_batch, random_pairs
+
+PRESETS = ["matchpyramid", "matchpyramid_cosine"]
+TINY = {"filters": [3], "pool_size": [2, 3], "mlp_hidden": 5}  # the line conftest's TINY needs
+
+
+def _tiny(name: str = "matchpyramid", *, num_outputs: int = 1, **overrides: Any) -> MatchPyramid:
+    """conftest.tiny_model with this model's tiny overrides (conftest's TINY lacks them)."""
+    mtype, config = resolve_model_config(
+        name,
+        vocab_size=VOCAB,
+        embedding_dim=DIM,
+        num_outputs=num_outputs,
+        overrides={**TINY, **overrides},
+    )
+    torch.manual_seed(0)
+    model = build_model(mtype, config)
+    assert isinstance(model, MatchPyramid)
+    return model
+
+
+def test_dynamic_bins_by_hand() -> None:
+    bins = dynamic_bins(torch.tensor([3, 1, 0, 4]), size=2, max_len=5)
+    expected = [
+        [[1, 1, 0, 0, 0], [0, 1, 1, 0, 0]],  # n = 3: [0, 2) and [1, 3), row 1 shared
+        [[1, 0, 0, 0, 0], [1, 0, 0, 0, 0]],  # n = 1 < 2 bins: the one real row repeated
+        [[0, 0, 0, 0, 0], [0, 0, 0, 0, 0]],  # n = 0: empty bins
+        [[1, 1, 0, 0, 0], [0, 0, 1, 1, 0]],  # n = 4: an even split
+    ]
+    assert bins.tolist() == [[[bool(v) for v in row] for row in ex] for ex in expected]
+
+
+def test_dynamic_max_pool_by_hand() -> None:
+    # A 4 x 3 map whose real part is 3 x 2; padded cells hold 9 and must never win.
+    x = torch.tensor([[1.0, 5.0, 9.0], [2.0, 0.0, 9.0], [7.0, 3.0, 9.0], [9.0, 9.0, 9.0]])
+    lmask = torch.tensor([[True, True, True, False]])
+    rmask = torch.tensor([[True, True, False]])
+    out = dynamic_max_pool(x.view(1, 1, 4, 3), lmask, rmask, (2, 3))
+    # Row bins {0, 1}, {1, 2}; column bins {0}, {0, 1}, {1}.
+    torch.testing.assert_close(out[0, 0], torch.tensor([[2.0, 5.0, 5.0], [7.0, 7.0, 3.0]]))
+    # A fully padded right text pools to zeros, never -inf.
+    empty = dynamic_max_pool(x.view(1, 1, 4, 3), lmask, torch.zeros(1, 3, dtype=torch.bool), (2, 3))
+    assert torch.equal(empty, torch.zeros(1, 1, 2, 3))
+
+
+@pytest.mark.parametrize("size", [(3, 10), (2, 2), (5, 1)])
+def test_dynamic_max_pool_is_adaptive_max_pool_of_the_real_map(size: tuple[int, int]) -> None:
+    g = torch.Generator().manual_seed(0)
+    lengths = [(1, 1), (2, 12), (7, 3), (4, 20), (7, 20)]
+    x = torch.randn(len(lengths), 2, 7, 20, generator=g)
+    lmask = torch.tensor([[i < n for i in range(7)] for n, _ in lengths])
+    rmask = torch.tensor([[j < m for j in range(20)] for _, m in lengths])
+    out = dynamic_max_pool(x, lmask, rmask, size)
+    for b, (n, m) in enumerate(lengths):
+        # torch's adaptive pooling uses the same floor/ceil bin edges on the n x m real map.
+        expected = F.adaptive_max_pool2d(x[b : b + 1, :, :n, :m], size)[0]
+        torch.testing.assert_close(out[b], expected)
+
+
+def test_interaction_matrix_by_hand() -> None:
+    a = torch.tensor([[[1.0, 2.0], [0.0, 0.0]]])  # the second left word is padding (zero)
+    b = torch.tensor([[[3.0, 4.0], [-2.0, 1.0]]])
+    dot = torch.tensor([[[11.0, 0.0], [0.0, 0.0]]])
+    torch.testing.assert_close(interaction_matrix(a, b, "dot"), dot)
+    cosine = torch.tensor([[[11.0 / (5**0.5 * 5.0), 0.0], [0.0, 0.0]]])
+    torch.testing.assert_close(interaction_matrix(a, b, "cosine"), cosine)
+
+
+@torch.no_grad()
+@pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel lengths")
+@pytest.mark.parametrize("kernel", [(3, 3), (2, 4), (1, 5)])
+def test_masked_conv_is_same_conv_of_the_real_map(kernel: tuple[int, int]) -> None:
+    torch.manual_seed(0)
+    conv = MaskedConv2d(2, 3, kernel)
+    x = torch.randn(1, 2, 6, 8)
+    n, m = 4, 5
+    cells = torch.zeros(1, 1, 6, 8, dtype=torch.bool)
+    cells[..., :n, :m] = True
+    out = conv(x * cells, cells)  # the model zeroes padded cells before the first layer
+    expected = torch.relu(
+        F.conv2d(x[..., :n, :m], conv.conv.weight, conv.conv.bias, padding="same")
+    )
+    torch.testing.assert_close(out[..., :n, :m], expected)
+    assert (out[..., n:, :] == 0).all() and (out[..., :, m:] == 0).all()
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("name", PRESETS)
+@pytest.mark.parametrize("num_outputs", [1, 3])
+def test_padding_invariance_with_a_lot_of_padding(name: str, num_outputs: int) -> None:
+    # Two layers, an even kernel, and texts shorter than the kernel and the pooling grid.
+    model = _tiny(
+        name,
+        num_outputs=num_outputs,
+        kernel_sizes=[[3, 3], [2, 4]],
+        filters=[3, 2],
+        pool_size=[3, 4],
+    ).eval()
+    left, right = random_pairs(5, seed=21)
+    left[0], right[0] = [5], [7]
+    left[1], right[1] = [5, 6], [5, 6, 8]
+    batched = model(make_batch(left, right, extra_pad=30))
+    assert batched.shape == (5, num_outputs)
+    for i in range(5):
+        alone = model(make_batch([left[i]], [right[i]]))
+        torch.testing.assert_close(alone[0], batched[i], atol=1e-5, rtol=1e-5)
+
+
+@torch.no_grad()
+def test_attention_maps_have_plot_shapes() -> None:
+    model = _tiny().eval()
+    left, right = random_pairs(3, seed=22)
+    batch = make_batch(left, right)
+    att = model.attention(batch)
+    assert att["matrix"].shape == (3, batch.left_ids.shape[1], batch.right_ids.shape[1])
+    assert att["pooled"].shape == (3, 3, 2, 3)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"filters": []}, "at least one"),
+        ({"kernel_sizes": [[3, 3], [3, 3]]}, "one entry per layer"),
+        ({"kernel_sizes": [[0, 3]]}, "kernel_sizes"),
+        ({"filters": [0]}, "filters must all"),
+        ({"pool_size": [3, 0]}, "pool_size"),
+        ({"mlp_hidden": 0}, "mlp_hidden"),
+        ({"dropout": -0.1}, "dropout"),
+        ({"interaction": "indicator"}, "interaction"),
+    ],
+)
+def test_config_errors(overrides: dict[str, Any], message: str) -> None:
+    with pytest.raises(configs.ConfigError, match=message):
+        _tiny(**overrides)
+
+
+def test_config_defaults() -> None:
+    config = MatchPyramidConfig(encoder=TokenEncoderConfig(vocab_size=10))
+    assert (config.interaction, config.kernel_sizes, config.filters) == ("dot", ((3, 3),), (8,))
+    assert config.pool_size == (3, 10)
