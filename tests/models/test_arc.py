@@ -15,7 +15,6 @@ from attnmatch.models.arc import (
     ARCIIConfig,
     ConvTower,
     PairwiseWindowConv,
-    masked_adaptive_max_pool2d,
     masked_max_pool1d,
     masked_max_pool2d,
 )
@@ -102,17 +101,6 @@ def test_masked_max_pool2d_ignores_whatever_is_outside_the_valid_region() -> Non
     )  # (B, H, W)
     moved, _, _ = masked_max_pool2d(x.masked_fill(~inside[:, None], 1e4), rows, cols)
     torch.testing.assert_close(moved, out)
-
-
-@torch.no_grad()
-def test_masked_adaptive_pool_equals_adaptive_max_pool_on_the_valid_region() -> None:
-    x = _randn(4, 3, 2, 7, 9)  # (B, F, H, W)
-    rows, cols = torch.tensor([7, 3, 1]), torch.tensor([9, 2, 5])
-    for size in (1, 2, 4):
-        out = masked_adaptive_max_pool2d(x, rows, cols, size)  # (B, F, P, P)
-        for b in range(3):
-            region = x[b, :, : rows[b], : cols[b]]  # smaller than P x P for some b
-            torch.testing.assert_close(out[b], F.adaptive_max_pool2d(region, size))
 
 
 @torch.no_grad()

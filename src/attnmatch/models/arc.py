@@ -28,10 +28,9 @@ each example's valid region is tracked as counts: valid windows/rows/columns):
   cell is valid if any of its inputs is (counts become ceil(n / 2)); invalid pooled cells are then
   set to zero, which is what the zero border of the unpadded input would be for the next
   convolution (ARC-II's 3x3 "same" convolutions included);
-- ARC-II's adaptive max pooling is computed over each example's valid region only, with
-  torch's adaptive bins per example: output bin o of P over n valid rows covers rows
-  [floor(o n / P), ceil((o + 1) n / P)) (cells repeat when n < P), likewise for columns. This is
-  exactly `F.adaptive_max_pool2d` applied to the cropped valid region (tested), vectorised.
+- ARC-II's adaptive max pooling is computed over each example's valid region only
+  (`nn.pooling.dynamic_max_pool2d`, shared with MatchPyramid: exactly `F.adaptive_max_pool2d`
+  applied to the cropped valid region, vectorised; cells repeat when n < P).
 
 Deviations from the paper / decisions:
 - The ARC paper is not in shared/papers; paper 000 only says its baselines use "the
@@ -66,6 +65,7 @@ from attnmatch.data.schema import PairBatch
 from attnmatch.models._registry import register_model
 from attnmatch.models.token_encoder import TokenEncoderConfig, build_token_encoder
 from attnmatch.nn.masking import masked_max
+from attnmatch.nn.pooling import dynamic_max_pool2d
 
 _TASKS = ("ranking", "classification", "regression")
 POOL = 2  # the paper's max pooling between layers: size 2 (1-D) and 2x2 (2-D), stride = size
@@ -216,38 +216,6 @@ def masked_max_pool2d(
     return x.masked_fill(~grid_mask(rows, cols, *x.shape[-2:]), 0.0), rows, cols
 
 
-def _adaptive_bins(counts: torch.Tensor, size: int, out: int) -> torch.Tensor:
-    """bins[b, o, t]: position t is in output bin o of `out` over counts[b] valid positions, with
-    torch's adaptive pooling bounds [floor(o n / out), ceil((o + 1) n / out)).
-
-    Shape:
-        counts: (B,) -> (B, out, size) bool
-    """
-    o = torch.arange(out, device=counts.device)  # (out,)
-    n = counts.unsqueeze(-1)  # (B, 1)
-    start = (o * n) // out  # (B, out)
-    end = ((o + 1) * n + out - 1) // out  # (B, out)
-    t = torch.arange(size, device=counts.device)  # (size,)
-    return (t >= start.unsqueeze(-1)) & (t < end.unsqueeze(-1))  # (B, out, size)
-
-
-def masked_adaptive_max_pool2d(
-    x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, size: int
-) -> torch.Tensor:
-    """Adaptive max pooling to size x size over each example's valid region (its first rows[b]
-    rows and cols[b] columns, both >= 1): `F.adaptive_max_pool2d(x[b, :, :rows, :cols], size)`
-    for every b, vectorised.
-
-    Shape:
-        x: (B, F, H, W), rows, cols: (B,) -> (B, F, size, size)
-    """
-    height, width = x.shape[-2:]
-    row_bins = _adaptive_bins(rows, height, size)[:, None, :, :, None]  # (B, 1, P, H, 1)
-    col_bins = _adaptive_bins(cols, width, size)[:, None, None]  # (B, 1, 1, P, W)
-    x = x.unsqueeze(2).masked_fill(~row_bins, float("-inf")).amax(dim=3)  # (B, F, P, W)
-    return x.unsqueeze(3).masked_fill(~col_bins, float("-inf")).amax(dim=4)  # (B, F, P, P)
-
-
 def _mlp(input_size: int, hidden: int, num_outputs: int, dropout: float) -> nn.Sequential:
     return nn.Sequential(
         nn.Dropout(dropout),
@@ -362,7 +330,8 @@ class ARCII(nn.Module):
         for conv in self.convs:
             z = torch.relu(conv(z))  # (B, F, H, W); zero cells outside = the zero border
             z, rows, cols = masked_max_pool2d(z, rows, cols)  # (B, F, ceil(H/2), ceil(W/2))
-        return masked_adaptive_max_pool2d(z, rows, cols, self.pool_size)  # (B, F, P, P)
+        size = (self.pool_size, self.pool_size)
+        return dynamic_max_pool2d(z, rows, cols, size)  # (B, F, P, P)
 
     def forward(self, batch: PairBatch) -> torch.Tensor:
         z = self.features(batch)  # (B, F, P, P)

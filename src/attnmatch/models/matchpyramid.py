@@ -10,7 +10,7 @@ between every left and every right word -> 2-D convolutions over M seen as a one
 (ReLU) -> dynamic max pooling to a fixed (P1, P2) grid whose cells adapt to each pair's real
 lengths -> MLP -> num_outputs.
 
-Dynamic pooling (`dynamic_max_pool`): for a pair with n real left and m real right words, row bin
+Dynamic pooling (`nn.pooling.dynamic_max_pool2d`): for a pair with n real left and m real right words, row bin
 p of P1 covers rows [floor(p n / P1), ceil((p + 1) n / P1)) and column bin q of P2 covers columns
 [floor(q m / P2), ceil((q + 1) m / P2)); the output cell (p, q) is the max of the feature map over
 those real cells. This is adaptive max pooling of the real n x m map, per pair, vectorised over
@@ -47,7 +47,7 @@ from torch import nn
 from attnmatch.data.schema import PairBatch
 from attnmatch.models._registry import register_model, register_preset
 from attnmatch.models.token_encoder import TokenEncoderConfig, build_token_encoder
-from attnmatch.nn.masking import masked_max
+from attnmatch.nn.pooling import dynamic_max_pool2d
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,50 +91,6 @@ class MatchPyramidConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-
-
-def dynamic_bins(lengths: torch.Tensor, size: int, max_len: int) -> torch.Tensor:
-    """Which positions each of `size` pooling bins covers, from each example's real length.
-
-    Bin p covers [floor(p n / size), ceil((p + 1) n / size)) for a real length n: the bins tile
-    the real positions (overlapping by one when size does not divide n) and never reach padding.
-    With n < size a real position belongs to several bins; with n = 0 every bin is empty.
-
-    Shape:
-        lengths: (B,) long -> (B, size, max_len) bool
-    """
-    p = torch.arange(size, device=lengths.device)  # (P,)
-    n = lengths.long().unsqueeze(-1)  # (B, 1)
-    start = (p * n) // size  # (B, P)
-    end = ((p + 1) * n + size - 1) // size  # (B, P), ceil
-    pos = torch.arange(max_len, device=lengths.device)  # (T,)
-    return (pos >= start.unsqueeze(-1)) & (pos < end.unsqueeze(-1))  # (B, P, T)
-
-
-def dynamic_max_pool(
-    x: torch.Tensor, left_mask: torch.Tensor, right_mask: torch.Tensor, size: tuple[int, int]
-) -> torch.Tensor:
-    """Dynamic max pooling of a feature map to a fixed grid, bins from the real lengths.
-
-    Equals adaptive max pooling of each pair's real n x m map; padded cells never win; an empty
-    bin (a text with no real word) gives 0.
-
-    Args:
-        x: feature maps over (left, right) positions.
-        left_mask, right_mask: True on real tokens (the real words must come first).
-        size: (P1, P2).
-
-    Shape:
-        x: (B, F, L, R), left_mask: (B, L), right_mask: (B, R) -> (B, F, P1, P2)
-    """
-    p1, p2 = size
-    batch, channels, left_len, right_len = x.shape
-    rows = dynamic_bins(left_mask.sum(-1), p1, left_len)  # (B, P1, L)
-    cols = dynamic_bins(right_mask.sum(-1), p2, right_len)  # (B, P2, R)
-    expanded = x.unsqueeze(2).expand(batch, channels, p1, left_len, right_len)  # (B, F, P1, L, R)
-    by_rows = masked_max(expanded, rows[:, None, :, :, None], dim=3)  # (B, F, P1, R)
-    expanded = by_rows.unsqueeze(3).expand(batch, channels, p1, p2, right_len)  # (B, F, P1, P2, R)
-    return masked_max(expanded, cols[:, None, None, :, :], dim=4)  # (B, F, P1, P2)
 
 
 def interaction_matrix(
@@ -209,7 +165,9 @@ class MatchPyramid(nn.Module):
         x = matrix.unsqueeze(1) * cells.to(matrix.dtype)  # (B, 1, L, R)
         for conv in self.convs:
             x = conv(x, cells)  # (B, F, L, R)
-        pooled = dynamic_max_pool(x, lmask, rmask, self.pool_size)  # (B, F, P1, P2)
+        pooled = dynamic_max_pool2d(
+            x, lmask.sum(-1), rmask.sum(-1), self.pool_size
+        )  # (B, F, P1, P2)
         logits = self.mlp(pooled.flatten(start_dim=1))  # (B, C)
         return {"logits": logits, "matrix": matrix, "pooled": pooled}
 
