@@ -9,26 +9,14 @@ import pytest
 import torch
 
 from attnmatch import configs
-from attnmatch.models import build_model, resolve_model_config
 from attnmatch.models.anmm import ANMM, ANMMConfig, value_shared_bins
 from attnmatch.models.token_encoder import TokenEncoderConfig
 
-from .conftest import DIM, VOCAB, make_batch, random_pairs
-
-TINY = {"bins": 11}  # the line conftest's TINY needs
+from .conftest import make_batch, random_pairs, tiny_model
 
 
 def _tiny(*, num_outputs: int = 1, **overrides: Any) -> ANMM:
-    """conftest.tiny_model("anmm") with this model's tiny overrides (conftest's TINY lacks them)."""
-    mtype, config = resolve_model_config(
-        "anmm",
-        vocab_size=VOCAB,
-        embedding_dim=DIM,
-        num_outputs=num_outputs,
-        overrides={**TINY, **overrides},
-    )
-    torch.manual_seed(0)
-    model = build_model(mtype, config)
+    model = tiny_model("anmm", num_outputs=num_outputs, **overrides)
     assert isinstance(model, ANMM)
     return model
 

@@ -9,7 +9,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnmatch.models import build_model, resolve_model_config
 from attnmatch.models.arc import (
     ARCIConfig,
     ARCIIConfig,
@@ -20,22 +19,11 @@ from attnmatch.models.arc import (
 )
 from attnmatch.models.token_encoder import TokenEncoderConfig
 
-from .conftest import DIM, VOCAB, make_batch, random_pairs
-
-# The TINY entries proposed for conftest.py (kept local until they are added there).
-TINY_ARC: dict[str, dict[str, Any]] = {
-    "arc_i": {"filters": 6, "mlp_hidden": 7},
-    "arc_ii": {"filters": 6, "pool_size": 2, "mlp_hidden": 7},
-}
+from .conftest import VOCAB, make_batch, random_pairs, tiny_model
 
 
 def _tiny(name: str, *, num_outputs: int = 1, **overrides: Any) -> torch.nn.Module:
-    over = {**TINY_ARC[name], **overrides}
-    mtype, config = resolve_model_config(
-        name, vocab_size=VOCAB, embedding_dim=DIM, num_outputs=num_outputs, overrides=over
-    )
-    torch.manual_seed(0)
-    return build_model(mtype, config).eval()
+    return tiny_model(name, num_outputs=num_outputs, **overrides).eval()
 
 
 def _randn(seed: int, *shape: int) -> torch.Tensor:

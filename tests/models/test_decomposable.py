@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-from attnmatch.models import build_model, get_preset, resolve_model_config
+from attnmatch.models import get_preset
 from attnmatch.models.decomposable import (
     DecomposableAttention,
     DecomposableAttentionConfig,
@@ -19,21 +19,13 @@ from attnmatch.models.decomposable import (
 )
 from attnmatch.models.token_encoder import TokenEncoderConfig
 
-from .conftest import DIM, VOCAB, make_batch, random_pairs
+from .conftest import make_batch, random_pairs, tiny_model
 
 PRESETS = ["decomposable_attention", "decomposable_attention_intra"]
-TINY = {"hidden_size": 6, "max_distance": 2}  # the line conftest's TINY needs
 
 
 def _tiny(name: str, *, num_outputs: int = 1, **overrides: Any) -> DecomposableAttention:
-    """conftest.tiny_model with this model's tiny overrides (conftest's TINY lacks them)."""
-    over = {**TINY, **overrides}
-    over["encoder"] = {**over.get("encoder", {}), "trainable": True}
-    mtype, config = resolve_model_config(
-        name, vocab_size=VOCAB, embedding_dim=DIM, num_outputs=num_outputs, overrides=over
-    )
-    torch.manual_seed(0)
-    model = build_model(mtype, config)
+    model = tiny_model(name, num_outputs=num_outputs, trainable=True, **overrides)
     assert isinstance(model, DecomposableAttention)
     return model
 

@@ -9,28 +9,16 @@ from typing import Any
 import pytest
 import torch
 
-from attnmatch.models import build_model, resolve_model_config
 from attnmatch.models.esim import ESIM, ESIMConfig, mean_max_pool, soft_align
 from attnmatch.models.token_encoder import TokenEncoderConfig
 from attnmatch.nn.coattention import enhance
 from attnmatch.nn.recurrent import BiRNN
 
-from .conftest import DIM, VOCAB, make_batch, random_pairs
-
-# The common suite's TINY entry for "esim" (conftest.py) is {"hidden_size": 6}.
-TINY_ESIM = {"hidden_size": 6}
+from .conftest import make_batch, random_pairs, tiny_model
 
 
 def tiny_esim(*, num_outputs: int = 1, **overrides: Any) -> ESIM:
-    _, config = resolve_model_config(
-        "esim",
-        vocab_size=VOCAB,
-        embedding_dim=DIM,
-        num_outputs=num_outputs,
-        overrides={**TINY_ESIM, **overrides},
-    )
-    torch.manual_seed(0)
-    model = build_model("esim", config)
+    model = tiny_model("esim", num_outputs=num_outputs, **overrides)
     assert isinstance(model, ESIM)
     return model
 

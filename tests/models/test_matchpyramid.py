@@ -10,7 +10,6 @@ import torch
 import torch.nn.functional as F
 
 from attnmatch import configs
-from attnmatch.models import build_model, resolve_model_config
 from attnmatch.models.matchpyramid import (
     MaskedConv2d,
     MatchPyramid,
@@ -19,23 +18,13 @@ from attnmatch.models.matchpyramid import (
 )
 from attnmatch.models.token_encoder import TokenEncoderConfig
 
-from .conftest import DIM, VOCAB, make_batch, random_pairs
+from .conftest import make_batch, random_pairs, tiny_model
 
 PRESETS = ["matchpyramid", "matchpyramid_cosine"]
-TINY = {"filters": [3], "pool_size": [2, 3], "mlp_hidden": 5}  # the line conftest's TINY needs
 
 
 def _tiny(name: str = "matchpyramid", *, num_outputs: int = 1, **overrides: Any) -> MatchPyramid:
-    """conftest.tiny_model with this model's tiny overrides (conftest's TINY lacks them)."""
-    mtype, config = resolve_model_config(
-        name,
-        vocab_size=VOCAB,
-        embedding_dim=DIM,
-        num_outputs=num_outputs,
-        overrides={**TINY, **overrides},
-    )
-    torch.manual_seed(0)
-    model = build_model(mtype, config)
+    model = tiny_model(name, num_outputs=num_outputs, **overrides)
     assert isinstance(model, MatchPyramid)
     return model
 
