@@ -92,6 +92,7 @@ def concat(a: EncodedPairs, b: EncodedPairs) -> EncodedPairs:
         labels=np.concatenate([a.labels, b.labels]),
         group_ids=np.concatenate([a.group_ids, b.group_ids + len(a.group_names)]),
         group_names=a.group_names + b.group_names,
+        trigrams=a.trigrams + b.trigrams if a.trigrams and b.trigrams else None,
     )
 
 

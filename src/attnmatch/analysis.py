@@ -34,6 +34,7 @@ from attnmatch.data.collate import bucketed_batches, collate
 from attnmatch.data.encoding import encode_examples
 from attnmatch.data.schema import Example
 from attnmatch.model_dir import LoadedModel, load_model
+from attnmatch.models.build import encoding_options
 
 PLOT_INSTALL_HINT = "install it with `pip install 'attnmatch[plot]'`"
 
@@ -189,7 +190,9 @@ def _histogram(
             f"{where}: model {loaded.model_type!r} has no attention() method, "
             f"so it returns no attention {key!r}"
         )
-    data = encode_examples(examples, loaded.tokenizer, loaded.vocab)
+    data = encode_examples(
+        examples, loaded.tokenizer, loaded.vocab, **encoding_options(loaded.model)
+    )
     hist = PositionHistogram(bins)
     was_training = model.training
     model.eval()

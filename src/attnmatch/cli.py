@@ -189,6 +189,7 @@ def evaluate(
     from attnmatch.data.encoding import encode_examples
     from attnmatch.evaluation import evaluate as run_eval
     from attnmatch.model_dir import load_model
+    from attnmatch.models.build import encoding_options
 
     loaded = load_model(model_dir)
     name, split = parse_dataset_ref(dataset, default_split="test")
@@ -205,7 +206,9 @@ def evaluate(
         raise ValueError(
             f"{model_dir} is a {loaded.task} model; {name}:{split} is evaluated as {data.task}"
         )
-    encoded = encode_examples(data.examples, loaded.tokenizer, loaded.vocab)
+    encoded = encode_examples(
+        data.examples, loaded.tokenizer, loaded.vocab, **encoding_options(loaded.model)
+    )
     report = run_eval(loaded.model, encoded, data.protocol)
     if per_query:
         from attnmatch.atomic import write_text_atomic

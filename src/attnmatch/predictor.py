@@ -22,6 +22,7 @@ from attnmatch.data.schema import Example
 from attnmatch.evaluation import predict
 from attnmatch.losses import ranking_scores, regression_predictions
 from attnmatch.model_dir import LoadedModel, load_model
+from attnmatch.models.build import encoding_options
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,10 @@ class Matcher:
         if len(pairs) == 0:
             return np.zeros((0, 1), dtype=np.float32)
         examples = [Example(left=a, right=b, label=0, group="q") for a, b in pairs]
-        data = encode_examples(examples, self.loaded.tokenizer, self.loaded.vocab)
+        loaded = self.loaded
+        data = encode_examples(
+            examples, loaded.tokenizer, loaded.vocab, **encoding_options(loaded.model)
+        )
         return predict(self.loaded.model, data, batch_size=self.batch_size)
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
@@ -110,7 +114,8 @@ class Matcher:
         if attention is None:
             raise NotImplementedError(f"{type(model).__name__} exposes no attention maps")
         tok, vocab = self.loaded.tokenizer, self.loaded.vocab
-        data = encode_examples([Example(left=left, right=right, label=0)], tok, vocab)
+        example = Example(left=left, right=right, label=0)
+        data = encode_examples([example], tok, vocab, **encoding_options(model))
         with torch.inference_mode():
             maps = attention(collate(data, np.array([0])))
         out: dict[str, object] = {

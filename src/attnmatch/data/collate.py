@@ -9,6 +9,7 @@ import torch
 
 from attnmatch.data.encoding import EncodedPairs
 from attnmatch.data.schema import PairBatch
+from attnmatch.data.trigrams import pad_trigrams
 from attnmatch.data.vocab import PAD_ID
 
 
@@ -41,6 +42,11 @@ def collate(
     right_ids, right_mask = pad_ids([data.texts[t] for t in data.right[indices]])
     if group_index is None:
         _, group_index = np.unique(data.group_ids[indices], return_inverse=True)
+    extras: dict[str, torch.Tensor] = {}
+    if data.trigrams is not None:  # letter-trigram ids, (B, L, K) and (B, R, K)
+        for side, ids, texts in (("left", left_ids, data.left), ("right", right_ids, data.right)):
+            per_text = [data.trigrams[t] for t in texts[indices]]
+            extras[f"{side}_trigrams"] = torch.from_numpy(pad_trigrams(per_text, ids.shape[1]))
     return PairBatch(
         left_ids=left_ids,
         left_mask=left_mask,
@@ -48,6 +54,7 @@ def collate(
         right_mask=right_mask,
         labels=torch.from_numpy(data.labels[indices].copy()),
         group_index=torch.from_numpy(np.asarray(group_index, dtype=np.int64)),
+        extras=extras,
     )
 
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from attnmatch.data.schema import Example
 from attnmatch.data.tokenize import Tokenizer
+from attnmatch.data.trigrams import word_trigram_ids
 from attnmatch.data.vocab import Vocab
 
 
@@ -26,6 +27,8 @@ class EncodedPairs:
         labels: (N,) float32 labels.
         group_ids: (N,) int64 index into `group_names` (pairs without a group get their own).
         group_names: the original group (query) ids, in order of first appearance.
+        trigrams: per text, its tokens' letter-trigram ids (n, K) (`data/trigrams.py`), when
+            a model asks for them (`encode_examples(..., trigram_buckets=N)`); else None.
     """
 
     texts: list[np.ndarray]
@@ -34,6 +37,7 @@ class EncodedPairs:
     labels: np.ndarray
     group_ids: np.ndarray
     group_names: list[str]
+    trigrams: list[np.ndarray] | None = None
 
     def __len__(self) -> int:
         return int(self.left.shape[0])
@@ -50,9 +54,13 @@ class EncodedPairs:
 
 
 def encode_examples(
-    examples: Sequence[Example], tokenizer: Tokenizer, vocab: Vocab
+    examples: Sequence[Example], tokenizer: Tokenizer, vocab: Vocab, *, trigram_buckets: int = 0
 ) -> EncodedPairs:
     """Tokenises and encodes each distinct text once.
+
+    Args:
+        trigram_buckets: > 0 also computes each text's letter-trigram ids (DSSM's word hashing,
+            from the tokens, so words outside `vocab` keep theirs); see `encoding_options`.
 
     Raises:
         ValueError: if `examples` is empty.
@@ -61,12 +69,16 @@ def encode_examples(
         raise ValueError("cannot encode an empty list of examples")
     text_index: dict[str, int] = {}
     texts: list[np.ndarray] = []
+    trigrams: list[np.ndarray] | None = [] if trigram_buckets > 0 else None
 
     def index_of(text: str) -> int:
         i = text_index.get(text)
         if i is None:
             i = text_index[text] = len(texts)
-            texts.append(np.asarray(vocab.encode(tokenizer.tokenize(text)), dtype=np.int64))
+            tokens = tokenizer.tokenize(text)
+            texts.append(np.asarray(vocab.encode(tokens), dtype=np.int64))
+            if trigrams is not None:
+                trigrams.append(word_trigram_ids(tokens, trigram_buckets))
         return i
 
     n = len(examples)
@@ -86,4 +98,4 @@ def encode_examples(
             g = group_index[name] = len(group_names)
             group_names.append(name)
         group_ids[i] = g
-    return EncodedPairs(texts, left, right, labels, group_ids, group_names)
+    return EncodedPairs(texts, left, right, labels, group_ids, group_names, trigrams)

@@ -37,7 +37,8 @@ class PairBatch:
         right_ids: (B, R) long, right_mask: (B, R) bool,
         labels: (B,) float (ranking relevance / regression) or long (classification),
         group_index: (B,) long, the group (query) each pair belongs to within the batch.
-        extras: model-specific inputs declared by a model's config (none yet).
+        extras: model-specific inputs declared by a model's config: "left_trigrams" (B, L, K)
+            and "right_trigrams" (B, R, K) letter-trigram ids for a `trigram_buckets` config.
     """
 
     left_ids: torch.Tensor

@@ -22,12 +22,18 @@ from attnmatch.models._registry import (
     list_models,
     list_presets,
 )
-from attnmatch.models.build import build_model, model_config_from_dict, resolve_model_config
+from attnmatch.models.build import (
+    build_model,
+    encoding_options,
+    model_config_from_dict,
+    resolve_model_config,
+)
 
 __all__ = [
     "ModelEntry",
     "Preset",
     "build_model",
+    "encoding_options",
     "get_model_entry",
     "get_preset",
     "list_models",

@@ -81,3 +81,10 @@ def token_encoder_of(model: nn.Module) -> StaticTokenEncoder:
     if not isinstance(encoder, StaticTokenEncoder):
         raise TypeError(f"{type(model).__name__} has no static token encoder to load vectors into")
     return encoder
+
+
+def encoding_options(model: nn.Module) -> dict[str, Any]:
+    """The `encode_examples` options `model`'s inputs need: {"trigram_buckets": N} when its
+    config asks for letter-trigram ids (DSSM, CDSSM), else {}."""
+    buckets = getattr(getattr(model, "config", None), "trigram_buckets", 0)
+    return {"trigram_buckets": buckets} if buckets else {}

@@ -50,7 +50,7 @@ from attnmatch.losses import (
 from attnmatch.model_dir import load_model, save_model, write_metrics
 from attnmatch.models import build_model, resolve_model_config
 from attnmatch.models._registry import get_model_entry
-from attnmatch.models.build import model_type_of, token_encoder_of
+from attnmatch.models.build import encoding_options, model_type_of, token_encoder_of
 from attnmatch.training.checkpoint import load_checkpoint, save_checkpoint
 from attnmatch.training.config import ExperimentConfig, TrainConfig
 
@@ -181,16 +181,19 @@ def prepare(exp: ExperimentConfig) -> Prepared:
     model = build_model(model_type, config)
     if matrix is not None:
         token_encoder_of(model).load_pretrained(matrix)
+    inputs = encoding_options(model)  # e.g. letter-trigram ids (DSSM)
     return Prepared(
         exp=exp,
         task=task,
         loss=loss,
         tokenizer=tokenizer,
         vocab=vocab,
-        train=encode_examples(train_split.examples, tokenizer, vocab),
-        dev=encode_examples(dev_split.examples, tokenizer, vocab),
+        train=encode_examples(train_split.examples, tokenizer, vocab, **inputs),
+        dev=encode_examples(dev_split.examples, tokenizer, vocab, **inputs),
         dev_protocol=dev_split.protocol,
-        test=encode_examples(test_split.examples, tokenizer, vocab) if test_split else None,
+        test=encode_examples(test_split.examples, tokenizer, vocab, **inputs)
+        if test_split
+        else None,
         test_protocol=test_split.protocol if test_split else None,
         model_type=model_type,
         model=model,
