@@ -18,6 +18,7 @@ from attnmatch.models import (
 
 VOCAB = 40
 DIM = 8
+TRIGRAM_BUCKETS = 23  # letter-trigram ids of the fake bags (`fake_trigrams`)
 
 # Per model type: overrides that make the model tiny. A new model must add an entry here (a test
 # checks), so the suite always covers every registered model.
@@ -85,7 +86,21 @@ def make_batch(
         right_mask=rmask,
         labels=torch.tensor(labels if labels is not None else [0.0] * n),
         group_index=torch.arange(n),
+        extras={
+            "left_trigrams": fake_trigrams(lids, lmask),
+            "right_trigrams": fake_trigrams(rids, rmask),
+        },
     )
+
+
+def fake_trigrams(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Stand-in letter-trigram ids for token ids (1..TRIGRAM_BUCKETS-1, 0 on padding), as
+    `collate` adds them for models with `trigram_buckets` (other models ignore extras); a word
+    has 1-3 trigrams, so the bags are ragged. Shape: (B, T) -> (B, T, 3)"""
+    k = torch.arange(3)  # (3,)
+    tri = (ids.unsqueeze(-1) * 7 + k * 13) % (TRIGRAM_BUCKETS - 1) + 1  # (B, T, 3)
+    keep = mask.unsqueeze(-1) & (k < ids.unsqueeze(-1) % 3 + 1)  # (B, T, 3)
+    return tri * keep
 
 
 def random_pairs(n: int, seed: int = 0) -> tuple[list[list[int]], list[list[int]]]:
