@@ -38,6 +38,8 @@ TINY: dict[str, dict[str, Any]] = {
     "arc_ii": {"filters": 6, "pool_size": 2, "mlp_hidden": 7},
     "anmm": {"bins": 11},
     "matchpyramid": {"filters": [3], "pool_size": [2, 3], "mlp_hidden": 5},
+    "dssm": {"trigram_buckets": TRIGRAM_BUCKETS, "hidden_sizes": [6], "output_size": 5},
+    "cdssm": {"trigram_buckets": TRIGRAM_BUCKETS, "filters": 6, "output_size": 5},
     "damm": {
         "hidden_size": 8,
         "num_heads": 2,

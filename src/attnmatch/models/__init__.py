@@ -6,6 +6,7 @@ from attnmatch.models import (  # noqa: F401
     attentive_pooling,
     damm,
     decomposable,
+    dssm,
     esim,
     hcrn,
     iarnn,

@@ -1,0 +1,335 @@
+"""DSSM and CDSSM: letter-trigram semantic models scored by the cosine of two text vectors.
+
+Papers:
+    Huang, He, Gao, Deng, Acero, Heck, "Learning Deep Structured Semantic Models for Web Search
+    using Clickthrough Data", CIKM 2013 (https://doi.org/10.1145/2505515.2505665).
+    Shen, He, Gao, Deng, Mesnil, "A Latent Semantic Model with Convolutional-Pooling Structure for
+    Information Retrieval", CIKM 2014 (https://doi.org/10.1145/2661829.2661935), and "Learning
+    Semantic Representations Using Convolutional Neural Networks for Web Search", WWW 2014.
+    Baselines of paper 000 (aMV-LSTM, §2.1, §4.2, Table 3: WikiQA MAP DSSM .560, CDSSM .435);
+    MODELS.md §6.
+
+Inputs: no word vectors. Each word is hashed into letter trigrams (`data/trigrams.py`), which
+`collate` puts in `batch.extras["left_trigrams"]` (B, L, K) and `["right_trigrams"]` (B, R, K):
+trigram ids in 1..trigram_buckets-1, 0 on padding. f_t is word t's trigram count vector (the sum
+of its trigrams' one-hots, size `trigram_buckets`).
+
+Summary:
+- `dssm`: x = sum_t f_t, the text's bag of letter trigrams -> l_1 = tanh(W_1 x + b_1) (300) ->
+  l_2 = tanh(W_2 l_1 + b_2) (300) -> y = tanh(W_3 l_2 + b_3) (128) -> score cos(y_a, y_b).
+- `cdssm`: word-n-gram layer l_t = [f_{t-1}; f_t; f_{t+1}] (window 3) -> convolution
+  h_t = tanh(W_c l_t + b_c) (300 filters) -> max pooling v = max_t h_t over the real words ->
+  semantic layer y = tanh(W_s v + b_s) (128) -> score cos(y_a, y_b).
+The same tower maps both texts (weights shared).
+
+Sparse first layers, never materialising a count vector (tests/models/test_dssm.py checks both
+against the dense matmuls):
+- DSSM: W_1 x = sum_t W_1 f_t, and W_1 f_t is the sum of W_1's columns of word t's trigrams:
+  an embedding bag (`F.embedding_bag(mode="sum", padding_idx=0)`) over the (B*T, K) word bags with
+  the table W_1^T (buckets, 300), then a masked sum over the words, plus b_1.
+- CDSSM: W_c = [W_1, ..., W_w] in blocks of `trigram_buckets` columns, so
+  W_c l_t = sum_k W_k f_{t+k-c} (c = (w - 1) / 2). ONE embedding bag with a table of width
+  w * filters gives every [W_1 f_s; ...; W_w f_s] per word s; shifting block k by k - c positions
+  and adding gives W_c l_t for all t.
+
+Deviations from the papers / decisions:
+- Word hashing: CRC-32 buckets (`trigram_buckets`, default 30001: 30000 ids + padding, about
+  DSSM's 30K trigram vocabulary) instead of an indexed trigram vocabulary (see data/trigrams.py).
+- Towers shared between the two texts (a Siamese model). The papers draw one network for the
+  query and the documents without saying whether their weights are tied; MatchZoo's Keras DSSM
+  applies one MLP to both sides (MatchZoo-py keeps two).
+- CDSSM windows are "same" windows centred on each real word, with zero vectors outside the text
+  (where the paper pads the word sequence at both ends), so a text of n words has n windows, even
+  when n < window; `window` must be odd. Padded positions never win the max; a fully padded text
+  pools to zeros.
+- Biases: DSSM's layers have them (b_i in the paper); CDSSM's convolution and semantic layer get
+  one too, although its paper's equations have none.
+- Initialisation: weights uniform in +-sqrt(6 / (fan_in + fan_out)) (the DSSM paper's range,
+  with fan_in = trigram_buckets, or window * trigram_buckets for the convolution), biases zero.
+  The padding row of the trigram tables is zero (it is never read).
+- Dropout (config.dropout; the papers use none, default 0): DSSM after each hidden layer,
+  CDSSM on the max-pooled vector.
+- Head: one output -> the cosine itself (B, 1). More outputs (classification, score levels) -> a
+  linear map of the cosine to the logits, as MatchZoo's DSSM does; the pair is still judged only
+  through the similarity in the semantic space. The cosine of a zero vector is 0.
+- The training objective (softmax over the cosines of one clicked and four unclicked documents,
+  smoothing factor gamma) is a loss outside the model.
+- The config keeps `encoder` (it records vocab_size, the project's plumbing fills it) but no
+  word-embedding table is built: pretrained vectors cannot be loaded (`token_encoder_of` raises);
+  experiments use `embeddings = { source = "random" }`.
+
+Dims: B batch, L left length, R right length, T either length, K trigrams per word (padded),
+V trigram buckets, H hidden/first-layer size, w window, c = (w - 1) / 2, F filters, S output
+(semantic) size, C outputs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnmatch.data.schema import PairBatch
+from attnmatch.models._registry import register_model
+from attnmatch.models.token_encoder import TokenEncoderConfig
+from attnmatch.nn.masking import masked_max
+
+_TASKS = ("ranking", "classification", "regression")
+COSINE_EPS = 1e-8  # the cosine of a zero vector is 0
+
+
+def _check_common(config: DSSMConfig | CDSSMConfig) -> None:
+    if config.trigram_buckets < 2:
+        raise ValueError(
+            f"trigram_buckets must be >= 2 (id 0 is padding), got {config.trigram_buckets}"
+        )
+    for name in ("output_size", "num_outputs"):
+        if getattr(config, name) < 1:
+            raise ValueError(f"{name} must be >= 1, got {getattr(config, name)}")
+    if not 0.0 <= config.dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {config.dropout}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DSSMConfig:
+    """Args:
+    encoder: the token encoder config; only records the word vocabulary (DSSM reads no word
+        vectors, see the module docstring).
+    trigram_buckets: V, letter-trigram ids (0 = padding); the data pipeline hashes words into
+        this many buckets (`encode_examples(..., trigram_buckets=V)`).
+    hidden_sizes: sizes of the tanh hidden layers (paper: 300, 300); () maps the trigram bag
+        straight to the output layer.
+    output_size: S, the semantic vector size (paper: 128).
+    dropout: dropout after each hidden layer (paper: none).
+    num_outputs: 1 for the cosine score, the number of classes for classification.
+    """
+
+    encoder: TokenEncoderConfig
+    trigram_buckets: int = 30001
+    hidden_sizes: tuple[int, ...] = (300, 300)
+    output_size: int = 128
+    dropout: float = 0.0
+    num_outputs: int = 1
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+        if any(size < 1 for size in self.hidden_sizes):
+            raise ValueError(f"hidden_sizes must all be >= 1, got {self.hidden_sizes}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CDSSMConfig:
+    """Args:
+    encoder: the token encoder config; only records the word vocabulary (CDSSM reads no word
+        vectors, see the module docstring).
+    trigram_buckets: V, letter-trigram ids (0 = padding); the data pipeline hashes words into
+        this many buckets (`encode_examples(..., trigram_buckets=V)`).
+    window: w, words per word-n-gram window, odd (paper: 3).
+    filters: F, convolution feature maps (paper: 300).
+    output_size: S, the semantic layer size (paper: 128).
+    dropout: dropout on the max-pooled vector (paper: none).
+    num_outputs: 1 for the cosine score, the number of classes for classification.
+    """
+
+    encoder: TokenEncoderConfig
+    trigram_buckets: int = 30001
+    window: int = 3
+    filters: int = 300
+    output_size: int = 128
+    dropout: float = 0.0
+    num_outputs: int = 1
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+        if self.window < 1 or self.window % 2 == 0:
+            raise ValueError(
+                f"window must be a positive odd number (windows centred on each word), "
+                f"got {self.window}"
+            )
+        if self.filters < 1:
+            raise ValueError(f"filters must be >= 1, got {self.filters}")
+
+
+def trigram_inputs(batch: PairBatch, buckets: int, model: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The batch's letter-trigram ids, checked: (B, L, K) and (B, R, K), aligned with the ids.
+
+    Raises:
+        ValueError: if the extras are missing, misaligned or hold ids outside 0..buckets-1.
+    """
+    out = []
+    for side, ids in (("left", batch.left_ids), ("right", batch.right_ids)):
+        trigrams = batch.extras.get(f"{side}_trigrams")
+        if trigrams is None:
+            raise ValueError(
+                f"{model} needs letter-trigram inputs (batch.extras['left_trigrams'] and "
+                f"['right_trigrams']): build batches with encode_examples(..., "
+                f"trigram_buckets={buckets}) / collate"
+            )
+        if trigrams.dim() != 3 or trigrams.shape[:2] != ids.shape:
+            raise ValueError(
+                f"{model}: extras['{side}_trigrams'] has shape {tuple(trigrams.shape)}, expected "
+                f"(B, T, K) with (B, T) = {tuple(ids.shape)}, the shape of the token ids"
+            )
+        if ((trigrams < 0) | (trigrams >= buckets)).any():
+            raise ValueError(
+                f"{model}: extras['{side}_trigrams'] holds ids outside 0..{buckets - 1}: the "
+                f"batch was not hashed with trigram_buckets={buckets}"
+            )
+        out.append(trigrams)
+    return out[0], out[1]
+
+
+def word_trigram_sums(table: torch.Tensor, trigrams: torch.Tensor) -> torch.Tensor:
+    """table^T f_t for each word's trigram count vector f_t: the sum of the table rows of the
+    word's trigrams (padding id 0 adds nothing), an embedding bag per word.
+
+    Shape:
+        table: (V, D), trigrams: (B, T, K) -> (B, T, D)
+    """
+    b, t, k = trigrams.shape
+    sums = F.embedding_bag(trigrams.reshape(b * t, k), table, mode="sum", padding_idx=0)  # (B*T, D)
+    return sums.reshape(b, t, -1)  # (B, T, D)
+
+
+def _trigram_table(buckets: int, width: int, fan_in: int, fan_out: int) -> nn.Parameter:
+    bound = math.sqrt(6.0 / (fan_in + fan_out))
+    table = torch.empty(buckets, width).uniform_(-bound, bound)  # (V, D)
+    table[0] = 0.0  # padding: never read
+    return nn.Parameter(table)
+
+
+def _linear(size_in: int, size_out: int) -> nn.Linear:
+    layer = nn.Linear(size_in, size_out)
+    nn.init.xavier_uniform_(layer.weight)  # +-sqrt(6 / (fan_in + fan_out))
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+class TrigramBagLinear(nn.Module):
+    """DSSM's first layer W_1 x + b_1 on a text's trigram bag x = sum_t f_t (real words only),
+    computed as a masked sum of per-word embedding bags. `weight` is W_1^T.
+
+    Shape:
+        trigrams: (B, T, K), mask: (B, T) -> (B, H)
+    """
+
+    def __init__(self, buckets: int, size: int) -> None:
+        super().__init__()
+        self.weight = _trigram_table(buckets, size, buckets, size)  # (V, H)
+        self.bias = nn.Parameter(torch.zeros(size))  # (H,)
+
+    def forward(self, trigrams: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        words = word_trigram_sums(self.weight, trigrams)  # (B, T, H), W_1 f_t
+        return (words * mask.unsqueeze(-1)).sum(dim=1) + self.bias  # (B, H)
+
+
+class TrigramConv(nn.Module):
+    """CDSSM's convolution before the tanh: W_c l_t + b_c for every real word t, with
+    l_t = [f_{t-c}; ...; f_{t+c}] and f_s = 0 outside the text ("same" windows).
+
+    `weight` holds [W_1^T | ... | W_w^T] side by side, (V, w * F); W_c = [W_1, ..., W_w].
+
+    Shape:
+        trigrams: (B, T, K), mask: (B, T) -> (B, T, F) (padded positions hold junk: mask them)
+    """
+
+    def __init__(self, buckets: int, window: int, filters: int) -> None:
+        super().__init__()
+        self.window, self.filters = window, filters
+        self.weight = _trigram_table(buckets, window * filters, window * buckets, filters)
+        self.bias = nn.Parameter(torch.zeros(filters))  # (F,)
+
+    def forward(self, trigrams: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        b, t, _ = trigrams.shape
+        w, c = self.window, (self.window - 1) // 2
+        words = word_trigram_sums(self.weight, trigrams) * mask.unsqueeze(-1)  # (B, T, w F)
+        words = words.reshape(b, t, w, self.filters)  # (B, T, w, F): W_k f_s in [:, s, k]
+        words = F.pad(words, (0, 0, 0, 0, c, c))  # (B, T + 2c, w, F), zero words outside
+        out = self.bias.expand(b, t, self.filters)  # (B, T, F)
+        for k in range(w):  # W_k f_{t+k-c}; position s sits at s + c after the padding
+            out = out + words[:, k : k + t, k]  # (B, T, F)
+        return out
+
+
+class CosineHead(nn.Module):
+    """cos(a, b) as the score (one output), or a linear map of it to `num_outputs` logits.
+
+    Shape:
+        a: (B, S), b: (B, S) -> (B, C)
+    """
+
+    def __init__(self, num_outputs: int) -> None:
+        super().__init__()
+        self.output = nn.Linear(1, num_outputs) if num_outputs > 1 else None
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        a = F.normalize(a, dim=-1, eps=COSINE_EPS)  # (B, S)
+        b = F.normalize(b, dim=-1, eps=COSINE_EPS)  # (B, S)
+        cosine = (a * b).sum(dim=-1, keepdim=True)  # (B, 1)
+        return cosine if self.output is None else self.output(cosine)  # (B, C)
+
+
+@register_model("dssm", config=DSSMConfig, tasks=_TASKS, paper="000")
+class DSSM(nn.Module):
+    """DSSM (Huang et al. 2013): trigram bag -> tanh MLP -> cosine. Returns (B, num_outputs)."""
+
+    def __init__(self, config: DSSMConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.trigram_buckets = config.trigram_buckets
+        sizes = [*config.hidden_sizes, config.output_size]
+        self.first = TrigramBagLinear(config.trigram_buckets, sizes[0])
+        self.layers = nn.ModuleList(
+            _linear(size_in, size_out) for size_in, size_out in zip(sizes, sizes[1:], strict=False)
+        )
+        self.dropout = nn.Dropout(config.dropout)
+        self.head = CosineHead(config.num_outputs)
+
+    def tower(self, trigrams: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The semantic vector y of each text. Shape: (B, T, K), (B, T) -> (B, S)"""
+        h = torch.tanh(self.first(trigrams, mask))  # (B, H_1)
+        for layer in self.layers:
+            h = torch.tanh(layer(self.dropout(h)))  # (B, H_i), the last (B, S)
+        return h
+
+    def encode(self, batch: PairBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """One semantic vector per text, (B, S) each, from the same tower."""
+        left, right = trigram_inputs(batch, self.trigram_buckets, "dssm")
+        return self.tower(left, batch.left_mask), self.tower(right, batch.right_mask)
+
+    def forward(self, batch: PairBatch) -> torch.Tensor:
+        left, right = self.encode(batch)  # (B, S), (B, S)
+        return self.head(left, right)  # (B, C)
+
+
+@register_model("cdssm", config=CDSSMConfig, tasks=_TASKS, paper="000")
+class CDSSM(nn.Module):
+    """CDSSM (Shen et al. 2014): trigram word-n-gram convolution -> max pooling -> tanh semantic
+    layer -> cosine. Returns (B, num_outputs)."""
+
+    def __init__(self, config: CDSSMConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.trigram_buckets = config.trigram_buckets
+        self.conv = TrigramConv(config.trigram_buckets, config.window, config.filters)
+        self.dropout = nn.Dropout(config.dropout)
+        self.semantic = _linear(config.filters, config.output_size)
+        self.head = CosineHead(config.num_outputs)
+
+    def tower(self, trigrams: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The semantic vector y of each text. Shape: (B, T, K), (B, T) -> (B, S)"""
+        h = torch.tanh(self.conv(trigrams, mask))  # (B, T, F)
+        v = masked_max(h, mask.unsqueeze(-1), dim=1)  # (B, F), over the real words only
+        return torch.tanh(self.semantic(self.dropout(v)))  # (B, S)
+
+    def encode(self, batch: PairBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """One semantic vector per text, (B, S) each, from the same tower."""
+        left, right = trigram_inputs(batch, self.trigram_buckets, "cdssm")
+        return self.tower(left, batch.left_mask), self.tower(right, batch.right_mask)
+
+    def forward(self, batch: PairBatch) -> torch.Tensor:
+        left, right = self.encode(batch)  # (B, S), (B, S)
+        return self.head(left, right)  # (B, C)
