@@ -1,4 +1,4 @@
-"""Training and inference throughput per model on WikiQA batches (CPU unless --device cuda).
+"""Training and inference throughput per model on CPU (WikiQA batches by default; see --task).
 
 Configuration (the issue's reference setting): hidden size 50 (BiLSTM units per direction; for
 HCRN and its baselines also the projection), MV-LSTM k-max 50, groups of 1 positive
