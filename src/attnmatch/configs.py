@@ -139,3 +139,17 @@ def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
 
 
 __all__ = ["ConfigError", "from_dict", "merge", "replace", "to_dict"]
+
+
+def check_positive(config: object, *names: str) -> None:
+    """Raises ValueError naming the first of the fields `names` of `config` whose value is < 1."""
+    for name in names:
+        value = getattr(config, name)
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+
+
+def check_dropout(value: float, name: str = "dropout") -> None:
+    """Raises ValueError unless 0 <= value < 1."""
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"{name} must be in [0, 1), got {value}")

@@ -46,6 +46,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnmatch.configs import check_dropout, check_positive
 from attnmatch.data.schema import PairBatch
 from attnmatch.models._registry import register_model, register_preset
 from attnmatch.models.token_encoder import TokenEncoderConfig, build_token_encoder
@@ -79,10 +80,8 @@ class ANMMConfig:
             )
         if any(size < 1 for size in self.hidden_sizes):
             raise ValueError(f"hidden_sizes must all be >= 1, got {self.hidden_sizes}")
-        if self.num_outputs < 1:
-            raise ValueError(f"num_outputs must be >= 1, got {self.num_outputs}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_positive(self, "num_outputs")
+        check_dropout(self.dropout)
 
 
 def cosine_matrix(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:

@@ -61,6 +61,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnmatch.configs import check_dropout, check_positive
 from attnmatch.data.schema import PairBatch
 from attnmatch.models._registry import register_model
 from attnmatch.models.token_encoder import TokenEncoderConfig, build_token_encoder
@@ -70,15 +71,6 @@ from attnmatch.nn.pooling import dynamic_max_pool2d
 _TASKS = ("ranking", "classification", "regression")
 POOL = 2  # the paper's max pooling between layers: size 2 (1-D) and 2x2 (2-D), stride = size
 CONV2D_SIZE = 3  # ARC-II's 2-D convolutions: 3x3 (the paper's 3-word windows)
-
-
-def _check(config: object, positive: tuple[str, ...], dropout: float) -> None:
-    for name in positive:
-        value = getattr(config, name)
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"dropout must be in [0, 1), got {dropout}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,11 +94,8 @@ class ARCIConfig:
     num_outputs: int = 1
 
     def __post_init__(self) -> None:
-        _check(
-            self,
-            ("filters", "kernel_size", "num_layers", "mlp_hidden", "num_outputs"),
-            self.dropout,
-        )
+        check_positive(self, "filters", "kernel_size", "num_layers", "mlp_hidden", "num_outputs")
+        check_dropout(self.dropout)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,9 +121,8 @@ class ARCIIConfig:
     num_outputs: int = 1
 
     def __post_init__(self) -> None:
-        _check(
-            self, ("filters", "kernel_size", "pool_size", "mlp_hidden", "num_outputs"), self.dropout
-        )
+        check_positive(self, "filters", "kernel_size", "pool_size", "mlp_hidden", "num_outputs")
+        check_dropout(self.dropout)
         if self.num_conv2d < 0:
             raise ValueError(f"num_conv2d must be >= 0, got {self.num_conv2d}")
 

@@ -42,6 +42,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnmatch.configs import check_dropout, check_positive
 from attnmatch.data.schema import PairBatch
 from attnmatch.models._registry import register_model, register_preset
 from attnmatch.models.token_encoder import TokenEncoderConfig, build_token_encoder
@@ -82,7 +83,8 @@ class DAMMConfig:
     num_outputs: int = 1
 
     def __post_init__(self) -> None:
-        for name in (
+        check_positive(
+            self,
             "hidden_size",
             "num_heads",
             "ffn_size",
@@ -90,9 +92,7 @@ class DAMMConfig:
             "cnn_filters",
             "mlp_hidden",
             "num_outputs",
-        ):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        )
         if self.hidden_size % self.num_heads:
             raise ValueError(
                 f"hidden_size ({self.hidden_size}) must be divisible by num_heads "
@@ -102,8 +102,7 @@ class DAMMConfig:
             raise ValueError(f"cnn_widths must be sizes >= 1, got {self.cnn_widths}")
         if self.positional not in ("none", "sinusoidal"):
             raise ValueError(f"positional must be 'none' or 'sinusoidal', got {self.positional!r}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_dropout(self.dropout)
 
 
 def multi_head_attention(

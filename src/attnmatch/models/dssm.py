@@ -72,6 +72,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnmatch.configs import check_dropout, check_positive
 from attnmatch.data.schema import PairBatch
 from attnmatch.models._registry import register_model
 from attnmatch.models.token_encoder import TokenEncoderConfig
@@ -86,11 +87,8 @@ def _check_common(config: DSSMConfig | CDSSMConfig) -> None:
         raise ValueError(
             f"trigram_buckets must be >= 2 (id 0 is padding), got {config.trigram_buckets}"
         )
-    for name in ("output_size", "num_outputs"):
-        if getattr(config, name) < 1:
-            raise ValueError(f"{name} must be >= 1, got {getattr(config, name)}")
-    if not 0.0 <= config.dropout < 1.0:
-        raise ValueError(f"dropout must be in [0, 1), got {config.dropout}")
+    check_positive(config, "output_size", "num_outputs")
+    check_dropout(config.dropout)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,8 +147,7 @@ class CDSSMConfig:
                 f"window must be a positive odd number (windows centred on each word), "
                 f"got {self.window}"
             )
-        if self.filters < 1:
-            raise ValueError(f"filters must be >= 1, got {self.filters}")
+        check_positive(self, "filters")
 
 
 def trigram_inputs(batch: PairBatch, buckets: int, model: str) -> tuple[torch.Tensor, torch.Tensor]:

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from attnmatch.configs import check_dropout, check_positive
 from attnmatch.data.schema import PairBatch
 from attnmatch.models._registry import register_model
 from attnmatch.models.token_encoder import TokenEncoderConfig, build_token_encoder
@@ -62,11 +63,8 @@ class ESIMConfig:
     num_outputs: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("hidden_size", "num_outputs"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_positive(self, "hidden_size", "num_outputs")
+        check_dropout(self.dropout)
 
 
 def soft_align(

@@ -44,6 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnmatch.configs import check_dropout, check_positive
 from attnmatch.data.schema import PairBatch
 from attnmatch.models._registry import register_model, register_preset
 from attnmatch.models.token_encoder import TokenEncoderConfig, build_token_encoder
@@ -86,11 +87,8 @@ class MatchPyramidConfig:
             raise ValueError(f"filters must all be >= 1, got {self.filters}")
         if any(p < 1 for p in self.pool_size):
             raise ValueError(f"pool_size must be >= 1 on both axes, got {self.pool_size}")
-        for name in ("mlp_hidden", "num_outputs"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_positive(self, "mlp_hidden", "num_outputs")
+        check_dropout(self.dropout)
 
 
 def interaction_matrix(

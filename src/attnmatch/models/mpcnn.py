@@ -54,6 +54,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnmatch.configs import check_dropout, check_positive
 from attnmatch.data.schema import PairBatch
 from attnmatch.models._registry import register_model, register_preset
 from attnmatch.models.token_encoder import TokenEncoderConfig, build_token_encoder
@@ -90,15 +91,12 @@ class MPCNNConfig:
     num_outputs: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("holistic_filters", "per_dim_filters", "hidden_size", "num_outputs"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        check_positive(self, "holistic_filters", "per_dim_filters", "hidden_size", "num_outputs")
         for name in ("widths", "per_dim_widths"):
             widths = getattr(self, name)
             if not widths or any(w < 1 for w in widths) or len(set(widths)) != len(widths):
                 raise ValueError(f"{name} must be distinct sizes >= 1, got {widths}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_dropout(self.dropout)
 
 
 def attention_input(
