@@ -140,7 +140,12 @@ def main() -> None:
     ap.add_argument("--models", default=",".join(every), help="presets or model types")
     ap.add_argument("--embeddings", default="glove-6b-50d", help="glove-6b-50d or random")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
-    ap.add_argument("--hidden-size", type=int, default=50, help="hidden_size (not MP-CNN's)")
+    ap.add_argument(
+        "--hidden-size",
+        type=int,
+        default=50,
+        help="hidden_size (not MP-CNN's); 0 keeps each model's own default",
+    )
     ap.add_argument("--task", choices=sorted(TASKS), default="wikiqa", help="which batches")
     ap.add_argument("--steps", type=int, default=20, help="timed training batches")
     ap.add_argument("--json", action="store_true", help="also print one JSON line per model")
@@ -164,7 +169,9 @@ def main() -> None:
         mtype = _model_type(name)
         # Every model here has hidden_size (MP-CNN's is its output MLP: kept); k is MV-LSTM's
         # k-max pooling size.
-        overrides = {} if mtype == "mpcnn" else {"hidden_size": args.hidden_size}
+        overrides = (
+            {} if mtype == "mpcnn" or not args.hidden_size else {"hidden_size": args.hidden_size}
+        )
         if mtype == "mvlstm":
             overrides["k"] = 50
         exp = ExperimentConfig.from_dict(

@@ -27,7 +27,9 @@ Decisions (the draft is silent; MODELS.md §3):
   (a window counts when it starts within max(n - k + 1, 1) of a text's n tokens).
 - `cross_attention=False` (the ablation) drops the cross-attention encoder and the alignment:
   blocks are self-attention encoders and H_A is pooled.
-- Dropout (`dropout`) on each sub-layer's output, the attention weights and the prediction MLP.
+- Dropout (`dropout`) on the input, each sub-layer's output, the attention weights and the
+  prediction MLP; default 0, chosen on SICK entailment dev: with 0.1 the model underfits (train
+  loss .73 and dev accuracy .614 after 5 epochs, .696 at best in 20) where 0 reaches .770 at epoch 7.
 
 Dims: B batch, L / R lengths, E word vector size, d model size, h heads, C outputs.
 """
@@ -79,7 +81,7 @@ class DAMMConfig:
     cnn_widths: tuple[int, ...] = (1, 2, 3)
     cnn_filters: int = 64
     mlp_hidden: int = 128
-    dropout: float = 0.1
+    dropout: float = 0.0
     num_outputs: int = 1
 
     def __post_init__(self) -> None:
