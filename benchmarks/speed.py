@@ -23,6 +23,8 @@ dev + test (5,427 pairs). MP-CNN keeps its own hidden_size (the output MLP's wid
 
 Run: python benchmarks/speed.py [--models mvlstm,amvlstm_q] [--threads 2] [--embeddings random]
      python benchmarks/speed.py --models mpcnn_attention,mpcnn --task sts2015 --reference
+     python benchmarks/speed.py --models damm,esim:hidden_size=100 --task sick_entailment \
+         --hidden-size 0   (0: each model's own hidden_size; name:key=value sets one model's)
 """
 
 from __future__ import annotations
@@ -110,6 +112,21 @@ def _model_type(name: str) -> str:
     return get_preset(name).model if name in list_presets() else name
 
 
+def _parse_model(spec: str) -> tuple[str, dict[str, object]]:
+    """"esim:hidden_size=100:dropout=0.5" -> ("esim", {"hidden_size": 100, "dropout": 0.5})."""
+    name, *items = spec.split(":")
+    overrides: dict[str, object] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise SystemExit(f"--models: expected key=value after {name}:, got {item!r}")
+        try:
+            overrides[key] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[key] = value
+    return name, overrides
+
+
 TASKS = {
     "wikiqa": {
         "data": {"dataset": "wikiqa"},
@@ -137,7 +154,12 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     every = list_presets() + [m for m in list_models() if m not in list_presets()]
-    ap.add_argument("--models", default=",".join(every), help="presets or model types")
+    ap.add_argument(
+        "--models",
+        default=",".join(every),
+        help="presets or model types, each optionally with settings of its own: "
+        "damm,esim:hidden_size=100:dropout=0.5",
+    )
     ap.add_argument("--embeddings", default="glove-6b-50d", help="glove-6b-50d or random")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     ap.add_argument(
@@ -162,10 +184,11 @@ def main() -> None:
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}"
     )
     print(f"{'model':24s} {'train pairs/s':>14s} {'epoch s':>8s} {'infer pairs/s':>14s}")
-    variants = [(name, True) for name in args.models.split(",")]
+    variants = [(spec, True) for spec in args.models.split(",") if spec]
     if args.reference:
         variants = [(name, fast) for name, _ in variants for fast in (True, False)]
-    for name, fast in variants:
+    for spec, fast in variants:
+        name, own = _parse_model(spec)
         mtype = _model_type(name)
         # Every model here has hidden_size (MP-CNN's is its output MLP: kept); k is MV-LSTM's
         # k-max pooling size.
@@ -174,6 +197,7 @@ def main() -> None:
         )
         if mtype == "mvlstm":
             overrides["k"] = 50
+        overrides.update(own)
         exp = ExperimentConfig.from_dict(
             {
                 "model": name,
@@ -192,7 +216,7 @@ def main() -> None:
             if isinstance(module, MPCNN):
                 module.use_fast_pooling = fast
         ref = {IARNN: "step loop", MPCNN: "amax pooling"}.get(type(p.model), "nn.LSTM ref")
-        label = name if fast else f"{name} ({ref})"
+        label = spec if fast else f"{spec} ({ref})"
         batches = make_sampler(p).epoch(1)
         train_pps, epoch_s = train_throughput(p, batches, args.steps)
         eval_data = concat(p.dev, p.test) if p.test is not None else p.dev
