@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -135,3 +136,28 @@ def test_trainer_adds_the_models_auxiliary_terms(tmp_path: Path) -> None:
     # alpha_t ~ 0.5 on ~5-token answers: the term is ~ lambda * 2.5 per pair.
     assert run(100.0, "big") > 50.0
     assert run(0.0, "small") < 5.0
+
+
+@pytest.mark.parametrize("name", ["adam", "adamw"])
+def test_fused_adam_matches_the_default_update(name: str) -> None:
+    from attnmatch.training.trainer import fused_adam_supported, make_optimizer
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(7, 5), torch.nn.Tanh(), torch.nn.Linear(5, 1))
+    reference = copy.deepcopy(model)
+    exp = ExperimentConfig.from_dict(
+        {"train": {"optimizer": name, "lr": 0.01, "weight_decay": 0.1}}
+    )
+    fused = make_optimizer(model, exp)
+    assert fused.defaults["fused"]
+    plain_cls = torch.optim.Adam if name == "adam" else torch.optim.AdamW
+    plain = plain_cls(reference.parameters(), lr=0.01, weight_decay=0.1, fused=False)
+    x = torch.randn(16, 7)
+    for _ in range(5):
+        for net, opt in ((model, fused), (reference, plain)):
+            opt.zero_grad()
+            net(x).pow(2).mean().backward()
+            opt.step()
+    for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+    assert not fused_adam_supported([torch.nn.Parameter(torch.zeros(2, dtype=torch.complex64))])
