@@ -161,3 +161,18 @@ def test_fused_adam_matches_the_default_update(name: str) -> None:
     for p, q in zip(model.parameters(), reference.parameters(), strict=True):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
     assert not fused_adam_supported([torch.nn.Parameter(torch.zeros(2, dtype=torch.complex64))])
+
+
+def test_resume_accepts_a_config_saved_before_a_field_existed() -> None:
+    from attnmatch.training.trainer import _check_resumable
+
+    current = ExperimentConfig.from_dict({"model": "mvlstm", "train": {"epochs": 5}}).to_dict()
+    saved = copy.deepcopy(current)
+    del saved["train"]["lr_decay"]  # a field added later, at its default in `current`
+    _check_resumable(saved, current)
+    changed = copy.deepcopy(current)
+    changed["train"]["lr_decay"] = 0.5
+    with pytest.raises(ValueError, match="train.lr_decay"):
+        _check_resumable(saved, changed)
+    with pytest.raises(ValueError, match="train.lr"):
+        _check_resumable({**saved, "train": {**saved["train"], "lr": 0.5}}, current)

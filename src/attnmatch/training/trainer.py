@@ -496,8 +496,16 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def _check_resumable(saved: dict[str, Any], current: dict[str, Any]) -> None:
+    """Refuse to resume under a different experiment, except for train.epochs. A key the saved
+    config lacks (a field added to the config since that run) counts as its default, which keeps
+    the earlier behaviour."""
     a, b = _flatten(saved), _flatten(current)
-    changed = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k) and k != "train.epochs")
+    defaults = _flatten(ExperimentConfig().to_dict())
+    changed = sorted(
+        k
+        for k in set(a) | set(b)
+        if a.get(k, defaults.get(k)) != b.get(k) and k != "train.epochs"
+    )
     if changed:
         raise ValueError(
             f"cannot resume: the experiment config changed ({', '.join(changed)}); "
