@@ -42,6 +42,7 @@ from attnmatch.data.encoding import EncodedPairs
 from attnmatch.evaluation import predict
 from attnmatch.losses import auxiliary_loss, compute_loss
 from attnmatch.models import get_preset, list_models, list_presets
+from attnmatch.models._registry import get_model_entry
 from attnmatch.models.iarnn import IARNN
 from attnmatch.models.mpcnn import MPCNN
 from attnmatch.nn.recurrent import BiRNN
@@ -113,7 +114,7 @@ def _model_type(name: str) -> str:
 
 
 def _parse_model(spec: str) -> tuple[str, dict[str, object]]:
-    """"esim:hidden_size=100:dropout=0.5" -> ("esim", {"hidden_size": 100, "dropout": 0.5})."""
+    """ "esim:hidden_size=100:dropout=0.5" -> ("esim", {"hidden_size": 100, "dropout": 0.5})."""
     name, *items = spec.split(":")
     overrides: dict[str, object] = {}
     for item in items:
@@ -202,7 +203,12 @@ def main() -> None:
             {
                 "model": name,
                 "model_overrides": overrides,
-                "embeddings": {"source": args.embeddings},
+                # DSSM and CDSSM read letter trigrams: no word vectors to load.
+                "embeddings": {
+                    "source": args.embeddings
+                    if getattr(get_model_entry(mtype).model_cls, "reads_word_vectors", True)
+                    else "random"
+                },
                 **TASKS[args.task],
             }
         )

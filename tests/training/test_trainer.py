@@ -176,3 +176,11 @@ def test_resume_accepts_a_config_saved_before_a_field_existed() -> None:
         _check_resumable(saved, changed)
     with pytest.raises(ValueError, match="train.lr"):
         _check_resumable({**saved, "train": {**saved["train"], "lr": 0.5}}, current)
+
+
+def test_word_vectors_for_a_trigram_model_are_a_clear_error() -> None:
+    from attnmatch.training.trainer import prepare
+
+    exp = ExperimentConfig.from_dict({"model": "dssm", "embeddings": {"source": "glove-6b-50d"}})
+    with pytest.raises(ConfigError, match='embeddings.source = "random"'):
+        prepare(exp)

@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -273,6 +274,8 @@ class CosineHead(nn.Module):
 class DSSM(nn.Module):
     """DSSM (Huang et al. 2013): trigram bag -> tanh MLP -> cosine. Returns (B, num_outputs)."""
 
+    reads_word_vectors: ClassVar[bool] = False  # letter trigrams only (prepare() checks)
+
     def __init__(self, config: DSSMConfig) -> None:
         super().__init__()
         self.config = config
@@ -306,6 +309,8 @@ class DSSM(nn.Module):
 class CDSSM(nn.Module):
     """CDSSM (Shen et al. 2014): trigram word-n-gram convolution -> max pooling -> tanh semantic
     layer -> cosine. Returns (B, num_outputs)."""
+
+    reads_word_vectors: ClassVar[bool] = False  # letter trigrams only (prepare() checks)
 
     def __init__(self, config: CDSSMConfig) -> None:
         super().__init__()

@@ -27,6 +27,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from attnmatch import __version__
 from attnmatch.atomic import write_text_atomic
+from attnmatch.configs import ConfigError
 from attnmatch.data.collate import collate
 from attnmatch.data.datasets import load_split
 from attnmatch.data.encoding import EncodedPairs, encode_examples
@@ -116,6 +117,13 @@ def prepare(exp: ExperimentConfig) -> Prepared:
     from attnmatch.embeddings import build_embedding_matrix, load_named_vectors
 
     d = exp.data
+    model_cls = get_model_entry(model_type_of(exp.model)).model_cls
+    if exp.embeddings.source != "random" and not getattr(model_cls, "reads_word_vectors", True):
+        raise ConfigError(
+            f"model {exp.model!r} reads no word vectors (letter-trigram input), so "
+            f"embeddings.source = {exp.embeddings.source!r} cannot apply: set "
+            'embeddings.source = "random" (--embeddings random)'
+        )
     train_split = load_split(d.dataset, d.train_split, data_dir=d.data_dir, **d.options)
     dev_split = load_split(d.dataset, d.dev_split, data_dir=d.data_dir, **d.options)
     test_split = (
@@ -502,9 +510,7 @@ def _check_resumable(saved: dict[str, Any], current: dict[str, Any]) -> None:
     a, b = _flatten(saved), _flatten(current)
     defaults = _flatten(ExperimentConfig().to_dict())
     changed = sorted(
-        k
-        for k in set(a) | set(b)
-        if a.get(k, defaults.get(k)) != b.get(k) and k != "train.epochs"
+        k for k in set(a) | set(b) if a.get(k, defaults.get(k)) != b.get(k) and k != "train.epochs"
     )
     if changed:
         raise ValueError(
