@@ -30,6 +30,7 @@ Run: python benchmarks/speed.py [--models mvlstm,amvlstm_q] [--threads 2] [--emb
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import time
@@ -41,7 +42,7 @@ from attnmatch.data.collate import collate
 from attnmatch.data.encoding import EncodedPairs
 from attnmatch.evaluation import predict
 from attnmatch.losses import auxiliary_loss, compute_loss
-from attnmatch.models import get_preset, list_models, list_presets
+from attnmatch.models import get_preset, list_models, list_presets, reads_word_vectors
 from attnmatch.models._registry import get_model_entry
 from attnmatch.models.iarnn import IARNN
 from attnmatch.models.mpcnn import MPCNN
@@ -191,11 +192,11 @@ def main() -> None:
     for spec, fast in variants:
         name, own = _parse_model(spec)
         mtype = _model_type(name)
-        # Every model here has hidden_size (MP-CNN's is its output MLP: kept); k is MV-LSTM's
-        # k-max pooling size.
-        overrides = (
-            {} if mtype == "mpcnn" or not args.hidden_size else {"hidden_size": args.hidden_size}
-        )
+        # --hidden-size applies to models with that field (MP-CNN's is its output MLP: kept);
+        # k is MV-LSTM's k-max pooling size.
+        fields = {f.name for f in dataclasses.fields(get_model_entry(mtype).config_cls)}
+        sized = args.hidden_size and mtype != "mpcnn" and "hidden_size" in fields
+        overrides: dict[str, object] = {"hidden_size": args.hidden_size} if sized else {}
         if mtype == "mvlstm":
             overrides["k"] = 50
         overrides.update(own)
@@ -205,9 +206,7 @@ def main() -> None:
                 "model_overrides": overrides,
                 # DSSM and CDSSM read letter trigrams: no word vectors to load.
                 "embeddings": {
-                    "source": args.embeddings
-                    if getattr(get_model_entry(mtype).model_cls, "reads_word_vectors", True)
-                    else "random"
+                    "source": args.embeddings if reads_word_vectors(mtype) else "random"
                 },
                 **TASKS[args.task],
             }

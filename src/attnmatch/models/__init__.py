@@ -27,6 +27,7 @@ from attnmatch.models.build import (
     build_model,
     encoding_options,
     model_config_from_dict,
+    reads_word_vectors,
     resolve_model_config,
 )
 
@@ -35,6 +36,7 @@ __all__ = [
     "Preset",
     "build_model",
     "encoding_options",
+    "reads_word_vectors",
     "get_model_entry",
     "get_preset",
     "list_models",

@@ -88,3 +88,9 @@ def encoding_options(model: nn.Module) -> dict[str, Any]:
     config asks for letter-trigram ids (DSSM, CDSSM), else {}."""
     buckets = getattr(getattr(model, "config", None), "trigram_buckets", 0)
     return {"trigram_buckets": buckets} if buckets else {}
+
+
+def reads_word_vectors(model_type: str) -> bool:
+    """Whether a registered model reads word vectors (False for the letter-trigram models, DSSM
+    and CDSSM, whose class sets `reads_word_vectors = False`)."""
+    return getattr(get_model_entry(model_type).model_cls, "reads_word_vectors", True)

@@ -51,7 +51,12 @@ from attnmatch.losses import (
 from attnmatch.model_dir import load_model, save_model, write_metrics
 from attnmatch.models import build_model, resolve_model_config
 from attnmatch.models._registry import get_model_entry
-from attnmatch.models.build import encoding_options, model_type_of, token_encoder_of
+from attnmatch.models.build import (
+    encoding_options,
+    model_type_of,
+    reads_word_vectors,
+    token_encoder_of,
+)
 from attnmatch.training.checkpoint import load_checkpoint, save_checkpoint
 from attnmatch.training.config import ExperimentConfig, TrainConfig
 
@@ -117,8 +122,7 @@ def prepare(exp: ExperimentConfig) -> Prepared:
     from attnmatch.embeddings import build_embedding_matrix, load_named_vectors
 
     d = exp.data
-    model_cls = get_model_entry(model_type_of(exp.model)).model_cls
-    if exp.embeddings.source != "random" and not getattr(model_cls, "reads_word_vectors", True):
+    if exp.embeddings.source != "random" and not reads_word_vectors(model_type_of(exp.model)):
         raise ConfigError(
             f"model {exp.model!r} reads no word vectors (letter-trigram input), so "
             f"embeddings.source = {exp.embeddings.source!r} cannot apply: set "
