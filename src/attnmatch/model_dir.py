@@ -2,8 +2,9 @@
 
     config.json        format, attnmatch version, model type, model config, task, tokenizer,
                        label space (class names, or the regression score range)
-    model.safetensors  weights (no pickle anywhere)
-    vocab.json         the Vocab
+    model.safetensors  weights (no pickle anywhere; a transformer encoder's weights included)
+    vocab.json         the Vocab (word tokenizer), or
+    tokenizer.json     the sub-word tokenizer of a transformer encoder (Hugging Face format)
     metrics.json       how the model was trained and evaluated (optional when saving)
 
 Writes are atomic: the folder appears complete or not at all.
@@ -21,6 +22,7 @@ from torch import nn
 
 from attnmatch import __version__, configs
 from attnmatch.atomic import atomic_directory, write_text_atomic
+from attnmatch.data.subword import SubwordTokenizer
 from attnmatch.data.tokenize import Tokenizer
 from attnmatch.data.vocab import Vocab
 from attnmatch.models import build_model, model_config_from_dict
@@ -45,8 +47,8 @@ class LoadedModel:
     model: nn.Module
     model_type: str
     task: str
-    vocab: Vocab
-    tokenizer: Tokenizer
+    vocab: Vocab | None  # None with a sub-word tokenizer
+    tokenizer: Tokenizer | SubwordTokenizer
     metrics: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
     # What the outputs mean: {"class_names": [...]} (classification) or {"min_score",
@@ -60,13 +62,20 @@ def save_model(
     *,
     model_type: str,
     task: str,
-    vocab: Vocab,
-    tokenizer: Tokenizer,
+    vocab: Vocab | None,
+    tokenizer: Tokenizer | SubwordTokenizer,
     metrics: dict[str, Any] | None = None,
     label_space: dict[str, Any] | None = None,
 ) -> Path:
-    """Writes a model directory atomically and returns its path."""
+    """Writes a model directory atomically and returns its path.
+
+    `vocab` goes with a word `Tokenizer`; a `SubwordTokenizer` is saved as tokenizer.json and
+    takes no vocab.
+    """
     path = Path(path)
+    subword = isinstance(tokenizer, SubwordTokenizer)
+    if not subword and vocab is None:
+        raise ValueError("a word tokenizer needs its Vocab to be saved with the model")
     config = getattr(model, "config", None)
     if config is None:
         raise TypeError("the model has no `config` attribute: only registered models can be saved")
@@ -84,7 +93,10 @@ def save_model(
         safetensors.torch.save_model(
             model, str(tmp / "model.safetensors"), metadata={"format": "pt"}
         )
-        (tmp / "vocab.json").write_text(vocab.to_json(), encoding="utf-8")
+        if isinstance(tokenizer, SubwordTokenizer):
+            (tmp / "tokenizer.json").write_text(tokenizer.to_json(), encoding="utf-8")
+        else:
+            (tmp / "vocab.json").write_text(vocab.to_json(), encoding="utf-8")  # type: ignore[union-attr]
         if metrics is not None:
             (tmp / "metrics.json").write_text(
                 json.dumps(metrics, indent=2) + "\n", encoding="utf-8"
@@ -107,7 +119,7 @@ def load_model(path: str | Path, *, device: str = "cpu") -> LoadedModel:
     path = Path(path)
     if not path.is_dir():
         raise FileNotFoundError(f"model directory not found: {path}")
-    for name in ("config.json", "model.safetensors", "vocab.json"):
+    for name in ("config.json", "model.safetensors"):
         if not (path / name).is_file():
             raise FileNotFoundError(
                 f"{path / name} is missing: not a complete attnmatch model directory"
@@ -122,6 +134,13 @@ def load_model(path: str | Path, *, device: str = "cpu") -> LoadedModel:
     unknown = set(header) - _CONFIG_KEYS
     if unknown:
         raise ValueError(f"{config_path}: unknown keys {sorted(unknown)}")
+    tok_settings = dict(header.get("tokenizer") or {})
+    subword = tok_settings.pop("kind", "word") == "subword"
+    text_file = path / ("tokenizer.json" if subword else "vocab.json")
+    if not text_file.is_file():
+        raise FileNotFoundError(
+            f"{text_file} is missing: not a complete attnmatch model directory"
+        )
     model_type = header["model_type"]
     config = model_config_from_dict(model_type, header["config"])
     model = build_model(model_type, config)
@@ -137,8 +156,10 @@ def load_model(path: str | Path, *, device: str = "cpu") -> LoadedModel:
         model=model,
         model_type=model_type,
         task=header["task"],
-        vocab=Vocab.load(path / "vocab.json"),
-        tokenizer=Tokenizer.from_dict(header["tokenizer"]),
+        vocab=None if subword else Vocab.load(text_file),
+        tokenizer=SubwordTokenizer.from_file(text_file, **tok_settings)  # type: ignore[arg-type]
+        if subword
+        else Tokenizer.from_dict(header["tokenizer"]),
         metrics=metrics,
         path=path,
         label_space=header.get("label_space", {}),

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnmatch.data.schema import Example
+from attnmatch.data.subword import SubwordTokenizer
 from attnmatch.data.tokenize import Tokenizer
 from attnmatch.data.trigrams import word_trigram_ids
 from attnmatch.data.vocab import Vocab
@@ -54,11 +55,17 @@ class EncodedPairs:
 
 
 def encode_examples(
-    examples: Sequence[Example], tokenizer: Tokenizer, vocab: Vocab, *, trigram_buckets: int = 0
+    examples: Sequence[Example],
+    tokenizer: Tokenizer | SubwordTokenizer,
+    vocab: Vocab | None,
+    *,
+    trigram_buckets: int = 0,
 ) -> EncodedPairs:
     """Tokenises and encodes each distinct text once.
 
     Args:
+        tokenizer, vocab: words -> `vocab` ids (static encoders); or a `SubwordTokenizer`, whose
+            own ids are used (transformer encoders; `vocab` is None).
         trigram_buckets: > 0 also computes each text's letter-trigram ids (DSSM's word hashing,
             from the tokens, so words outside `vocab` keep theirs); see `encoding_options`.
 
@@ -67,6 +74,11 @@ def encode_examples(
     """
     if not examples:
         raise ValueError("cannot encode an empty list of examples")
+    subword = isinstance(tokenizer, SubwordTokenizer)
+    if subword and trigram_buckets > 0:
+        raise ValueError("letter-trigram inputs (DSSM, CDSSM) need the word tokenizer")
+    if not subword and vocab is None:
+        raise ValueError("a word tokenizer needs a Vocab")
     text_index: dict[str, int] = {}
     texts: list[np.ndarray] = []
     trigrams: list[np.ndarray] | None = [] if trigram_buckets > 0 else None
@@ -75,8 +87,11 @@ def encode_examples(
         i = text_index.get(text)
         if i is None:
             i = text_index[text] = len(texts)
+            if subword:
+                texts.append(None)  # type: ignore[arg-type]  # encoded in one batch below
+                return i
             tokens = tokenizer.tokenize(text)
-            texts.append(np.asarray(vocab.encode(tokens), dtype=np.int64))
+            texts.append(np.asarray(vocab.encode(tokens), dtype=np.int64))  # type: ignore[union-attr]
             if trigrams is not None:
                 trigrams.append(word_trigram_ids(tokens, trigram_buckets))
         return i
@@ -98,4 +113,6 @@ def encode_examples(
             g = group_index[name] = len(group_names)
             group_names.append(name)
         group_ids[i] = g
+    if subword:  # the fast tokenizer encodes a list of texts in one call
+        texts = tokenizer.encode_batch(list(text_index))  # type: ignore[union-attr]
     return EncodedPairs(texts, left, right, labels, group_ids, group_names, trigrams)

@@ -13,6 +13,7 @@ from attnmatch.models import (  # noqa: F401
     matchpyramid,
     mpcnn,
     mvlstm,
+    pretrained,
     siamese,
 )
 from attnmatch.models._registry import (

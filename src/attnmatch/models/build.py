@@ -8,7 +8,7 @@ from torch import nn
 
 from attnmatch import configs
 from attnmatch.models._registry import _MODELS, _PRESETS, _ensure_loaded, get_model_entry
-from attnmatch.models.token_encoder import StaticTokenEncoder
+from attnmatch.models.token_encoder import StaticTokenEncoder, TransformerTokenEncoder
 
 
 def model_type_of(name: str) -> str:
@@ -73,6 +73,22 @@ def build_model(model_type: str, config: Any) -> nn.Module:
             f"model {model_type!r} needs a {entry.config_cls.__name__}, got {type(config).__name__}"
         )
     return entry.model_cls(config)
+
+
+def encoder_settings(name: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The `encoder` config values a preset or model name plus overrides asks for (the preset's,
+    then the overrides'); e.g. {"kind": "transformer", "source": "minilm-l6"}."""
+    model_type_of(name)  # KeyError for unknown names
+    base = dict(_PRESETS[name].overrides) if name in _PRESETS else {}
+    merged = configs.merge(base, overrides or {})
+    encoder = merged.get("encoder", {})
+    return dict(encoder) if isinstance(encoder, dict) else {}
+
+
+def transformer_encoder_of(model: nn.Module) -> TransformerTokenEncoder | None:
+    """The model's transformer token encoder, or None when it reads static vectors."""
+    encoder = getattr(model, "token_encoder", None)
+    return encoder if isinstance(encoder, TransformerTokenEncoder) else None
 
 
 def token_encoder_of(model: nn.Module) -> StaticTokenEncoder:

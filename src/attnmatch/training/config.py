@@ -68,7 +68,8 @@ class EmbeddingConfig:
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
     """Args:
-    epochs: maximum epochs.
+    epochs: maximum epochs; 0 evaluates the initial model without training (zero-shot
+        baselines such as `minilm_zero_shot`).
     seed: seeds Python, numpy, torch and sampling.
     loss: "auto" (the task's default: rank_hinge, cross_entropy or kl), "rank_hinge" or
         "listwise" (ranking groups), "cross_entropy" (classification; or pointwise ranking with
@@ -106,7 +107,9 @@ class TrainConfig:
     threads: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("epochs", "num_negatives", "batch_size", "eval_batch_size", "lr_decay_steps"):
+        if self.epochs < 0:
+            raise ValueError(f"epochs must be >= 0, got {self.epochs}")
+        for name in ("num_negatives", "batch_size", "eval_batch_size", "lr_decay_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.lr <= 0:

@@ -28,6 +28,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from attnmatch import __version__
 from attnmatch.atomic import write_text_atomic
 from attnmatch.configs import ConfigError
+from attnmatch.configs import merge as configs_merge
 from attnmatch.data.collate import collate
 from attnmatch.data.datasets import load_split
 from attnmatch.data.encoding import EncodedPairs, encode_examples
@@ -38,6 +39,7 @@ from attnmatch.data.protocol import (
     RegressionProtocol,
 )
 from attnmatch.data.sampling import PairBatchSampler, RankingGroupSampler
+from attnmatch.data.subword import SubwordTokenizer
 from attnmatch.data.tokenize import Tokenizer
 from attnmatch.data.vocab import Vocab
 from attnmatch.evaluation import Report, evaluate
@@ -52,10 +54,12 @@ from attnmatch.model_dir import load_model, save_model, write_metrics
 from attnmatch.models import build_model, resolve_model_config
 from attnmatch.models._registry import get_model_entry
 from attnmatch.models.build import (
+    encoder_settings,
     encoding_options,
     model_type_of,
     reads_word_vectors,
     token_encoder_of,
+    transformer_encoder_of,
 )
 from attnmatch.training.checkpoint import load_checkpoint, save_checkpoint
 from attnmatch.training.config import ExperimentConfig, TrainConfig
@@ -74,8 +78,8 @@ class Prepared:
     exp: ExperimentConfig
     task: str
     loss: str
-    tokenizer: Tokenizer
-    vocab: Vocab
+    tokenizer: Tokenizer | SubwordTokenizer
+    vocab: Vocab | None  # None with a transformer encoder (its tokenizer has its own ids)
     train: EncodedPairs
     dev: EncodedPairs
     dev_protocol: Protocol
@@ -118,16 +122,38 @@ def resolve_task(model_type: str, task: str, loss: str) -> str:
 
 
 def prepare(exp: ExperimentConfig) -> Prepared:
-    """Loads the splits, builds the vocabulary and the model with its pretrained vectors."""
+    """Loads the splits, builds the vocabulary and the model with its pretrained vectors (or its
+    pretrained transformer encoder and that encoder's tokenizer)."""
     from attnmatch.embeddings import build_embedding_matrix, load_named_vectors
 
     d = exp.data
-    if exp.embeddings.source != "random" and not reads_word_vectors(model_type_of(exp.model)):
-        raise ConfigError(
-            f"model {exp.model!r} reads no word vectors (letter-trigram input), so "
-            f"embeddings.source = {exp.embeddings.source!r} cannot apply: set "
-            'embeddings.source = "random" (--embeddings random)'
-        )
+    encoder = encoder_settings(exp.model, exp.model_overrides)
+    transformer = encoder.get("kind") == "transformer"
+    if not reads_word_vectors(model_type_of(exp.model)):
+        if transformer:
+            raise ConfigError(
+                f"model {exp.model!r} reads letter trigrams, not tokens: it cannot take a "
+                "transformer encoder"
+            )
+        if exp.embeddings.source != "random":
+            raise ConfigError(
+                f"model {exp.model!r} reads no word vectors (letter-trigram input), so "
+                f"embeddings.source = {exp.embeddings.source!r} cannot apply: set "
+                'embeddings.source = "random" (--embeddings random)'
+            )
+    encoder_dir: Path | None = None
+    overrides = dict(exp.model_overrides)
+    if transformer:
+        from attnmatch.encoders import read_config, resolve_source
+
+        if not encoder.get("source"):
+            raise ConfigError(
+                'model_overrides.encoder.source is missing: a transformer encoder needs a source '
+                '("minilm-l6" or a model directory)'
+            )
+        encoder_dir = resolve_source(str(encoder["source"]))
+        hf_config = read_config(encoder_dir)
+        overrides = configs_merge(overrides, {"encoder": {"transformer_config": hf_config}})
     train_split = load_split(d.dataset, d.train_split, data_dir=d.data_dir, **d.options)
     dev_split = load_split(d.dataset, d.dev_split, data_dir=d.data_dir, **d.options)
     test_split = (
@@ -137,37 +163,44 @@ def prepare(exp: ExperimentConfig) -> Prepared:
     )
     if dev_split.protocol is None:
         raise ValueError(f"dataset {d.dataset!r} split {d.dev_split!r} has no evaluation protocol")
-    tokenizer = Tokenizer(lowercase=d.lowercase, max_length=d.max_length)
-    vocab = Vocab.build(
-        (tokenizer.tokenize(t) for ex in train_split.examples for t in (ex.left, ex.right)),
-        min_freq=d.min_freq,
-    )
     seed_everything(exp.train.seed)
     stats: dict[str, Any] = {"source": exp.embeddings.source}
     matrix = None
-    if exp.embeddings.source != "random":
-        if d.vocab_from_eval_splits:
-            vectors = load_named_vectors(exp.embeddings.source)
-            known = vectors.index()
-            eval_examples = dev_split.examples + (test_split.examples if test_split else [])
-            vocab = vocab.extend(
-                tok
-                for ex in eval_examples
-                for text in (ex.left, ex.right)
-                for tok in tokenizer.tokenize(text)
-                if tok in known
-            )
-        matrix, align = build_embedding_matrix(
-            exp.embeddings.source,
-            vocab,
-            oov=exp.embeddings.oov,
-            normalize=exp.embeddings.normalize,
-            seed=exp.train.seed,
-        )
-        stats.update(vars(align))
-        dim = int(matrix.shape[1])
+    tokenizer: Tokenizer | SubwordTokenizer
+    vocab: Vocab | None
+    if transformer:
+        tokenizer, vocab = Tokenizer(), None  # replaced by the encoder's tokenizer below
+        vocab_size, dim = int(hf_config["vocab_size"]), int(hf_config["hidden_size"])
     else:
-        dim = exp.embeddings.dim
+        tokenizer = Tokenizer(lowercase=d.lowercase, max_length=d.max_length)
+        vocab = Vocab.build(
+            (tokenizer.tokenize(t) for ex in train_split.examples for t in (ex.left, ex.right)),
+            min_freq=d.min_freq,
+        )
+        if exp.embeddings.source != "random":
+            if d.vocab_from_eval_splits:
+                vectors = load_named_vectors(exp.embeddings.source)
+                known = vectors.index()
+                eval_examples = dev_split.examples + (test_split.examples if test_split else [])
+                vocab = vocab.extend(
+                    tok
+                    for ex in eval_examples
+                    for text in (ex.left, ex.right)
+                    for tok in tokenizer.tokenize(text)
+                    if tok in known
+                )
+            matrix, align = build_embedding_matrix(
+                exp.embeddings.source,
+                vocab,
+                oov=exp.embeddings.oov,
+                normalize=exp.embeddings.normalize,
+                seed=exp.train.seed,
+            )
+            stats.update(vars(align))
+            dim = int(matrix.shape[1])
+        else:
+            dim = exp.embeddings.dim
+        vocab_size = len(vocab)
     task = dev_split.protocol.task
     if train_split.task != task:
         raise ValueError(
@@ -185,14 +218,32 @@ def prepare(exp: ExperimentConfig) -> Prepared:
         num_outputs = 2
     model_type, config = resolve_model_config(
         exp.model,
-        vocab_size=len(vocab),
+        vocab_size=vocab_size,
         embedding_dim=dim,
         num_outputs=num_outputs,
-        overrides=exp.model_overrides,
+        overrides=overrides,
     )
     model = build_model(model_type, config)
     if matrix is not None:
         token_encoder_of(model).load_pretrained(matrix)
+    contextual = transformer_encoder_of(model)
+    if contextual is not None and encoder_dir is not None:
+        from attnmatch.encoders import read_tokenizer, source_fingerprint
+
+        info = contextual.load_pretrained_transformer(encoder_dir)
+        tokenizer = SubwordTokenizer(
+            read_tokenizer(encoder_dir), max_length=contextual.config.max_length
+        )
+        stats = {
+            "source": str(encoder["source"]),
+            "kind": "transformer",
+            "directory": str(encoder_dir),
+            "weights_sha256": source_fingerprint(encoder_dir),
+            "ignored_weights": info["ignored"],
+            "trainable": contextual.config.trainable,
+            "layer": contextual.config.layer,
+        }
+        contextual.enable_cache()  # frozen: each distinct text is encoded once (no-op if tuned)
     inputs = encoding_options(model)  # e.g. letter-trigram ids (DSSM)
     return Prepared(
         exp=exp,
@@ -364,9 +415,19 @@ def train(
     # an order of magnitude slower on x86 CPUs; flushing them to zero changes results negligibly.
     torch.set_flush_denormal(True)
     start_time = time.perf_counter()
+    if resume and prepared is None:
+        done = _finished_result(out, exp)
+        if done is not None:
+            console.print(f"{out}: finished earlier, reusing result.json")
+            return done
     p = prepared or prepare(exp)
     model, t = p.model, exp.train
-    optimizer = make_optimizer(model, exp)
+    if t.epochs > 0 and not any(q.requires_grad for q in model.parameters()):
+        raise ConfigError(
+            f"model {exp.model!r} has no trainable parameters (a frozen encoder and no layers "
+            "of its own): set train.epochs = 0 to evaluate it as it is"
+        )
+    optimizer = make_optimizer(model, exp) if t.epochs > 0 else None
     sampler = make_sampler(p)
     model_meta: dict[str, Any] = {
         "model_type": p.model_type,
@@ -388,13 +449,18 @@ def train(
     if resume and ckpt_dir.exists():
         optim_state, saved = load_checkpoint(ckpt_dir, model)
         _check_resumable(saved["experiment"], exp.to_dict())
-        optimizer.load_state_dict(optim_state)
+        if optimizer is not None:
+            optimizer.load_state_dict(optim_state)
         state.update({k: v for k, v in saved.items() if k != "experiment"})
         console.print(f"resuming {out} after epoch {state['epoch']}")
 
     primary = p.dev_protocol.primary
     min_score = p.dev_protocol.min_score if isinstance(p.dev_protocol, RegressionProtocol) else 0
     wall_base = float(state.get("wall_time_s", 0.0))  # time spent in earlier sessions
+    if t.epochs == 0 and not (out / "model").is_dir():  # zero-shot: the model as it is
+        report = evaluate(model, p.dev, p.dev_protocol, batch_size=t.eval_batch_size)
+        state.update(best_score=report.metrics[primary], best_epoch=0)
+        save_model(out / "model", model, **model_meta, metrics={"dev": report.metrics})
     with _progress(console, progress) as bar:
         for epoch in range(state["epoch"] + 1, t.epochs + 1):
             if t.patience and state["bad_epochs"] >= t.patience:
@@ -416,6 +482,7 @@ def train(
                 loss.backward()
                 if t.grad_clip > 0:
                     torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+                assert optimizer is not None  # epochs > 0
                 set_learning_rate(optimizer, learning_rate(t, state["step"]))
                 optimizer.step()
                 state["step"] += 1
@@ -445,6 +512,7 @@ def train(
                 }
             )
             state["wall_time_s"] = round(wall_base + time.perf_counter() - start_time, 2)
+            assert optimizer is not None
             save_checkpoint(ckpt_dir, model=model, optimizer=optimizer, state=state, **model_meta)
             write_text_atomic(
                 out / "log.jsonl", "".join(json.dumps(h) + "\n" for h in state["history"])
@@ -456,6 +524,9 @@ def train(
             )
 
     best = load_model(out / "model")
+    contextual = transformer_encoder_of(best.model)
+    if contextual is not None:
+        contextual.enable_cache()  # frozen: shares the training run's cache (a no-op if tuned)
     dev_report = evaluate(best.model, p.dev, p.dev_protocol, batch_size=t.eval_batch_size)
     test_report: Report | None = None
     if p.test is not None and p.test_protocol is not None:
@@ -495,6 +566,34 @@ def train(
         out / "result.json", json.dumps(result.to_dict() | {"metrics": metrics}, indent=2) + "\n"
     )
     return result
+
+
+def _finished_result(out: Path, exp: ExperimentConfig) -> TrainResult | None:
+    """The TrainResult of a run that finished under the same experiment (same epochs too), read
+    from its result.json; None when there is none or anything differs."""
+    try:
+        data = json.loads((out / "result.json").read_text(encoding="utf-8"))
+        saved = data["metrics"]["experiment"]
+        _check_resumable(saved, exp.to_dict())
+        if saved.get("train", {}).get("epochs") != exp.train.epochs:
+            return None
+        history = [
+            json.loads(line)
+            for line in (out / "log.jsonl").read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ] if (out / "log.jsonl").is_file() else []
+        return TrainResult(
+            output_dir=out,
+            model_dir=Path(data["model_dir"]),
+            best_epoch=int(data["best_epoch"]),
+            dev=data["dev"],
+            test=data["test"],
+            history=history,
+            wall_time_s=float(data["wall_time_s"]),
+            train_pairs_per_s=float(data["train_pairs_per_s"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:

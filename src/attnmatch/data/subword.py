@@ -1,0 +1,90 @@
+"""Sub-word tokenisation for transformer encoders (a Hugging Face fast tokenizer).
+
+The ids it gives are the encoder's own vocabulary ids, with its special tokens
+(`[CLS] ... [SEP]` for BERT-style models), so they go to the model without a `Vocab`. Batches
+are still padded with id 0 by `collate`; the masks say which positions are real and the
+transformer encoder never reads the padded ids.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+class SubwordTokenizer:
+    """A `tokenizers.Tokenizer` with truncation to `max_length` sub-words and no padding.
+
+    Args:
+        tokenizer_json: the `tokenizer.json` text of a fast tokenizer.
+        max_length: sub-words per text, special tokens included (sentence-transformers'
+            all-MiniLM-L6-v2 uses 256).
+
+    Example:
+        >>> tok = SubwordTokenizer.from_file("encoder/tokenizer.json")  # doctest: +SKIP
+        >>> tok.tokenize("How are glacier caves formed?")                # doctest: +SKIP
+        ['[CLS]', 'how', 'are', 'glacier', 'caves', 'formed', '?', '[SEP]']
+    """
+
+    kind = "subword"
+
+    def __init__(self, tokenizer_json: str, *, max_length: int = 256) -> None:
+        from tokenizers import Tokenizer as HFTokenizer
+
+        if max_length < 2:
+            raise ValueError(f"max_length must be >= 2 (room for special tokens), got {max_length}")
+        try:
+            tok = HFTokenizer.from_str(tokenizer_json)
+        except Exception as e:  # tokenizers raises a bare Exception on malformed JSON
+            raise ValueError(f"not a valid fast-tokenizer JSON (tokenizer.json): {e}") from e
+        tok.no_padding()
+        tok.enable_truncation(max_length)
+        self._tok = tok
+        self._json = tokenizer_json
+        self.max_length = max_length
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, max_length: int = 256) -> SubwordTokenizer:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"tokenizer file not found: {path}")
+        try:
+            return cls(path.read_text(encoding="utf-8"), max_length=max_length)
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from e
+
+    def encode(self, text: str) -> np.ndarray:
+        """Sub-word ids with special tokens, (n,) int64."""
+        return np.asarray(self._tok.encode(text).ids, dtype=np.int64)
+
+    def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
+        return [np.asarray(e.ids, dtype=np.int64) for e in self._tok.encode_batch(texts)]
+
+    def tokenize(self, text: str) -> list[str]:
+        """The sub-word strings `encode` gives ids of (special tokens included)."""
+        return list(self._tok.encode(text).tokens)
+
+    def token_id(self, token: str) -> int | None:
+        return self._tok.token_to_id(token)
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self._tok.get_vocab_size(with_added_tokens=True))
+
+    def to_json(self) -> str:
+        """The tokenizer.json text, saved with a model directory."""
+        return self._json
+
+    def to_dict(self) -> dict[str, object]:
+        return {"kind": self.kind, "max_length": self.max_length}
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, SubwordTokenizer)
+            and self.max_length == other.max_length
+            and self._json == other._json
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.max_length, self._json))

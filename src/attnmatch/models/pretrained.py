@@ -1,0 +1,190 @@
+"""Modern baselines on pretrained sentence encoders: the bi-encoder and the cross-encoder.
+
+Bi-encoder (Reimers & Gurevych, Sentence-BERT, EMNLP 2019): each text is encoded alone, its
+token vectors are mean-pooled over the real tokens (special tokens included, as
+sentence-transformers does) and the pair is scored by the cosine of the two vectors,
+`scale * cos + shift`. Used zero-shot (a frozen encoder, no training: all-MiniLM-L6-v2 was
+trained for exactly this score) or fine-tuned (ranking: rank hinge or listwise softmax over a
+question's candidates; regression: squared error of the scaled cosine, SBERT's cosine loss).
+With `num_outputs > 1` the head is SBERT's classifier over [u; v; |u - v|] instead.
+
+Cross-encoder (Nogueira & Cho 2019; sentence-transformers' CrossEncoder): both texts in one
+sequence, `[CLS] left [SEP] right [SEP]` with token types 0 / 1, and a linear head on the
+`[CLS]` state (scores, class logits or score-level logits).
+
+Decisions: the joint sequence is packed from the two single-text id sequences the data pipeline
+gives (the right text's first token, its `[CLS]`, is dropped), so both baselines share our data,
+batching and model directory; the cross-encoder head reads the `[CLS]` hidden state directly
+(no BERT pooler: all-MiniLM-L6-v2 ships none trained for it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnmatch import configs
+from attnmatch.data.schema import PairBatch
+from attnmatch.models._registry import register_model, register_preset
+from attnmatch.models.token_encoder import TokenEncoderConfig, build_token_encoder
+from attnmatch.nn.masking import masked_mean
+
+
+@dataclass(frozen=True, kw_only=True)
+class BiEncoderConfig:
+    """Args:
+    encoder: the token encoder (usually a transformer; a static one gives averaged word vectors).
+    num_outputs: 1 scores a pair by its scaled cosine; > 1 uses a linear classifier over
+        [u; v; |u - v|] (SBERT's classification objective).
+    scale, shift: the score is `scale * cos + shift` (e.g. scale 20 for a listwise softmax,
+        as sentence-transformers' MultipleNegativesRankingLoss; 5 for STS's 0-5 range with MSE).
+    """
+
+    encoder: TokenEncoderConfig
+    num_outputs: int = 1
+    scale: float = 1.0
+    shift: float = 0.0
+
+    def __post_init__(self) -> None:
+        configs.check_positive(self, "num_outputs")
+        if self.scale <= 0:
+            raise ValueError(f"scale must be > 0, got {self.scale}")
+
+
+@register_model(
+    "bi_encoder",
+    config=BiEncoderConfig,
+    tasks=("ranking", "classification", "regression"),
+    paper="",
+)
+class BiEncoder(nn.Module):
+    """Mean-pooled sentence vectors compared by cosine (module docstring).
+
+    Shape:
+        batch.left_ids (B, L), batch.right_ids (B, R) -> (B, num_outputs)
+    """
+
+    def __init__(self, config: BiEncoderConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.token_encoder = build_token_encoder(config.encoder)
+        dim = config.encoder.output_dim
+        self.classifier = (
+            nn.Linear(3 * dim, config.num_outputs) if config.num_outputs > 1 else None
+        )
+
+    def embed(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Sentence vectors: (B, T), (B, T) -> (B, E)."""
+        return masked_mean(self.token_encoder(ids, mask), mask.unsqueeze(-1), dim=1)  # (B, E)
+
+    def forward(self, batch: PairBatch) -> torch.Tensor:
+        u = self.embed(batch.left_ids, batch.left_mask)  # (B, E)
+        v = self.embed(batch.right_ids, batch.right_mask)  # (B, E)
+        if self.classifier is not None:
+            return self.classifier(torch.cat([u, v, (u - v).abs()], dim=-1))  # (B, C)
+        cos = F.cosine_similarity(u, v, dim=-1, eps=1e-8)  # (B,)
+        return (self.config.scale * cos + self.config.shift).unsqueeze(-1)  # (B, 1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CrossEncoderConfig:
+    """Args:
+    encoder: a transformer token encoder (the joint sequence needs token types).
+    num_outputs: 1 (a score), the number of classes, or of score levels.
+    dropout: on the `[CLS]` vector before the head (BERT's classifier dropout).
+    """
+
+    encoder: TokenEncoderConfig
+    num_outputs: int = 1
+    dropout: float = 0.1
+
+    def __post_init__(self) -> None:
+        configs.check_positive(self, "num_outputs")
+        configs.check_dropout(self.dropout)
+        if self.encoder.kind != "transformer":
+            raise ValueError(
+                "cross_encoder needs a transformer encoder (encoder.kind = \"transformer\", "
+                'encoder.source = "minilm-l6" or a model directory)'
+            )
+
+
+def pack_pairs(
+    left_ids: torch.Tensor,
+    left_mask: torch.Tensor,
+    right_ids: torch.Tensor,
+    right_mask: torch.Tensor,
+    max_length: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Joins each pair into one sequence: the left text, then the right text without its first
+    token (`[CLS] a [SEP]` + `[CLS] b [SEP]` -> `[CLS] a [SEP] b [SEP]`), cut to `max_length`.
+
+    Shape:
+        (B, L), (B, L), (B, R), (B, R) -> ids (B, W), mask (B, W), token types (B, W)
+    """
+    tl, tr = left_ids.shape[1], right_ids.shape[1]
+    n_left = left_mask.sum(dim=1)  # (B,)
+    n_right = (right_mask.sum(dim=1) - 1).clamp(min=0)  # (B,)
+    total = (n_left + n_right).clamp(max=max_length)  # (B,)
+    width = max(int(total.max().item()) if total.numel() else 1, 1)
+    pos = torch.arange(width, device=left_ids.device).unsqueeze(0)  # (1, W)
+    from_left = pos < n_left.unsqueeze(1)  # (B, W)
+    lidx = pos.clamp(max=tl - 1).expand(left_ids.shape[0], -1)  # (B, W)
+    ridx = (pos - n_left.unsqueeze(1) + 1).clamp(0, tr - 1)  # (B, W)
+    ids = torch.where(from_left, left_ids.gather(1, lidx), right_ids.gather(1, ridx))  # (B, W)
+    mask = pos < total.unsqueeze(1)  # (B, W)
+    types = (~from_left & mask).long()  # (B, W)
+    return ids * mask, mask, types
+
+
+@register_model(
+    "cross_encoder",
+    config=CrossEncoderConfig,
+    tasks=("ranking", "classification", "regression"),
+    paper="",
+)
+class CrossEncoder(nn.Module):
+    """Joint encoding of the pair, linear head on `[CLS]` (module docstring).
+
+    Shape:
+        batch.left_ids (B, L), batch.right_ids (B, R) -> (B, num_outputs)
+    """
+
+    def __init__(self, config: CrossEncoderConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.token_encoder = build_token_encoder(config.encoder)
+        positions = int(config.encoder.transformer_config.get("max_position_embeddings", 512))
+        self.max_length = min(positions, 2 * config.encoder.max_length)
+        self.dropout = nn.Dropout(config.dropout)
+        self.head = nn.Linear(config.encoder.output_dim, config.num_outputs)
+
+    def forward(self, batch: PairBatch) -> torch.Tensor:
+        ids, mask, types = pack_pairs(
+            batch.left_ids, batch.left_mask, batch.right_ids, batch.right_mask, self.max_length
+        )  # (B, W) each
+        hidden = self.token_encoder(ids, mask, token_type_ids=types)  # (B, W, H)
+        return self.head(self.dropout(hidden[:, 0]))  # (B, num_outputs)
+
+
+_MINILM = {"kind": "transformer", "source": "minilm-l6"}
+register_preset(
+    "minilm_zero_shot",
+    model="bi_encoder",
+    overrides={"encoder": {**_MINILM, "trainable": False}},
+    description="all-MiniLM-L6-v2 zero-shot: cosine of mean-pooled embeddings, no training",
+)
+register_preset(
+    "minilm_bi_encoder",
+    model="bi_encoder",
+    overrides={"encoder": {**_MINILM, "trainable": True}},
+    description="all-MiniLM-L6-v2 bi-encoder, fine-tuned",
+)
+register_preset(
+    "minilm_cross_encoder",
+    model="cross_encoder",
+    overrides={"encoder": {**_MINILM, "trainable": True}},
+    description="all-MiniLM-L6-v2 cross-encoder (joint input, linear head on [CLS]), fine-tuned",
+)
