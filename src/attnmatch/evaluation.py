@@ -48,7 +48,8 @@ def predict(
 ) -> np.ndarray:
     """Model outputs for every pair of `data`, in the data's order.
 
-    Batches are length-bucketed for speed; results are put back in order.
+    Batches are length-bucketed for speed and run under `torch.inference_mode`; results are put
+    back in order.
 
     Returns:
         (N, num_outputs) float32 array.
@@ -58,7 +59,8 @@ def predict(
     outputs: np.ndarray | None = None
     try:
         for idx in bucketed_batches(data, batch_size):
-            out = model(collate(data, idx).to(device)).float().cpu().numpy()  # (b, num_outputs)
+            with torch.inference_mode():  # no autograd bookkeeping at all
+                out = model(collate(data, idx).to(device)).float().cpu().numpy()  # (b, outputs)
             if outputs is None:
                 outputs = np.empty((len(data), out.shape[1]), dtype=np.float32)
             outputs[idx] = out

@@ -138,9 +138,7 @@ def load_model(path: str | Path, *, device: str = "cpu") -> LoadedModel:
     subword = tok_settings.pop("kind", "word") == "subword"
     text_file = path / ("tokenizer.json" if subword else "vocab.json")
     if not text_file.is_file():
-        raise FileNotFoundError(
-            f"{text_file} is missing: not a complete attnmatch model directory"
-        )
+        raise FileNotFoundError(f"{text_file} is missing: not a complete attnmatch model directory")
     model_type = header["model_type"]
     config = model_config_from_dict(model_type, header["config"])
     model = build_model(model_type, config)

@@ -70,6 +70,9 @@ class TableRow:
     note: str = ""
     # Why the row is listed but not run (e.g. "data not available"); empty: the row is run.
     not_run: str = ""
+    # The seeds of this row when fewer than the table's are affordable (say why in `note`); a
+    # `--seeds` given on the command line is cut to these.
+    seeds: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,11 +180,14 @@ def reproduce(
             console.print(f"{spec.table}: {row.label} ({row.id}) not run: {row.not_run}")
             out_rows.append(_not_run_row(spec, row, exp))
             continue
-        console.rule(f"[bold]{spec.table}: {row.label} ({row.id}), seeds {seeds}")
+        row_seeds = [s for s in seeds if s in row.seeds] if row.seeds else seeds
+        if not row_seeds:
+            row_seeds = list(row.seeds)
+        console.rule(f"[bold]{spec.table}: {row.label} ({row.id}), seeds {row_seeds}")
         summary = train_seeds(
             exp,
             Path(runs_dir) / spec.table / row.id,
-            seeds,
+            row_seeds,
             resume=True,
             progress=progress,
             console=console,
@@ -197,7 +203,7 @@ def reproduce(
                 "dev": {m: summary["dev"][m] for m in metrics if m in summary["dev"]},
                 "paper": dict(row.paper),
                 "note": row.note,
-                "seeds": seeds,
+                "seeds": row_seeds,
                 "best_epochs": [r["best_epoch"] for r in summary["runs"]],
                 "train_pairs_per_s": [r["train_pairs_per_s"] for r in summary["runs"]],
                 "wall_time_s": [r["wall_time_s"] for r in summary["runs"]],
@@ -254,7 +260,7 @@ def _not_run_row(spec: TableSpec, row: TableRow, exp: ExperimentConfig) -> dict[
 
 def _seeds_of(result: dict[str, Any]) -> list[int]:
     run = [r["seeds"] for r in result["rows"] if r.get("seeds")]
-    return run[0] if run else []
+    return max(run, key=len) if run else []
 
 
 def _fmt(value: float) -> str:

@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from attnmatch import configs
 from attnmatch.data.collate import pad_ids
 from attnmatch.data.schema import PairBatch
 from attnmatch.models import (
@@ -15,10 +16,18 @@ from attnmatch.models import (
     list_presets,
     resolve_model_config,
 )
+from attnmatch.models.build import encoder_settings
+from tests.tiny_transformer import tiny_bert_config
 
 VOCAB = 40
 DIM = 8
 TRIGRAM_BUCKETS = 23  # letter-trigram ids of the fake bags (`fake_trigrams`)
+
+
+def tiny_transformer_encoder() -> dict[str, Any]:
+    """Encoder overrides for a tiny random BERT (VOCAB sub-words, hidden size DIM)."""
+    return {"kind": "transformer", "transformer_config": tiny_bert_config(VOCAB, DIM)}
+
 
 # Per model type: overrides that make the model tiny. A new model must add an entry here (a test
 # checks), so the suite always covers every registered model.
@@ -48,15 +57,21 @@ TINY: dict[str, dict[str, Any]] = {
         "mlp_hidden": 7,
         "dropout": 0.0,
     },
+    "bi_encoder": {"scale": 1.0},
+    "cross_encoder": {"encoder": tiny_transformer_encoder()},
 }
 
 
 def tiny_model(
     name: str, *, num_outputs: int = 1, trainable: bool = False, **overrides: Any
 ) -> torch.nn.Module:
+    """`name` (a preset or model type) with its TINY overrides, then `overrides`. A transformer
+    encoder (e.g. the MiniLM presets) gets the tiny BERT config, so no real encoder is needed."""
     model_type = get_preset(name).model if name in list_presets() else name
-    over = {**TINY[get_model_entry(model_type).name], **overrides}
+    over = configs.merge(TINY[get_model_entry(model_type).name], overrides)
     over["encoder"] = {**over.get("encoder", {}), "trainable": trainable}
+    if encoder_settings(name, over).get("kind") == "transformer":
+        over["encoder"].setdefault("transformer_config", tiny_bert_config(VOCAB, DIM))
     mtype, config = resolve_model_config(
         name, vocab_size=VOCAB, embedding_dim=DIM, num_outputs=num_outputs, overrides=over
     )

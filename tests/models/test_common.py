@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import Any
 
 import pytest
 import torch
@@ -15,6 +16,7 @@ from attnmatch.losses import auxiliary_loss, compute_loss, ranking_scores
 from attnmatch.metrics import ranking_metrics
 from attnmatch.model_dir import load_model, save_model
 from attnmatch.models import get_model_entry, list_models, list_presets, model_config_from_dict
+from attnmatch.models.build import model_type_of, transformer_encoder_of
 
 from .conftest import TINY, VOCAB, make_batch, random_pairs, tiny_model
 
@@ -63,6 +65,12 @@ def test_every_parameter_gets_a_gradient(name: str) -> None:
 def test_frozen_embeddings_stay_frozen(name: str) -> None:
     model = tiny_model(name, trainable=False)
     frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
+    if transformer_encoder_of(model) is not None:  # the whole transformer, nothing else
+        inside = [
+            n for n, _ in model.named_parameters() if n.startswith("token_encoder.transformer.")
+        ]
+        assert inside and frozen == inside
+        return
     # DSSM and CDSSM read letter trigrams, not word vectors: no token encoder, nothing frozen.
     assert frozen == (["token_encoder.embedding.weight"] if hasattr(model, "token_encoder") else [])
 
@@ -89,7 +97,9 @@ def test_save_load_round_trip(name: str, tmp_path) -> None:
     # Strict: a config that does not match the weights fails loudly.
     cfg_path = tmp_path / "m" / "config.json"
     header = json.loads(cfg_path.read_text())
-    if hasattr(model, "token_encoder"):
+    if transformer_encoder_of(model) is not None:  # a valid config, other weight shapes
+        header["config"]["encoder"]["transformer_config"]["intermediate_size"] += 1
+    elif hasattr(model, "token_encoder"):
         header["config"]["encoder"]["embedding_dim"] += 1
     else:  # no word vectors (DSSM, CDSSM): the letter-trigram table's size instead
         header["config"]["trigram_buckets"] += 1
@@ -150,7 +160,11 @@ def test_tiny_overfit_classification(name: str) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_eval_mode_is_deterministic(name: str) -> None:
-    model = tiny_model(name, dropout=0.5, encoder={"dropout": 0.3}).eval()
+    config_cls = get_model_entry(model_type_of(name)).config_cls
+    has_dropout = "dropout" in {f.name for f in dataclasses.fields(config_cls)}
+    # The bi-encoder has no dropout of its own, only its encoder's.
+    extra: dict[str, Any] = {"dropout": 0.5} if has_dropout else {}
+    model = tiny_model(name, encoder={"dropout": 0.3}, **extra).eval()
     left, right = random_pairs(5, seed=6)
     batch = make_batch(left, right)
     torch.testing.assert_close(model(batch), model(batch), atol=0, rtol=0)
@@ -193,6 +207,15 @@ def _field_paths(config: object, prefix: str = "") -> set[str]:
     return paths
 
 
+# Encoder fields a model need not read: a static table ignores the transformer's; a transformer's
+# source and max_length are read by the trainer and tokenizer (the cross-encoder reads max_length
+# too), and its vocab_size and embedding_dim are checked equal to transformer_config's.
+_ENCODER_FIELDS_NOT_READ = {
+    "static": {"source", "layer", "max_length", "transformer_config"},
+    "transformer": {"source", "max_length", "vocab_size", "embedding_dim"},
+}
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_every_config_field_is_read(name: str) -> None:
     config = tiny_model(name).config
@@ -203,4 +226,6 @@ def test_every_config_field_is_read(name: str) -> None:
     unread = _field_paths(config) - seen
     if not hasattr(model, "token_encoder"):  # DSSM, CDSSM: `encoder` only records the vocabulary
         unread = {path for path in unread if not path.startswith("encoder.")}
+    kind = "transformer" if transformer_encoder_of(model) is not None else "static"
+    unread -= {f"encoder.{f}" for f in _ENCODER_FIELDS_NOT_READ[kind]}
     assert not unread, f"config fields never read by the model: {sorted(unread)}"

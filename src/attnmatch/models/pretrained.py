@@ -72,9 +72,7 @@ class BiEncoder(nn.Module):
         self.config = config
         self.token_encoder = build_token_encoder(config.encoder)
         dim = config.encoder.output_dim
-        self.classifier = (
-            nn.Linear(3 * dim, config.num_outputs) if config.num_outputs > 1 else None
-        )
+        self.classifier = nn.Linear(3 * dim, config.num_outputs) if config.num_outputs > 1 else None
 
     def embed(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Sentence vectors: (B, T), (B, T) -> (B, E)."""
@@ -106,7 +104,7 @@ class CrossEncoderConfig:
         configs.check_dropout(self.dropout)
         if self.encoder.kind != "transformer":
             raise ValueError(
-                "cross_encoder needs a transformer encoder (encoder.kind = \"transformer\", "
+                'cross_encoder needs a transformer encoder (encoder.kind = "transformer", '
                 'encoder.source = "minilm-l6" or a model directory)'
             )
 

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
+
 @dataclass(frozen=True, kw_only=True)
 class TokenEncoderConfig:
     """Args:
@@ -219,7 +220,8 @@ class TransformerTokenEncoder(nn.Module):
 
 
 class _OutputCache:
-    """Hidden states per distinct id sequence, least recently used dropped beyond a size."""
+    """Hidden states per distinct id sequence (right-padded batches), least recently used
+    dropped beyond a size."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
@@ -251,7 +253,8 @@ class _OutputCache:
                 self.items[k] = vec
                 self.bytes += vec.numel() * vec.element_size()
         batch, width = ids.shape
-        out = torch.zeros(batch, width, encoder.config.embedding_dim)  # (B, L, H)
+        first = self.items[keys[0]]
+        out = torch.zeros(batch, width, first.shape[-1], dtype=first.dtype)  # (B, L, H)
         for i, k in enumerate(keys):
             vec = self.items[k]
             self.items.move_to_end(k)

@@ -148,7 +148,7 @@ def prepare(exp: ExperimentConfig) -> Prepared:
 
         if not encoder.get("source"):
             raise ConfigError(
-                'model_overrides.encoder.source is missing: a transformer encoder needs a source '
+                "model_overrides.encoder.source is missing: a transformer encoder needs a source "
                 '("minilm-l6" or a model directory)'
             )
         encoder_dir = resolve_source(str(encoder["source"]))
@@ -577,11 +577,15 @@ def _finished_result(out: Path, exp: ExperimentConfig) -> TrainResult | None:
         _check_resumable(saved, exp.to_dict())
         if saved.get("train", {}).get("epochs") != exp.train.epochs:
             return None
-        history = [
-            json.loads(line)
-            for line in (out / "log.jsonl").read_text(encoding="utf-8").splitlines()
-            if line.strip()
-        ] if (out / "log.jsonl").is_file() else []
+        history = (
+            [
+                json.loads(line)
+                for line in (out / "log.jsonl").read_text(encoding="utf-8").splitlines()
+                if line.strip()
+            ]
+            if (out / "log.jsonl").is_file()
+            else []
+        )
         return TrainResult(
             output_dir=out,
             model_dir=Path(data["model_dir"]),

