@@ -129,13 +129,9 @@ def main() -> None:
             train, epoch_pairs = train_pairs_per_s(p, args.train_steps)
             epoch = epoch_pairs
         epoch_s = epoch / train if epoch else float("nan")
-        print(
-            f"| `{row.id}` | {infer:,.0f} | "
-            + (
-                f"{train:,.1f} | {epoch_s / 60:.1f} min ({epoch:,} pairs) |" if epoch else "- | - |"
-            ),
-            flush=True,
-        )
+        when = f"{epoch_s / 60:.1f} min" if epoch_s >= 120 else f"{epoch_s:.1f} s"
+        cells = f"{train:,.1f} | {when} ({epoch:,} pairs) |" if epoch else "- | - |"
+        print(f"| `{row.id}` | {infer:,.0f} | {cells}", flush=True)
         if args.json:
             print(
                 json.dumps(

@@ -562,3 +562,22 @@ def test_subword_tokenizer_from_file(tmp_path: Path) -> None:
         SubwordTokenizer.from_file(tmp_path / "bad.json")
     with pytest.raises(ValueError, match="max_length"):
         SubwordTokenizer(tiny_tokenizer_json(), max_length=1)
+
+
+def test_bi_encoder_encodes_a_repeated_text_once() -> None:
+    """A question beside each of its candidates is encoded once; scores and gradients are those
+    of encoding every row."""
+    model = tiny_model("bi_encoder", trainable=True, encoder=tiny_transformer_encoder()).eval()
+    left = [[5, 6, 7]] * 4 + [[8, 9]]
+    right = [[10, 11], [12], [13, 14, 15], [10, 11], [16]]
+    batch = make_batch(left, right)
+    calls: list[int] = []
+    model.token_encoder.register_forward_hook(lambda m, a, o: calls.append(a[0].shape[0]))
+    out = model(batch)
+    assert calls == [2, 4]  # 2 distinct left texts, 4 distinct right texts
+    for i in range(len(left)):
+        alone = model(make_batch([left[i]], [right[i]]))
+        torch.testing.assert_close(out[i], alone[0], atol=1e-5, rtol=1e-5)
+    model.train()
+    model(batch).sum().backward()
+    assert model.token_encoder.transformer.embeddings.word_embeddings.weight.grad is not None

@@ -75,8 +75,17 @@ class BiEncoder(nn.Module):
         self.classifier = nn.Linear(3 * dim, config.num_outputs) if config.num_outputs > 1 else None
 
     def embed(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Sentence vectors: (B, T), (B, T) -> (B, E)."""
-        return masked_mean(self.token_encoder(ids, mask), mask.unsqueeze(-1), dim=1)  # (B, E)
+        """Sentence vectors: (B, T), (B, T) -> (B, E). A text repeated in the batch (a question
+        beside each of its candidates) is encoded once."""
+        width = ids.shape[1]
+        keys = torch.cat([ids * mask, mask.long()], dim=1)  # (B, 2T)
+        unique, inverse = torch.unique(keys, dim=0, return_inverse=True)  # (U, 2T), (B,)
+        if unique.shape[0] < ids.shape[0]:
+            ids, mask = unique[:, :width], unique[:, width:].bool()  # (U, T)
+        else:
+            inverse = None
+        vectors = masked_mean(self.token_encoder(ids, mask), mask.unsqueeze(-1), dim=1)  # (U, E)
+        return vectors if inverse is None else vectors[inverse]  # (B, E)
 
     def forward(self, batch: PairBatch) -> torch.Tensor:
         u = self.embed(batch.left_ids, batch.left_mask)  # (B, E)
