@@ -212,3 +212,36 @@ overrides = {{ model_overrides = {{ encoder = {{ source = "{encoder_dir}" }} }} 
     assert result["rows"][0]["seeds"] == [1]
     assert not (tmp_path / "runs" / "t" / "zs" / "seed-2").exists()
     assert "--seeds 1" in (tmp_path / "res" / "t.md").read_text()
+
+
+def test_cli_train_with_an_encoder_then_rank_and_evaluate(encoder_dir: Path, tmp_path: Path):
+    from typer.testing import CliRunner
+
+    from attnmatch.cli import app
+
+    runner = CliRunner()
+    out = tmp_path / "run"
+    args = ["train", "--model", "mvlstm", "--dataset", "pairs", "--epochs", "1"]
+    args += ["--encoder", str(encoder_dir), "-o", str(out), "--no-progress"]
+    args += ["--set", f"data.data_dir={FIXTURE}", "--set", "model_overrides.hidden_size=4"]
+    args += ["--set", "train.num_negatives=2", "--set", "train.batch_size=4"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    header = json.loads((out / "model" / "config.json").read_text())
+    encoder = header["config"]["encoder"]
+    assert encoder["kind"] == "transformer" and encoder["trainable"] is False
+    assert encoder["source"] == str(encoder_dir)
+    result = runner.invoke(
+        app, ["rank", str(out / "model"), "-q", "what bridge ?", "--json"], input="a\nbridge\n"
+    )
+    assert result.exit_code == 0, result.output
+    assert len(result.output.splitlines()) == 2
+    evaluated = runner.invoke(
+        app,
+        ["evaluate", str(out / "model"), "--dataset", "pairs:test"]
+        + ["--data-dir", str(FIXTURE), "--json"],
+    )
+    assert evaluated.exit_code == 0, evaluated.output
+    assert json.loads(evaluated.output)["metrics"]["num_queries"] == 8
+    result = runner.invoke(app, ["train", "--fine-tune", "-o", str(tmp_path / "x")])
+    assert result.exit_code != 0 and "--encoder" in result.output
