@@ -245,3 +245,24 @@ def test_cli_train_with_an_encoder_then_rank_and_evaluate(encoder_dir: Path, tmp
     assert json.loads(evaluated.output)["metrics"]["num_queries"] == 8
     result = runner.invoke(app, ["train", "--fine-tune", "-o", str(tmp_path / "x")])
     assert result.exit_code != 0 and "--encoder" in result.output
+
+
+def test_encoder_lr_gives_the_fine_tuned_encoder_its_own_rate(encoder_dir: Path) -> None:
+    from attnmatch.training.trainer import learning_rate, make_optimizer, set_learning_rate
+
+    exp = experiment(encoder_dir, trainable=True, lr=1e-3, encoder_lr=2e-5, lr_decay=0.5)
+    exp = exp.with_overrides({"train": {"lr_decay_steps": 1}})
+    p = prepare(exp)
+    optimizer = make_optimizer(p.model, exp)
+    own, enc = optimizer.param_groups
+    contextual = transformer_encoder_of(p.model)
+    assert contextual is not None
+    assert {id(q) for q in enc["params"]} == {id(q) for q in contextual.parameters()}
+    assert own["lr"] == pytest.approx(1e-3) and enc["lr"] == pytest.approx(2e-5)
+    set_learning_rate(optimizer, learning_rate(exp.train, 1), exp.train)  # decayed once
+    assert own["lr"] == pytest.approx(5e-4) and enc["lr"] == pytest.approx(1e-5)
+    # Without encoder_lr (or with a frozen encoder) there is one group at lr.
+    frozen = experiment(encoder_dir, lr=1e-3, encoder_lr=2e-5)
+    assert len(make_optimizer(prepare(frozen).model, frozen).param_groups) == 1
+    with pytest.raises(ConfigError, match="encoder_lr"):
+        experiment(encoder_dir, encoder_lr=0.0)

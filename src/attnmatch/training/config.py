@@ -81,6 +81,9 @@ class TrainConfig:
     batch_size: ranking groups per batch (ranking) or pairs per batch (classification).
     optimizer, lr, weight_decay, grad_clip: the optimiser (grad_clip 0 disables clipping;
         weight_decay is the L2 term).
+    encoder_lr: the learning rate of a fine-tuned transformer token encoder, when it should
+        differ from `lr` (the model's own layers); None: `lr` for every parameter. Decays with
+        `lr`.
     lr_decay, lr_decay_steps: staircase decay, lr * lr_decay ** (step // lr_decay_steps)
         (HCRN: 0.96 every 10,000 steps); lr_decay = 1 (the default) keeps lr constant.
     patience: stop after this many epochs without a dev improvement (0: never stop early).
@@ -99,6 +102,7 @@ class TrainConfig:
     lr: float = 1e-3
     weight_decay: float = 0.0
     grad_clip: float = 5.0
+    encoder_lr: float | None = None
     lr_decay: float = 1.0
     lr_decay_steps: int = 10_000
     patience: int = 8
@@ -114,6 +118,8 @@ class TrainConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.lr <= 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.encoder_lr is not None and self.encoder_lr <= 0:
+            raise ValueError(f"encoder_lr must be > 0 or unset, got {self.encoder_lr}")
         if not 0.0 < self.lr_decay <= 1.0:
             raise ValueError(f"lr_decay must be in (0, 1], got {self.lr_decay}")
 

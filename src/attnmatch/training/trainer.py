@@ -269,9 +269,11 @@ def learning_rate(t: TrainConfig, step: int) -> float:
     return t.lr * t.lr_decay ** (step // t.lr_decay_steps)
 
 
-def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
+def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float, t: TrainConfig) -> None:
+    """Sets every group's rate: `lr` (the decayed train.lr), scaled by encoder_lr / lr for the
+    fine-tuned transformer's group."""
     for group in optimizer.param_groups:
-        group["lr"] = lr
+        group["lr"] = lr * group.get("lr_scale", 1.0)
 
 
 _FUSED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -290,14 +292,25 @@ def make_optimizer(model: torch.nn.Module, exp: ExperimentConfig) -> torch.optim
     """The optimiser of `exp.train`; Adam and AdamW use the fused kernel where it applies."""
     t = exp.train
     params = [p for p in model.parameters() if p.requires_grad]
+    groups: list[dict[str, Any]] = [{"params": params}]
+    contextual = transformer_encoder_of(model)
+    if t.encoder_lr is not None and contextual is not None and contextual.config.trainable:
+        inside = {id(q) for q in contextual.parameters()}
+        groups = [
+            {"params": [q for q in params if id(q) not in inside]},
+            {"params": [q for q in params if id(q) in inside], "lr_scale": t.encoder_lr / t.lr},
+        ]
+        groups = [g for g in groups if g["params"]]
+        for g in groups:
+            g["lr"] = t.lr * g.get("lr_scale", 1.0)
     fused = True if fused_adam_supported(params) else None
     if t.optimizer == "adam":
-        return torch.optim.Adam(params, lr=t.lr, weight_decay=t.weight_decay, fused=fused)
+        return torch.optim.Adam(groups, lr=t.lr, weight_decay=t.weight_decay, fused=fused)
     if t.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=t.lr, weight_decay=t.weight_decay, fused=fused)
+        return torch.optim.AdamW(groups, lr=t.lr, weight_decay=t.weight_decay, fused=fused)
     if t.optimizer == "adadelta":
-        return torch.optim.Adadelta(params, lr=t.lr, weight_decay=t.weight_decay)
-    return torch.optim.SGD(params, lr=t.lr, weight_decay=t.weight_decay)
+        return torch.optim.Adadelta(groups, lr=t.lr, weight_decay=t.weight_decay)
+    return torch.optim.SGD(groups, lr=t.lr, weight_decay=t.weight_decay)
 
 
 def make_sampler(p: Prepared) -> RankingGroupSampler | PairBatchSampler:
@@ -483,7 +496,7 @@ def train(
                 if t.grad_clip > 0:
                     torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
                 assert optimizer is not None  # epochs > 0
-                set_learning_rate(optimizer, learning_rate(t, state["step"]))
+                set_learning_rate(optimizer, learning_rate(t, state["step"]), t)
                 optimizer.step()
                 state["step"] += 1
                 losses.append(loss.item())
