@@ -30,11 +30,10 @@ import torch
 from attnmatch.data.collate import collate
 from attnmatch.data.encoding import EncodedPairs
 from attnmatch.evaluation import predict
-from attnmatch.losses import auxiliary_loss, compute_loss
 from attnmatch.models.build import transformer_encoder_of
 from attnmatch.reproduce import experiment_for, find_table, load_table
 from attnmatch.training import prepare
-from attnmatch.training.trainer import make_optimizer, make_sampler
+from attnmatch.training.trainer import batch_loss, make_optimizer, make_sampler
 
 
 def head(data: EncodedPairs, n: int) -> EncodedPairs:
@@ -69,11 +68,7 @@ def train_pairs_per_s(p, steps: int) -> tuple[float, int]:
     model.train()
 
     def step(idx: np.ndarray) -> None:
-        batch = collate(p.train, idx, group_index=sampler.group_index(idx))
-        loss = compute_loss(p.loss, model(batch), batch, margin=t.margin)
-        aux = auxiliary_loss(model)
-        if aux is not None:
-            loss = loss + aux
+        loss = batch_loss(p, collate(p.train, idx, group_index=sampler.group_index(idx)))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if t.grad_clip > 0:

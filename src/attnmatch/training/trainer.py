@@ -39,6 +39,7 @@ from attnmatch.data.protocol import (
     RegressionProtocol,
 )
 from attnmatch.data.sampling import PairBatchSampler, RankingGroupSampler
+from attnmatch.data.schema import PairBatch
 from attnmatch.data.subword import SubwordTokenizer
 from attnmatch.data.tokenize import Tokenizer
 from attnmatch.data.vocab import Vocab
@@ -328,6 +329,16 @@ def make_sampler(p: Prepared) -> RankingGroupSampler | PairBatchSampler:
     )
 
 
+def batch_loss(p: Prepared, batch: PairBatch) -> torch.Tensor:
+    """The training loss of one batch: the task loss plus the model's auxiliary terms (e.g.
+    IARNN's Occam regulariser)."""
+    t = p.exp.train
+    min_score = p.dev_protocol.min_score if isinstance(p.dev_protocol, RegressionProtocol) else 0
+    loss = compute_loss(p.loss, p.model(batch), batch, margin=t.margin, min_score=min_score)
+    aux = auxiliary_loss(p.model)
+    return loss if aux is None else loss + aux
+
+
 @dataclass
 class TrainResult:
     output_dir: Path
@@ -468,7 +479,6 @@ def train(
         console.print(f"resuming {out} after epoch {state['epoch']}")
 
     primary = p.dev_protocol.primary
-    min_score = p.dev_protocol.min_score if isinstance(p.dev_protocol, RegressionProtocol) else 0
     wall_base = float(state.get("wall_time_s", 0.0))  # time spent in earlier sessions
     if t.epochs == 0 and not (out / "model").is_dir():  # zero-shot: the model as it is
         report = evaluate(model, p.dev, p.dev_protocol, batch_size=t.eval_batch_size)
@@ -484,18 +494,12 @@ def train(
             model.train()
             epoch_start, losses, n_pairs = time.perf_counter(), [], 0
             for idx in batches:
-                batch = collate(p.train, idx, group_index=sampler.group_index(idx))
-                loss = compute_loss(
-                    p.loss, model(batch), batch, margin=t.margin, min_score=min_score
-                )
-                aux = auxiliary_loss(model)  # e.g. IARNN's Occam regulariser
-                if aux is not None:
-                    loss = loss + aux
+                loss = batch_loss(p, collate(p.train, idx, group_index=sampler.group_index(idx)))
+                assert optimizer is not None  # epochs > 0
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 if t.grad_clip > 0:
                     torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
-                assert optimizer is not None  # epochs > 0
                 set_learning_rate(optimizer, learning_rate(t, state["step"]), t)
                 optimizer.step()
                 state["step"] += 1
