@@ -18,6 +18,7 @@ from attnmatch.models.build import transformer_encoder_of
 from attnmatch.reproduce import load_table, reproduce
 from attnmatch.training import ExperimentConfig, prepare, train
 from tests.tiny_transformer import write_tiny_encoder
+from tests.training.test_trainer import tiny_experiment
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "pairs_tiny"
 STS_FIXTURE = Path(__file__).parents[1] / "fixtures" / "pairs_sts_tiny"
@@ -39,26 +40,16 @@ def encoder_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def experiment(encoder: Path, *, model: str = "mvlstm", trainable: bool = False, **train_over):
-    overrides: dict[str, object] = {
-        "encoder": {"kind": "transformer", "source": str(encoder), "trainable": trainable}
+    """The trainer tests' tiny experiment, reading `encoder` (MV-LSTM keeps its tiny sizes)."""
+    data = tiny_experiment(**train_over).to_dict()
+    if model != "mvlstm":
+        data.update(model=model, model_overrides={})
+    data["model_overrides"]["encoder"] = {
+        "kind": "transformer",
+        "source": str(encoder),
+        "trainable": trainable,
     }
-    if model == "mvlstm":
-        overrides.update(hidden_size=8, k=10)
-    return ExperimentConfig.from_dict(
-        {
-            "model": model,
-            "model_overrides": overrides,
-            "data": {"dataset": "pairs", "data_dir": str(FIXTURE)},
-            "train": {
-                "epochs": 3,
-                "batch_size": 4,
-                "num_negatives": 2,
-                "lr": 0.01,
-                "patience": 0,
-                **train_over,
-            },
-        }
-    )
+    return ExperimentConfig.from_dict(data)
 
 
 def test_prepare_uses_the_encoders_tokenizer_and_weights(encoder_dir: Path) -> None:
