@@ -15,7 +15,13 @@ from attnmatch.data.vocab import Vocab
 from attnmatch.losses import auxiliary_loss, compute_loss, ranking_scores
 from attnmatch.metrics import ranking_metrics
 from attnmatch.model_dir import load_model, save_model
-from attnmatch.models import get_model_entry, list_models, list_presets, model_config_from_dict
+from attnmatch.models import (
+    get_model_entry,
+    get_preset,
+    list_models,
+    list_presets,
+    model_config_from_dict,
+)
 from attnmatch.models.build import model_type_of, transformer_encoder_of
 
 from .conftest import TINY, VOCAB, make_batch, random_pairs, tiny_model
@@ -229,3 +235,17 @@ def test_every_config_field_is_read(name: str) -> None:
     kind = "transformer" if transformer_encoder_of(model) is not None else "static"
     unread -= {f"encoder.{f}" for f in _ENCODER_FIELDS_NOT_READ[kind]}
     assert not unread, f"config fields never read by the model: {sorted(unread)}"
+
+
+def test_a_preset_named_like_a_model_type_keeps_its_defaults() -> None:
+    """A name means one thing: a preset may share a model type's name only if it sets nothing
+    that differs from that type's defaults."""
+    for name in set(list_presets()) & set(list_models()):
+        config_cls = get_model_entry(name).config_cls
+        defaults = {f.name: f.default for f in dataclasses.fields(config_cls)}
+        for key, value in get_preset(name).overrides.items():
+            default = defaults[key]
+            same = list(value) == list(default) if isinstance(value, list | tuple) else (
+                value == default
+            )
+            assert same, f"preset {name!r} sets {key}={value!r}; the model type's default is {default!r}"

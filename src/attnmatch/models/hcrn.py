@@ -86,7 +86,7 @@ class HCRNConfig:
     hidden_size: int = 50
     affinity: AffinityKind = "hermitian_bilinear"
     pooling: Literal["alignment", "extractive"] = "alignment"
-    intra: bool = False
+    intra: bool = True
     head: HeadKind = "auto"
     mlp_hidden: int = 100
     dropout: float = 0.1

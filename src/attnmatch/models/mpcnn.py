@@ -81,7 +81,7 @@ class MPCNNConfig:
     """
 
     encoder: TokenEncoderConfig
-    attention: bool = True
+    attention: bool = False
     widths: tuple[int, ...] = (1, 2, 3)
     per_dim_widths: tuple[int, ...] = (1, 2)
     holistic_filters: int = 300
