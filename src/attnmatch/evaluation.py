@@ -18,7 +18,7 @@ from attnmatch.data.protocol import (
     RankingProtocol,
     RegressionProtocol,
 )
-from attnmatch.losses import ranking_scores, regression_predictions
+from attnmatch.tasks import ranking_scores, regression_predictions
 from attnmatch.metrics import classification_metrics, ranking_metrics, regression_metrics
 
 
@@ -42,6 +42,16 @@ class Report:
         }
 
 
+NO_PAIRS = "nothing to evaluate: the split has no pairs"
+
+
+def _declared_num_outputs(model: nn.Module) -> int | None:
+    """The model's `config.num_outputs` (every registered model declares it), else None."""
+    inner = getattr(model, "module", model)  # a DistributedDataParallel wrapper
+    n = getattr(getattr(inner, "config", None), "num_outputs", None)
+    return n if isinstance(n, int) and n > 0 else None
+
+
 @torch.inference_mode()
 def predict(
     model: nn.Module, data: EncodedPairs, *, batch_size: int = 512, device: str = "cpu"
@@ -52,8 +62,11 @@ def predict(
     back in order.
 
     Returns:
-        (N, num_outputs) float32 array.
+        (N, num_outputs) float32 array. With no pairs, no forward pass is run and the array is
+        (0, num_outputs), or (0, 1) when the model does not declare `config.num_outputs`.
     """
+    if len(data) == 0:
+        return np.empty((0, _declared_num_outputs(model) or 1), dtype=np.float32)
     was_training = model.training
     model.eval()
     outputs: np.ndarray | None = None
@@ -66,7 +79,7 @@ def predict(
             outputs[idx] = out
     finally:
         model.train(was_training)
-    assert outputs is not None
+    assert outputs is not None  # len(data) > 0: at least one batch ran
     return outputs
 
 
@@ -86,12 +99,22 @@ def evaluate(
     Regression: the predicted score (`regression_predictions`) against the gold score; with a
     `by_group` protocol (SemEval STS) "pearson" is the pair-weighted mean of per-set Pearson and
     every set's value is reported as "pearson/<set>".
+
+    Raises:
+        ValueError: `data` has no pairs (nothing to evaluate); no forward pass is run.
     """
     outputs = predict(model, data, batch_size=batch_size, device=device)
     return report_from_outputs(outputs, data, protocol)
 
 
 def report_from_outputs(outputs: np.ndarray, data: EncodedPairs, protocol: Protocol) -> Report:
+    """The protocol's metrics for `outputs` ((N, num_outputs), e.g. from `predict`) on `data`.
+
+    Raises:
+        ValueError: `data` has no pairs.
+    """
+    if len(data) == 0:
+        raise ValueError(NO_PAIRS)
     if isinstance(protocol, RankingProtocol):
         scores = ranking_scores(torch.from_numpy(outputs)).numpy()
         groups = [data.group_names[g] for g in data.group_ids]

@@ -4,7 +4,8 @@ Ranking losses take scores laid out as (G, 1 + k): one row per ranking group, th
 column 0 and k negatives after it (what `RankingGroupSampler` produces; `as_groups` checks it).
 Regression (STS) either predicts a distribution over the integer score levels, trained with KL
 divergence to the sparse target distribution of Tai et al. (2015) ("kl"), or one score trained
-with squared error ("mse"); `regression_predictions` turns either head into scores.
+with squared error ("mse"). Which losses train which task, and how outputs become scores,
+is `attnmatch.tasks`.
 """
 
 from __future__ import annotations
@@ -13,34 +14,9 @@ import torch
 import torch.nn.functional as F
 
 from attnmatch.data.schema import PairBatch
+from attnmatch.tasks import ranking_scores, regression_predictions
 
 LOSSES = ("rank_hinge", "listwise", "cross_entropy", "kl", "mse")
-# The losses each task accepts; the first is the default ("auto").
-TASK_LOSSES = {
-    "ranking": ("rank_hinge", "listwise", "cross_entropy"),
-    "classification": ("cross_entropy",),
-    "regression": ("kl", "mse"),
-}
-
-
-def default_loss(task: str) -> str:
-    """The loss "auto" stands for: rank_hinge, cross_entropy or kl."""
-    return TASK_LOSSES[task][0]
-
-
-def check_loss(loss: str, task: str) -> None:
-    """Raises ValueError if `loss` cannot train `task`, naming the losses that can."""
-    if task not in TASK_LOSSES:
-        raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASK_LOSSES)}")
-    if loss not in TASK_LOSSES[task]:
-        raise ValueError(
-            f"loss {loss!r} cannot train a {task} task; use one of {', '.join(TASK_LOSSES[task])}"
-        )
-
-
-def regression_num_outputs(loss: str, num_levels: int) -> int:
-    """The head size a regression loss needs: `num_levels` for "kl", 1 for "mse"."""
-    return num_levels if loss == "kl" else 1
 
 
 def sparse_score_distribution(
@@ -75,18 +51,6 @@ def kl_score_loss(logits: torch.Tensor, scores: torch.Tensor, min_score: int) ->
     """
     target = sparse_score_distribution(scores, min_score, logits.shape[-1])  # (B, K)
     return F.kl_div(F.log_softmax(logits, dim=-1), target, reduction="batchmean")
-
-
-def regression_predictions(outputs: torch.Tensor, min_score: float) -> torch.Tensor:
-    """Predicted scores: (B, 1) -> the value; (B, K) -> sum_i softmax_i (min_score + i).
-
-    Shape:
-        outputs: (B, 1) or (B, K) -> (B,)
-    """
-    if outputs.shape[-1] == 1:
-        return outputs[:, 0]
-    levels = min_score + torch.arange(outputs.shape[-1], device=outputs.device)  # (K,)
-    return F.softmax(outputs.float(), dim=-1) @ levels.float()
 
 
 def rank_hinge_loss(scores: torch.Tensor, margin: float = 1.0) -> torch.Tensor:
@@ -168,17 +132,6 @@ def compute_loss(
             as_groups(scores, batch.group_index), as_groups(batch.labels, batch.group_index)
         )
     raise ValueError(f"unknown loss {name!r}; choose one of {', '.join(LOSSES)}")
-
-
-def ranking_scores(outputs: torch.Tensor) -> torch.Tensor:
-    """One relevance score per pair from model outputs.
-
-    (B, 1) -> the score; (B, C>=2) -> log P(match), the log-probability of the last class
-    (ranks exactly like P(match)).
-    """
-    if outputs.shape[-1] == 1:
-        return outputs[:, 0]
-    return F.log_softmax(outputs, dim=-1)[:, -1]
 
 
 def auxiliary_loss(model: torch.nn.Module) -> torch.Tensor | None:

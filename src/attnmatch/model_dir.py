@@ -1,103 +1,65 @@
-"""The model directory: what `save_model` writes and `load_model` reads, strictly.
+"""The model directory format: what `Matcher.save` writes and `Matcher.load` reads, strictly.
 
-    config.json        format, attnmatch version, model type, model config, task, tokenizer,
-                       label space (class names, or the regression score range)
+    config.json        format, attnmatch version, model type, model config, task, inputs
     model.safetensors  weights (no pickle anywhere; a transformer encoder's weights included)
-    vocab.json         the Vocab (word tokenizer), or
-    tokenizer.json     the sub-word tokenizer of a transformer encoder (Hugging Face format)
-    metrics.json       how the model was trained and evaluated (optional when saving)
+    vocab.json         word-vector inputs: the vocabulary, or
+    tokenizer.json     transformer inputs: the sub-word tokenizer (Hugging Face format)
+    metrics.json       how the model was trained and evaluated (optional)
 
-Writes are atomic: the folder appears complete or not at all.
+Writes are atomic: the folder appears complete or not at all. Directories of the first format
+(`attnmatch.model/1`) are migrated on load (`_migrate_v1`); any other format is refused with
+one line that names it.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import safetensors.torch
+import torch
 from torch import nn
 
 from attnmatch import __version__, configs
 from attnmatch.atomic import atomic_directory, write_text_atomic
-from attnmatch.data.subword import SubwordTokenizer
-from attnmatch.data.tokenize import Tokenizer
-from attnmatch.data.vocab import Vocab
-from attnmatch.models import build_model, model_config_from_dict
 
-FORMAT = "attnmatch.model/1"
-_CONFIG_KEYS = {
-    "format",
-    "attnmatch_version",
-    "model_type",
-    "config",
-    "task",
-    "tokenizer",
-    "num_classes",
-    "label_space",
-}
+FORMAT = "attnmatch.model/2"
+FORMAT_V1 = "attnmatch.model/1"
+_KEYS = {"format", "attnmatch_version", "model_type", "config", "task", "inputs"}
+_KEYS_V1 = {"format", "attnmatch_version", "model_type", "config", "task", "tokenizer"}
+_KEYS_V1_OPTIONAL = {"label_space"}
 
 
 @dataclass
-class LoadedModel:
-    """A model with everything needed to feed it text."""
+class ModelFiles:
+    """What a model directory holds, read and checked (the weights not yet loaded)."""
 
-    model: nn.Module
-    model_type: str
-    task: str
-    vocab: Vocab | None  # None with a sub-word tokenizer
-    tokenizer: Tokenizer | SubwordTokenizer
-    metrics: dict[str, Any] = field(default_factory=dict)
-    path: Path | None = None
-    # What the outputs mean: {"class_names": [...]} (classification) or {"min_score",
-    # "max_score"} (regression); empty for ranking.
-    label_space: dict[str, Any] = field(default_factory=dict)
+    path: Path
+    header: dict[str, Any]  # config.json, in the current format
+    state: dict[str, torch.Tensor]
+    metrics: dict[str, Any]
 
 
-def save_model(
-    path: str | Path,
-    model: nn.Module,
+def write(
+    path: Path,
     *,
-    model_type: str,
-    task: str,
-    vocab: Vocab | None,
-    tokenizer: Tokenizer | SubwordTokenizer,
-    metrics: dict[str, Any] | None = None,
-    label_space: dict[str, Any] | None = None,
+    header: dict[str, Any],
+    model: nn.Module,
+    save_inputs: Any,
+    metrics: dict[str, Any] | None,
 ) -> Path:
-    """Writes a model directory atomically and returns its path.
-
-    `vocab` goes with a word `Tokenizer`; a `SubwordTokenizer` is saved as tokenizer.json and
-    takes no vocab.
-    """
-    path = Path(path)
-    subword = isinstance(tokenizer, SubwordTokenizer)
-    if not subword and vocab is None:
-        raise ValueError("a word tokenizer needs its Vocab to be saved with the model")
-    config = getattr(model, "config", None)
-    if config is None:
-        raise TypeError("the model has no `config` attribute: only registered models can be saved")
-    header = {
-        "format": FORMAT,
-        "attnmatch_version": __version__,
-        "model_type": model_type,
-        "config": configs.to_dict(config),
-        "task": task,
-        "tokenizer": tokenizer.to_dict(),
-        "label_space": label_space or {},
-    }
+    """Writes a model directory atomically. `save_inputs(tmp_dir)` writes the inputs' files
+    and returns the header's `inputs` entry."""
     with atomic_directory(path) as tmp:
-        (tmp / "config.json").write_text(json.dumps(header, indent=2) + "\n", encoding="utf-8")
+        full = {"format": FORMAT, "attnmatch_version": __version__, **header}
+        full["inputs"] = save_inputs(tmp)
+        (tmp / "config.json").write_text(json.dumps(full, indent=2) + "\n", encoding="utf-8")
         safetensors.torch.save_model(
             model, str(tmp / "model.safetensors"), metadata={"format": "pt"}
         )
-        if isinstance(tokenizer, SubwordTokenizer):
-            (tmp / "tokenizer.json").write_text(tokenizer.to_json(), encoding="utf-8")
-        else:
-            (tmp / "vocab.json").write_text(vocab.to_json(), encoding="utf-8")  # type: ignore[union-attr]
-        if metrics is not None:
+        if metrics:
             (tmp / "metrics.json").write_text(
                 json.dumps(metrics, indent=2) + "\n", encoding="utf-8"
             )
@@ -109,8 +71,8 @@ def write_metrics(path: str | Path, metrics: dict[str, Any]) -> None:
     write_text_atomic(Path(path) / "metrics.json", json.dumps(metrics, indent=2) + "\n")
 
 
-def load_model(path: str | Path, *, device: str = "cpu") -> LoadedModel:
-    """Loads a model directory; every key must be known and every weight must match.
+def read(path: str | Path) -> ModelFiles:
+    """Reads and checks a model directory (every key known, the format current or migrated).
 
     Raises:
         FileNotFoundError: the directory or one of its files is missing (named).
@@ -129,36 +91,143 @@ def load_model(path: str | Path, *, device: str = "cpu") -> LoadedModel:
         header = json.loads(config_path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise ValueError(f"{config_path}: invalid JSON at line {e.lineno}: {e.msg}") from e
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise ValueError(f"{config_path}: not an attnmatch model (expected format {FORMAT!r})")
-    unknown = set(header) - _CONFIG_KEYS
-    if unknown:
-        raise ValueError(f"{config_path}: unknown keys {sorted(unknown)}")
-    tok_settings = dict(header.get("tokenizer") or {})
-    subword = tok_settings.pop("kind", "word") == "subword"
-    text_file = path / ("tokenizer.json" if subword else "vocab.json")
-    if not text_file.is_file():
-        raise FileNotFoundError(f"{text_file} is missing: not a complete attnmatch model directory")
-    model_type = header["model_type"]
-    config = model_config_from_dict(model_type, header["config"])
-    model = build_model(model_type, config)
-    missing, unexpected = safetensors.torch.load_model(
-        model, str(path / "model.safetensors"), strict=True, device=device
-    )
-    del missing, unexpected  # strict=True raises on either
-    model.eval()
+    if not isinstance(header, dict):
+        raise ValueError(f"{config_path}: not an attnmatch model (expected a JSON object)")
     metrics: dict[str, Any] = {}
     if (path / "metrics.json").is_file():
         metrics = json.loads((path / "metrics.json").read_text(encoding="utf-8"))
-    return LoadedModel(
-        model=model,
-        model_type=model_type,
-        task=header["task"],
-        vocab=None if subword else Vocab.load(text_file),
-        tokenizer=SubwordTokenizer.from_file(text_file, **tok_settings)  # type: ignore[arg-type]
-        if subword
-        else Tokenizer.from_dict(header["tokenizer"]),
-        metrics=metrics,
-        path=path,
-        label_space=header.get("label_space", {}),
-    )
+    state = safetensors.torch.load_file(str(path / "model.safetensors"))
+    fmt = header.get("format")
+    if fmt == FORMAT_V1:
+        _check_keys(config_path, header, _KEYS_V1, _KEYS_V1_OPTIONAL)
+        header, state = _migrate_v1(header, state, metrics)
+    elif fmt == FORMAT:
+        _check_keys(config_path, header, _KEYS)
+    else:
+        raise ValueError(
+            f"{config_path}: model format {fmt!r} is not one this attnmatch "
+            f"({__version__}) reads ({FORMAT}, or {FORMAT_V1} migrated on load): re-train the "
+            "model or load it with the attnmatch version that wrote it"
+        )
+    return ModelFiles(path, header, state, metrics)
+
+
+def is_model_dir(path: Path) -> bool:
+    """Whether `path` looks like an attnmatch model directory (config.json names our format)."""
+    try:
+        header = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(header, dict) and str(header.get("format", "")).startswith("attnmatch.")
+
+
+def load_weights(model: nn.Module, files: ModelFiles) -> None:
+    """Loads the directory's weights into `model` strictly: every parameter and buffer must be
+    in the file (or share its storage with one that is, as tied weights are saved once), with
+    its shape, and the file may hold nothing else.
+
+    Raises:
+        ValueError: a weight is missing, unexpected or of another shape (named).
+    """
+    file = files.path / "model.safetensors"
+    own = model.state_dict()
+    by_storage: dict[int, set[str]] = {}
+    for name, tensor in own.items():
+        by_storage.setdefault(tensor.data_ptr(), set()).add(name)
+    try:
+        missing, unexpected = model.load_state_dict(files.state, strict=False)
+    except RuntimeError as e:  # a shape mismatch
+        raise ValueError(f"{file}: weights do not fit the model config: {e}") from e
+    missing = [k for k in missing if not (by_storage[own[k].data_ptr()] & set(files.state))]
+    if missing or unexpected:
+        raise ValueError(
+            f"{file}: weights do not match the model config (missing {missing[:5]}, "
+            f"unexpected {list(unexpected)[:5]})"
+        )
+
+
+def _check_keys(
+    config_path: Path, header: dict[str, Any], required: set[str], optional: frozenset[str] | set[str] = frozenset()
+) -> None:
+    unknown = set(header) - required - set(optional)
+    if unknown:
+        raise ValueError(f"{config_path}: unknown keys {sorted(unknown)}")
+    missing = required - set(header)
+    if missing:
+        raise ValueError(f"{config_path}: missing keys {sorted(missing)}")
+
+
+def _migrate_v1(
+    header: dict[str, Any], state: dict[str, torch.Tensor], metrics: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """A first-format directory in the current format.
+
+    Format 1 kept the tokenizer beside the model config, the task as a name plus a label
+    space, a `static` input layer, and DSSM/CDSSM's letter-trigram table inside the model.
+    """
+    config = dict(header["config"])
+    encoder = dict(config.get("encoder", {}))
+    source = str(encoder.pop("source", "") or "")
+    tokenizer = dict(header.get("tokenizer") or {})
+    subword = tokenizer.pop("kind", "word") == "subword"
+    model_type = header["model_type"]
+    state = dict(state)
+    if subword:
+        inputs: dict[str, Any] = {
+            "kind": "transformer",
+            "source": source or "unknown",
+            "trainable": bool(encoder.get("trainable", False)),
+            "layer": int(encoder.get("layer", -1)),
+            "max_length": int(tokenizer.get("max_length", encoder.get("max_length", 256))),
+            "dropout": float(encoder.get("dropout", 0.0)),
+        }
+    elif "trigram_buckets" in config:  # DSSM, CDSSM: the trigram table moves to the inputs
+        buckets = int(config.pop("trigram_buckets"))
+        if model_type == "dssm":
+            sizes = list(config.get("hidden_sizes", [300, 300]))
+            dim, config["hidden_sizes"] = int(sizes[0]), sizes[1:]
+            state["token_encoder.table"] = state.pop("first.weight")
+            state["bias"] = state.pop("first.bias")
+        else:
+            dim = int(config.get("window", 3)) * int(config.get("filters", 300))
+            state["token_encoder.table"] = state.pop("conv.weight")
+        encoder = {"kind": "trigrams", "vocab_size": buckets, "embedding_dim": dim,
+                   "trainable": True, "dropout": 0.0}
+        inputs = {"kind": "trigrams", "buckets": buckets, "dim": dim, **tokenizer}
+    else:
+        vectors = metrics.get("experiment", {}).get("embeddings", {}).get("source", "glove-6b-50d")
+        inputs = {
+            "kind": "word_vectors",
+            "vectors": vectors,
+            "dim": int(encoder.get("embedding_dim", 50)),
+            "trainable": bool(encoder.get("trainable", False)),
+            "dropout": float(encoder.get("dropout", 0.0)),
+            **tokenizer,
+        }
+    if encoder.get("kind") == "static":
+        encoder["kind"] = "word_vectors"
+    config["encoder"] = encoder
+    task_name, space = header["task"], dict(header.get("label_space") or {})
+    task: dict[str, Any] = {"kind": task_name}
+    if task_name == "classification":
+        num = int(config.get("num_outputs", 2))
+        task["class_names"] = list(space.get("class_names") or [str(i) for i in range(num)])
+    elif task_name == "regression":
+        task.update(min_score=int(space.get("min_score", 0)), max_score=int(space.get("max_score", 5)))
+    migrated = {
+        "format": FORMAT,
+        "attnmatch_version": header.get("attnmatch_version", ""),
+        "model_type": model_type,
+        "config": config,
+        "task": task,
+        "inputs": inputs,
+    }
+    return migrated, state
+
+
+def config_dict(model: nn.Module) -> dict[str, Any]:
+    """A registered model's config as JSON-ready data."""
+    config = getattr(model, "config", None)
+    if config is None:
+        raise TypeError("the model has no `config` attribute: only registered models can be saved")
+    return configs.to_dict(config)

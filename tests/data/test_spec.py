@@ -1,18 +1,27 @@
-"""The shared reading helpers of the dataset modules: tsv_rows / tsv_fields, parse_score,
-bundled, and the non-standard train-on-dev split helper."""
+"""The shared helpers of the dataset modules: tsv_rows / tsv_fields, parse_score, bundled, the
+non-standard train-on-dev split helper, and download_dataset's checksums."""
 
 from __future__ import annotations
 
 import gzip
+import hashlib
+import zipfile
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
+from attnmatch.data.datasets import _spec
 from attnmatch.data.datasets._spec import (
     DEV_HOLDOUT,
     TRAIN_ON_DEV,
+    ChecksumError,
     DatasetFormatError,
+    DatasetSpec,
+    FileSpec,
     bundled,
+    download_dataset,
     parse_score,
     split_dev_for_training,
     tsv_fields,
@@ -75,3 +84,87 @@ def test_split_dev_for_training_is_a_fixed_disjoint_cover_by_key() -> None:
     assert split_dev_for_training(dev, DEV_HOLDOUT) == held  # the same every time
     with pytest.raises(ValueError, match="part must be"):
         split_dev_for_training(dev, "test")
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _toy_spec(url: str, files: dict[str, str], archive_sha256: str | None) -> DatasetSpec:
+    """A one-split dataset of `files` ({name: sha256}) downloaded from `url`."""
+    return DatasetSpec(
+        name="toy",
+        title="Toy",
+        task="ranking",
+        splits=("test",),
+        split_files={"test": tuple(files)},
+        files=tuple(FileSpec(name, sha) for name, sha in files.items()),
+        folder="toy",
+        license="none",
+        citation="none",
+        url=url,
+        archive_sha256=archive_sha256,
+        loader=lambda paths, split, options: [],
+        make_protocol=lambda split, options: None,
+    )
+
+
+@pytest.fixture
+def hashed_sizes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of bytes each sha256 that `_spec` computes goes over, one entry per hash."""
+    sizes: list[int] = []
+
+    class Counting:
+        def __init__(self) -> None:
+            self._hash = hashlib.sha256()
+            sizes.append(0)
+            self._slot = len(sizes) - 1
+
+        def update(self, data: Any) -> None:
+            sizes[self._slot] += len(data)
+            self._hash.update(data)
+
+        def hexdigest(self) -> str:
+            return self._hash.hexdigest()
+
+    monkeypatch.setattr(_spec, "hashlib", SimpleNamespace(sha256=Counting))
+    return sizes
+
+
+A = b"left\tright\tlabel\nwhat ?\tthat .\t1\n" * 50
+B = b"left\tright\tlabel\nwho ?\tnobody .\t0\n" * 70
+
+
+def test_download_of_a_plain_data_file_hashes_it_once(
+    tmp_path: Path, hashed_sizes: list[int]
+) -> None:
+    """The download is the data file itself, with a published digest: one hash, not one of
+    the download and another of its copy (file:// URL, no network)."""
+    source = tmp_path / "src" / "a.tsv"
+    source.parent.mkdir()
+    source.write_bytes(A)
+    spec = _toy_spec(source.as_uri(), {"a.tsv": _sha256(A)}, archive_sha256=_sha256(A))
+    folder = download_dataset(spec, tmp_path / "dest")
+    assert (folder / "a.tsv").read_bytes() == A
+    assert hashed_sizes == [len(A)]
+
+
+def test_download_of_an_archive_hashes_each_file_once(
+    tmp_path: Path, hashed_sizes: list[int]
+) -> None:
+    archive = tmp_path / "toy.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("toy/a.tsv", A)
+        zf.writestr("toy/b.tsv", B)
+    files = {"a.tsv": _sha256(A), "b.tsv": _sha256(B)}
+    spec = _toy_spec(archive.as_uri(), files, archive_sha256=_sha256(archive.read_bytes()))
+    folder = download_dataset(spec, tmp_path / "dest")
+    assert (folder / "b.tsv").read_bytes() == B
+    assert sorted(hashed_sizes) == sorted([archive.stat().st_size, len(A), len(B)])
+    # A mismatch is still an error naming the file, and still costs one hash per file.
+    hashed_sizes.clear()
+    bad = _toy_spec(archive.as_uri(), {"a.tsv": _sha256(A), "b.tsv": "0" * 64}, None)
+    with pytest.raises(ChecksumError, match=r"toy: downloaded files failed to verify:\n  b\.tsv"):
+        download_dataset(bad, tmp_path / "bad")
+    assert sorted(hashed_sizes) == sorted([len(A), len(B)])
+    assert not (tmp_path / "bad" / "toy").exists()

@@ -11,12 +11,10 @@ from attnmatch.data.collate import pad_ids
 from attnmatch.data.schema import PairBatch
 from attnmatch.models import (
     build_model,
+    default_inputs,
     get_model_entry,
-    get_preset,
-    list_presets,
     resolve_model_config,
 )
-from attnmatch.models.build import encoder_settings
 from tests.tiny_transformer import tiny_bert_config
 
 VOCAB = 40
@@ -47,8 +45,8 @@ TINY: dict[str, dict[str, Any]] = {
     "arc_ii": {"filters": 6, "pool_size": 2, "mlp_hidden": 7},
     "anmm": {"bins": 11},
     "matchpyramid": {"filters": [3], "pool_size": [2, 3], "mlp_hidden": 5},
-    "dssm": {"trigram_buckets": TRIGRAM_BUCKETS, "hidden_sizes": [6], "output_size": 5},
-    "cdssm": {"trigram_buckets": TRIGRAM_BUCKETS, "filters": 6, "output_size": 5},
+    "dssm": {"encoder": {"embedding_dim": 6}, "hidden_sizes": [], "output_size": 5},
+    "cdssm": {"encoder": {"embedding_dim": 18}, "filters": 6, "output_size": 5},
     "damm": {
         "hidden_size": 8,
         "num_heads": 2,
@@ -62,21 +60,78 @@ TINY: dict[str, dict[str, Any]] = {
 }
 
 
+def tiny_encoder(kind: str) -> dict[str, Any]:
+    """The token encoder config of a tiny model reading `kind` inputs."""
+    if kind == "transformer":
+        return tiny_transformer_encoder() | {"vocab_size": VOCAB, "embedding_dim": DIM}
+    if kind == "trigrams":
+        return {"kind": "trigrams", "vocab_size": TRIGRAM_BUCKETS, "embedding_dim": DIM}
+    return {"kind": "word_vectors", "vocab_size": VOCAB, "embedding_dim": DIM}
+
+
 def tiny_model(
     name: str, *, num_outputs: int = 1, trainable: bool = False, **overrides: Any
 ) -> torch.nn.Module:
-    """`name` (a preset or model type) with its TINY overrides, then `overrides`. A transformer
-    encoder (e.g. the MiniLM presets) gets the tiny BERT config, so no real encoder is needed."""
-    model_type = get_preset(name).model if name in list_presets() else name
-    over = configs.merge(TINY[get_model_entry(model_type).name], overrides)
-    over["encoder"] = {**over.get("encoder", {}), "trainable": trainable}
-    if encoder_settings(name, over).get("kind") == "transformer":
-        over["encoder"].setdefault("transformer_config", tiny_bert_config(VOCAB, DIM))
+    """`name` (a preset or model type) on its default input kind (a tiny random BERT for the
+    MiniLM presets, so no real encoder is needed), with its TINY overrides, then `overrides`
+    (an "encoder" entry changes the token encoder config)."""
+    model_type = get_model_entry(name).name if name in TINY else None
+    from attnmatch.models import model_type_of
+
+    model_type = model_type or model_type_of(name)
+    over = configs.merge(TINY[model_type], overrides)
+    kind = over.get("encoder", {}).get("kind") or default_inputs(name).get("kind", "word_vectors")
+    encoder = configs.merge(tiny_encoder(kind), over.pop("encoder", {}))
+    encoder["trainable"] = trainable
     mtype, config = resolve_model_config(
-        name, vocab_size=VOCAB, embedding_dim=DIM, num_outputs=num_outputs, overrides=over
+        name, encoder=encoder, num_outputs=num_outputs, overrides=over
     )
     torch.manual_seed(0)
     return build_model(mtype, config)
+
+
+def tiny_inputs(model: torch.nn.Module) -> Any:
+    """`Inputs` matching a tiny model's token encoder (for saving it as a Matcher)."""
+    from attnmatch.data.subword import SubwordTokenizer
+    from attnmatch.data.vocab import Vocab
+    from attnmatch.inputs import (
+        TransformerInputs,
+        TransformerInputsConfig,
+        TrigramInputs,
+        TrigramInputsConfig,
+        WordVectorInputs,
+        WordVectorsConfig,
+    )
+    from tests.tiny_transformer import tiny_tokenizer_json
+
+    encoder = model.config.encoder
+    if encoder.kind == "transformer":
+        return TransformerInputs(
+            TransformerInputsConfig(source="tiny-bert"), SubwordTokenizer(tiny_tokenizer_json())
+        )
+    if encoder.kind == "trigrams":
+        return TrigramInputs(
+            TrigramInputsConfig(buckets=encoder.vocab_size, dim=encoder.embedding_dim)
+        )
+    vocab = Vocab(["<pad>", "<unk>"] + [f"w{i}" for i in range(encoder.vocab_size - 2)])
+    return WordVectorInputs(WordVectorsConfig(vectors="random", dim=encoder.embedding_dim), vocab)
+
+
+def model_batch(
+    model: torch.nn.Module,
+    left: list[list[int]],
+    right: list[list[int]],
+    *,
+    extra_pad: int = 0,
+    labels: list[float] | None = None,
+) -> PairBatch:
+    """`make_batch` for `model`'s input kind: token ids, or stand-in letter-trigram ids
+    (`fake_trigrams`) for a model on trigram inputs."""
+    batch = make_batch(left, right, extra_pad=extra_pad, labels=labels)
+    if model.config.encoder.kind == "trigrams":
+        batch.left_ids = fake_trigrams(batch.left_ids, batch.left_mask)
+        batch.right_ids = fake_trigrams(batch.right_ids, batch.right_mask)
+    return batch
 
 
 def make_batch(
@@ -103,17 +158,13 @@ def make_batch(
         right_mask=rmask,
         labels=torch.tensor(labels if labels is not None else [0.0] * n),
         group_index=torch.arange(n),
-        extras={
-            "left_trigrams": fake_trigrams(lids, lmask),
-            "right_trigrams": fake_trigrams(rids, rmask),
-        },
     )
 
 
 def fake_trigrams(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Stand-in letter-trigram ids for token ids (1..TRIGRAM_BUCKETS-1, 0 on padding), as
-    `collate` adds them for models with `trigram_buckets` (other models ignore extras); a word
-    has 1-3 trigrams, so the bags are ragged. Shape: (B, T) -> (B, T, 3)"""
+    trigram inputs give them; a word has 1-3 trigrams, so the bags are ragged.
+    Shape: (B, T) -> (B, T, 3)"""
     k = torch.arange(3)  # (3,)
     tri = (ids.unsqueeze(-1) * 7 + k * 13) % (TRIGRAM_BUCKETS - 1) + 1  # (B, T, 3)
     keep = mask.unsqueeze(-1) & (k < ids.unsqueeze(-1) % 3 + 1)  # (B, T, 3)

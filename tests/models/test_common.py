@@ -1,4 +1,4 @@
-"""The common model test suite (STYLE.md), run over every registered model and preset."""
+"""The common model test suite, run over every registered model and preset."""
 
 from __future__ import annotations
 
@@ -6,15 +6,15 @@ import dataclasses
 import json
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
 from attnmatch import configs
-from attnmatch.data.tokenize import Tokenizer
-from attnmatch.data.vocab import Vocab
-from attnmatch.losses import auxiliary_loss, compute_loss, ranking_scores
+from attnmatch.inputs import TokenEncoderConfig
+from attnmatch.losses import auxiliary_loss, compute_loss
+from attnmatch.matcher import Matcher
 from attnmatch.metrics import ranking_metrics
-from attnmatch.model_dir import load_model, save_model
 from attnmatch.models import (
     get_model_entry,
     get_preset,
@@ -22,9 +22,10 @@ from attnmatch.models import (
     list_presets,
     model_config_from_dict,
 )
-from attnmatch.models.build import model_type_of, transformer_encoder_of
+from attnmatch.models.build import model_type_of
+from attnmatch.tasks import Task, ranking_scores
 
-from .conftest import TINY, VOCAB, make_batch, random_pairs, tiny_model
+from .conftest import TINY, model_batch, random_pairs, tiny_inputs, tiny_model
 
 NAMES = list_presets() + [m for m in list_models() if m not in list_presets()]
 
@@ -38,7 +39,7 @@ def test_every_model_has_a_tiny_config() -> None:
 def test_output_shape(name: str, num_outputs: int) -> None:
     model = tiny_model(name, num_outputs=num_outputs).eval()
     left, right = random_pairs(5)
-    out = model(make_batch(left, right))
+    out = model(model_batch(model, left, right))
     assert out.shape == (5, num_outputs)
     assert torch.isfinite(out).all()
 
@@ -47,9 +48,9 @@ def test_output_shape(name: str, num_outputs: int) -> None:
 def test_padding_invariance(name: str) -> None:
     model = tiny_model(name).eval()
     left, right = random_pairs(6, seed=1)
-    batched = model(make_batch(left, right, extra_pad=3))
+    batched = model(model_batch(model, left, right, extra_pad=3))
     for i in range(len(left)):
-        alone = model(make_batch([left[i]], [right[i]]))
+        alone = model(model_batch(model, [left[i]], [right[i]]))
         torch.testing.assert_close(alone[0], batched[i], atol=1e-5, rtol=1e-5)
 
 
@@ -57,7 +58,7 @@ def test_padding_invariance(name: str) -> None:
 def test_every_parameter_gets_a_gradient(name: str) -> None:
     model = tiny_model(name, num_outputs=2, trainable=True).train()
     left, right = random_pairs(8, seed=2)
-    batch = make_batch(left, right, labels=[0, 1] * 4)
+    batch = model_batch(model, left, right, labels=[0, 1] * 4)
     loss = compute_loss("cross_entropy", model(batch), batch)
     aux = auxiliary_loss(model)  # the trainer adds it (IARNN's Occam term)
     (loss if aux is None else loss + aux).backward()
@@ -68,50 +69,41 @@ def test_every_parameter_gets_a_gradient(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_frozen_embeddings_stay_frozen(name: str) -> None:
+def test_frozen_inputs_stay_frozen(name: str) -> None:
+    """With a frozen input layer, exactly its parameters are frozen, whatever its kind."""
     model = tiny_model(name, trainable=False)
     frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
-    if transformer_encoder_of(model) is not None:  # the whole transformer, nothing else
-        inside = [
-            n for n, _ in model.named_parameters() if n.startswith("token_encoder.transformer.")
-        ]
-        assert inside and frozen == inside
-        return
-    # DSSM and CDSSM read letter trigrams, not word vectors: no token encoder, nothing frozen.
-    assert frozen == (["token_encoder.embedding.weight"] if hasattr(model, "token_encoder") else [])
+    inside = [n for n, _ in model.named_parameters() if n.startswith("token_encoder.")]
+    assert inside and frozen == inside
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_save_load_round_trip(name: str, tmp_path) -> None:
     model = tiny_model(name).eval()
-    vocab = Vocab(["<pad>", "<unk>"] + [f"w{i}" for i in range(VOCAB - 2)])
     model_type = next(m for m in list_models() if isinstance(model, get_model_entry(m).model_cls))
-    save_model(
-        tmp_path / "m",
-        model,
-        model_type=model_type,
-        task="ranking",
-        vocab=vocab,
-        tokenizer=Tokenizer(),
+    inputs = tiny_inputs(model)
+    Matcher(model=model, model_type=model_type, inputs=inputs, task=Task(kind="ranking")).save(
+        tmp_path / "m"
     )
-    loaded = load_model(tmp_path / "m")
+    loaded = Matcher.load(tmp_path / "m")
     left, right = random_pairs(4, seed=3)
-    batch = make_batch(left, right)
+    batch = model_batch(model, left, right)
     torch.testing.assert_close(model(batch), loaded.model(batch), atol=0, rtol=0)
-    assert loaded.vocab == vocab and loaded.model_type == model_type
+    assert loaded.model_type == model_type
+    texts = ["how are glacier caves formed ?", "w3 w5 zzz"]
+    for a, b in zip(loaded.inputs.encode(texts), inputs.encode(texts), strict=True):
+        assert np.array_equal(a, b)
 
     # Strict: a config that does not match the weights fails loudly.
     cfg_path = tmp_path / "m" / "config.json"
     header = json.loads(cfg_path.read_text())
-    if transformer_encoder_of(model) is not None:  # a valid config, other weight shapes
+    if header["config"]["encoder"]["transformer_config"]:  # valid config, other weight shapes
         header["config"]["encoder"]["transformer_config"]["intermediate_size"] += 1
-    elif hasattr(model, "token_encoder"):
-        header["config"]["encoder"]["embedding_dim"] += 1
-    else:  # no word vectors (DSSM, CDSSM): the letter-trigram table's size instead
-        header["config"]["trigram_buckets"] += 1
+    else:  # the input table's rows
+        header["config"]["encoder"]["vocab_size"] += 1
     cfg_path.write_text(json.dumps(header))
     with pytest.raises(Exception, match="size|shape"):
-        load_model(tmp_path / "m")
+        Matcher.load(tmp_path / "m")
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -123,7 +115,7 @@ def test_tiny_overfit_ranking(name: str) -> None:
     for g in range(4):  # one query text per group
         for j in range(4):
             left[4 * g + j] = left[4 * g]
-    batch = make_batch(left, right, labels=[1.0, 0.0, 0.0, 0.0] * 4)
+    batch = model_batch(model, left, right, labels=[1.0, 0.0, 0.0, 0.0] * 4)
     batch.group_index = torch.arange(4).repeat_interleave(4)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     for step in range(400):  # noqa: B007  (reported on failure)
@@ -146,7 +138,7 @@ def test_tiny_overfit_classification(name: str) -> None:
     model = tiny_model(name, num_outputs=2, trainable=True).train()
     left, right = random_pairs(12, seed=5)
     labels = [0, 1] * 6
-    batch = make_batch(left, right, labels=labels)
+    batch = model_batch(model, left, right, labels=labels)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     for _ in range(300):
         logits = model(batch)
@@ -172,7 +164,7 @@ def test_eval_mode_is_deterministic(name: str) -> None:
     extra: dict[str, Any] = {"dropout": 0.5} if has_dropout else {}
     model = tiny_model(name, encoder={"dropout": 0.3}, **extra).eval()
     left, right = random_pairs(5, seed=6)
-    batch = make_batch(left, right)
+    batch = model_batch(model, left, right)
     torch.testing.assert_close(model(batch), model(batch), atol=0, rtol=0)
 
 
@@ -213,12 +205,10 @@ def _field_paths(config: object, prefix: str = "") -> set[str]:
     return paths
 
 
-# Encoder fields a model need not read: a static table ignores the transformer's; a transformer's
-# source and max_length are read by the trainer and tokenizer (the cross-encoder reads max_length
-# too), and its vocab_size and embedding_dim are checked equal to transformer_config's.
-_ENCODER_FIELDS_NOT_READ = {
-    "static": {"source", "layer", "max_length", "transformer_config"},
-    "transformer": {"source", "max_length", "vocab_size", "embedding_dim"},
+# Token-encoder fields a model need not read itself: its token encoder reads them (built from the
+# config by `attnmatch.inputs.build_token_encoder`), and a table ignores the transformer's.
+_ENCODER_FIELDS = {
+    "encoder." + f.name for f in dataclasses.fields(TokenEncoderConfig)
 }
 
 
@@ -228,12 +218,9 @@ def test_every_config_field_is_read(name: str) -> None:
     seen: set[str] = set()
     model = type(tiny_model(name))(_Recorder(config, seen)).eval()
     left, right = random_pairs(3, seed=7)
-    model(make_batch(left, right))
+    model(model_batch(model, left, right))
     unread = _field_paths(config) - seen
-    if not hasattr(model, "token_encoder"):  # DSSM, CDSSM: `encoder` only records the vocabulary
-        unread = {path for path in unread if not path.startswith("encoder.")}
-    kind = "transformer" if transformer_encoder_of(model) is not None else "static"
-    unread -= {f"encoder.{f}" for f in _ENCODER_FIELDS_NOT_READ[kind]}
+    unread -= _ENCODER_FIELDS
     assert not unread, f"config fields never read by the model: {sorted(unread)}"
 
 

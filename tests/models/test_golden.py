@@ -22,7 +22,7 @@ import torch
 
 from attnmatch.models import list_models
 
-from .conftest import make_batch, random_pairs, tiny_model, tiny_transformer_encoder
+from .conftest import model_batch, random_pairs, tiny_model, tiny_transformer_encoder
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 REGENERATE = os.environ.get("ATTNMATCH_REGENERATE_GOLDEN") == "1"
@@ -31,12 +31,13 @@ REGENERATE = os.environ.get("ATTNMATCH_REGENERATE_GOLDEN") == "1"
 # pretrained models on a tiny random BERT), plus MV-LSTM on transformer inputs.
 CASES: dict[str, tuple[str, dict[str, Any]]] = {m: (m, {}) for m in list_models()}
 CASES["mvlstm+transformer"] = ("mvlstm", {"encoder": tiny_transformer_encoder()})
+CASES["bi_encoder"] = ("bi_encoder", {"encoder": {"kind": "word_vectors"}})  # averaged vectors
 
 
 def golden_values(model_type: str, overrides: dict[str, Any]) -> dict[str, Any]:
-    left, right = random_pairs(6, seed=3)
-    batch = make_batch(left, right, extra_pad=2)
     model = tiny_model(model_type, trainable=True, **overrides)
+    left, right = random_pairs(6, seed=3)
+    batch = model_batch(model, left, right, extra_pad=2)
     model.eval()
     with torch.no_grad():
         outputs = model(batch)  # (B, 1)

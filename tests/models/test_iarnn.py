@@ -13,11 +13,11 @@ import math
 import pytest
 import torch
 
-from attnmatch.losses import auxiliary_loss
+from attnmatch.losses import auxiliary_loss, rank_hinge_loss
 from attnmatch.models.iarnn import IARNN, reverse_padded
 from attnmatch.nn.similarity import similarity
 
-from .conftest import make_batch, random_pairs, tiny_model
+from .conftest import VOCAB, make_batch, random_pairs, tiny_model
 
 torch.set_default_dtype(torch.float32)
 
@@ -283,13 +283,60 @@ def test_similarities_by_hand() -> None:
         similarity("dot", x, y)  # type: ignore[arg-type]
 
 
+def _gesd(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """GESD by hand, gamma = c = 1: 1 / (1 + ||x - y||) * 1 / (1 + exp(-(x . y + 1)))."""
+    return 1.0 / (1.0 + (x - y).pow(2).sum(-1).sqrt()) / (1.0 + torch.exp(-((x * y).sum(-1) + 1)))
+
+
 def test_gesd_head_ranks_and_trains() -> None:
-    model = tiny_model("iarnn_gate", hidden_size=5, head="gesd").train()
+    # Ranks: the model's score is GESD of its question and answer vectors, which puts an answer
+    # vector equal to the question's above one pointing away from it.
+    model = tiny_model("iarnn_gate", hidden_size=5, head="gesd", dropout=0.0).eval()
     left, right = random_pairs(4, seed=17)
-    scores = model(make_batch(left, right))
-    assert scores.shape == (4, 1) and bool(((scores > 0) & (scores < 1)).all())
-    scores.sum().backward()
-    assert model.m_qz.grad is not None
+    batch = make_batch(left, right, extra_pad=2)
+    with torch.no_grad():
+        scores, out = model(batch), model._encode(batch)
+    assert scores.shape == (4, 1)
+    torch.testing.assert_close(scores[:, 0], _gesd(out["left"], out["right"]))
+    q = out["left"][:1]
+    close, far = model.head(q, q), model.head(q, -q)
+    assert close.item() == pytest.approx(_gesd(q, q).item()) and close.item() > far.item()
+
+    # Trains: on 6 questions whose relevant answer is the question's words shifted by 19 ids
+    # (3 random answers each), a few steps of the rank hinge through the GESD head reach the
+    # gate's parameters and put every relevant answer first.
+    g = torch.Generator().manual_seed(5)
+    groups, per_group = 6, 4
+    left, right = [], []
+    for _ in range(groups):
+        question = torch.randint(2, 20, (4,), generator=g).tolist()
+        answers = [[t + 19 for t in question]]
+        answers += [torch.randint(21, VOCAB, (4,), generator=g).tolist() for _ in range(3)]
+        left += [question] * per_group
+        right += answers
+    batch = make_batch(left, right)
+    model = tiny_model("iarnn_gate", hidden_size=5, head="gesd", dropout=0.0, trainable=True)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+
+    def loss_and_accuracy() -> tuple[torch.Tensor, float]:
+        grouped = model(batch).reshape(groups, per_group)  # relevant answer first
+        first = (grouped[:, :1] > grouped[:, 1:]).all(dim=1).float().mean().item()
+        return rank_hinge_loss(grouped, margin=0.5), first
+
+    model.train()
+    loss, accuracy = loss_and_accuracy()
+    losses, accuracies = [loss.item()], [accuracy]
+    for step in range(30):
+        optimizer.zero_grad()
+        loss.backward()
+        if step == 0:  # the gate's parameters get a gradient through the head
+            assert model.m_qz.grad is not None and model.m_qz.grad.abs().sum() > 0
+        optimizer.step()
+        loss, accuracy = loss_and_accuracy()
+        losses.append(loss.item())
+        accuracies.append(accuracy)
+    assert losses[-1] < 0.2 * losses[0], losses
+    assert accuracies[0] < 1.0 and accuracies[-1] == 1.0, accuracies
 
 
 def test_occam_mean_reduction_divides_by_answer_length() -> None:

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from attnmatch.models.mvlstm import AttentionGate, Interaction
+from attnmatch.nn.masking import masked_kmax
 
 from .conftest import make_batch, random_pairs, tiny_model
 
@@ -68,15 +69,41 @@ def test_configuration_space_shapes_and_padding(overrides: dict) -> None:
         )
 
 
-def test_kmax_pooling_ignores_padded_cells() -> None:
-    model = tiny_model("mvlstm", k=50).eval()
+@pytest.mark.parametrize("k", [3, 50])  # fewer and more than the pair's real cells
+def test_kmax_pooling_ignores_padded_cells(k: int) -> None:
+    model = tiny_model("mvlstm", k=k).eval()
     left, right = random_pairs(1, seed=12)
-    attn = model.attention(make_batch(left, right, extra_pad=4))
-    real_cells = len(left[0]) * len(right[0])
-    assert real_cells < 50
-    # The pooled features of the padded batch equal those of the unpadded pair: checked through
-    # the score, and the interaction matrix has the padded shape.
-    assert attn["interaction"].shape[-2:] == (len(left[0]) + 4, len(right[0]) + 5)
+    shape = (len(left[0]), len(right[0]))
+    assert 3 < shape[0] * shape[1] < 50
+    padded = make_batch(left, right, extra_pad=4)
+    cells = padded.left_mask.unsqueeze(-1) & padded.right_mask.unsqueeze(-2)  # (1, L, R)
+    assert model.attention(padded)["interaction"].shape[-2:] == (shape[0] + 4, shape[1] + 5)
+
+    # Padded cells get large garbage (a real cosine is at most 1): were one of them pooled, it
+    # would beat every real cell and change the score.
+    filled: list[torch.Tensor] = []
+
+    def fill_padding(module: torch.nn.Module, args: tuple, sim: torch.Tensor) -> torch.Tensor:
+        if sim.shape[-2:] == shape:
+            return sim  # the unpadded pair: no padded cell
+        filled.append(sim.masked_fill(~cells.unsqueeze(1), 1e4))  # (1, C, L, R)
+        return filled[-1]
+
+    handle = model.interaction.register_forward_hook(fill_padding)
+    try:
+        with torch.no_grad():
+            unpadded_score = model(make_batch(left, right))
+            padded_score = model(padded)
+    finally:
+        handle.remove()
+    assert len(filled) == 1 and int((filled[0] == 1e4).sum()) == int((~cells).sum())
+    torch.testing.assert_close(padded_score, unpadded_score, atol=1e-5, rtol=1e-5)
+    # The pooled features themselves: the k largest real cells, then zeros.
+    sim, real = filled[0].reshape(1, -1), cells.reshape(1, -1)
+    want = sim[real].sort(descending=True).values[:k]
+    pooled = masked_kmax(sim, real, k)[0]
+    torch.testing.assert_close(pooled[: len(want)], want)
+    assert len(want) == min(k, shape[0] * shape[1]) and bool((pooled[len(want) :] == 0).all())
 
 
 def test_invalid_config_is_rejected() -> None:

@@ -11,7 +11,7 @@ import safetensors.torch
 import torch
 
 from attnmatch.configs import ConfigError
-from attnmatch.model_dir import load_model
+from attnmatch.matcher import Matcher
 from attnmatch.training import ExperimentConfig, train, train_seeds
 from attnmatch.training.config import load_experiment
 
@@ -24,7 +24,7 @@ def tiny_experiment(**train_overrides: object) -> ExperimentConfig:
             "model": "mvlstm",
             "model_overrides": {"hidden_size": 8, "k": 10},
             "data": {"dataset": "pairs", "data_dir": str(FIXTURE)},
-            "embeddings": {"source": "random", "dim": 8},
+            "inputs": {"kind": "word_vectors", "vectors": "random", "dim": 8},
             "train": {
                 "epochs": 3,
                 "batch_size": 4,
@@ -48,7 +48,7 @@ def test_train_end_to_end(tmp_path: Path) -> None:
     assert result.test is not None and result.test["num_queries"] == 8
     # The fixture's answers share the question's keywords: a working model learns it.
     assert result.dev["map"] > 0.7
-    loaded = load_model(result.model_dir)
+    loaded = Matcher.load(result.model_dir)
     assert loaded.metrics["best_epoch"] == result.best_epoch
     assert loaded.metrics["test"]["map"] == pytest.approx(result.test["map"])
 
@@ -99,14 +99,20 @@ def test_toml_config_errors_name_the_key(tmp_path: Path) -> None:
     path.write_text('[train]\nlr = "fast"\n')
     with pytest.raises(ConfigError, match=r"train\.lr: expected a number"):
         load_experiment(path)
-    path.write_text('[embeddings]\noov = "mean"\n')
-    with pytest.raises(ConfigError, match=r"embeddings\.oov"):
+    path.write_text('[inputs]\noov = "mean"\n')
+    with pytest.raises(ConfigError, match=r"inputs\.oov"):
+        load_experiment(path)
+    path.write_text('[inputs]\nkind = "transformer"\nvectors = "glove-6b-50d"\n')
+    with pytest.raises(ConfigError, match=r"inputs\.vectors"):
+        load_experiment(path)
+    path.write_text('[embeddings]\nsource = "random"\n')  # the section of earlier configs
+    with pytest.raises(ConfigError, match=r"\[embeddings\] is now \[inputs\]"):
         load_experiment(path)
 
 
 def test_staircase_learning_rate_decay() -> None:
     from attnmatch.training.config import TrainConfig
-    from attnmatch.training.trainer import learning_rate
+    from attnmatch.training.optim import learning_rate
 
     t = TrainConfig(lr=0.1, lr_decay=0.96, lr_decay_steps=10)
     assert learning_rate(t, 0) == learning_rate(t, 9) == 0.1
@@ -140,7 +146,7 @@ def test_trainer_adds_the_models_auxiliary_terms(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["adam", "adamw"])
 def test_fused_adam_matches_the_default_update(name: str) -> None:
-    from attnmatch.training.trainer import fused_adam_supported, make_optimizer
+    from attnmatch.training.optim import fused_adam_supported, make_optimizer
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(7, 5), torch.nn.Tanh(), torch.nn.Linear(5, 1))
@@ -148,7 +154,7 @@ def test_fused_adam_matches_the_default_update(name: str) -> None:
     exp = ExperimentConfig.from_dict(
         {"train": {"optimizer": name, "lr": 0.01, "weight_decay": 0.1}}
     )
-    fused = make_optimizer(model, exp)
+    fused = make_optimizer(model, exp.train)
     assert fused.defaults["fused"]
     plain_cls = torch.optim.Adam if name == "adam" else torch.optim.AdamW
     plain = plain_cls(reference.parameters(), lr=0.01, weight_decay=0.1, fused=False)
@@ -164,7 +170,7 @@ def test_fused_adam_matches_the_default_update(name: str) -> None:
 
 
 def test_resume_accepts_a_config_saved_before_a_field_existed() -> None:
-    from attnmatch.training.trainer import _check_resumable
+    from attnmatch.training.run_dir import check_resumable as _check_resumable
 
     current = ExperimentConfig.from_dict({"model": "mvlstm", "train": {"epochs": 5}}).to_dict()
     saved = copy.deepcopy(current)
@@ -178,9 +184,51 @@ def test_resume_accepts_a_config_saved_before_a_field_existed() -> None:
         _check_resumable({**saved, "train": {**saved["train"], "lr": 0.5}}, current)
 
 
-def test_word_vectors_for_a_trigram_model_are_a_clear_error() -> None:
-    from attnmatch.training.trainer import prepare
+def test_trigram_models_train_on_their_own_inputs_by_default(tmp_path: Path) -> None:
+    """`--model dssm` with no [inputs]: DSSM's own letter-trigram inputs, end to end."""
+    base = tiny_experiment(epochs=2).to_dict()
+    exp = ExperimentConfig.from_dict(
+        base | {"model": "cdssm", "model_overrides": {"filters": 4, "output_size": 5}, "inputs": None}
+    )
+    with pytest.raises(ConfigError, match="window \\* filters = 12"):
+        train(exp, tmp_path / "bad", progress=False)  # CDSSM's default dim is 3 x 300
+    exp = exp.with_overrides({"inputs": {"kind": "trigrams", "buckets": 101, "dim": 12}})
+    result = train(exp, tmp_path / "run", progress=False)
+    matcher = Matcher.load(result.model_dir)
+    assert matcher.model.token_encoder.table.shape == (101, 12)
+    assert matcher.inputs.encode(["hello world"])[0].shape[0] == 2  # (words, trigrams)
+    dssm = ExperimentConfig.from_dict(base | {"model": "dssm", "model_overrides": {}, "inputs": None})
+    assert dssm.resolved_inputs().kind == "trigrams"
 
-    exp = ExperimentConfig.from_dict({"model": "dssm", "embeddings": {"source": "glove-6b-50d"}})
-    with pytest.raises(ConfigError, match='embeddings.source = "random"'):
-        prepare(exp)
+
+def test_a_smaller_is_better_primary_metric_selects_the_minimum(tmp_path: Path) -> None:
+    from attnmatch.training.experiment import EvalSplit
+    from attnmatch.training.loop import select
+    from attnmatch.training.run_dir import RunDir, TrainState
+
+    class FakeExperiment:
+        def __init__(self) -> None:
+            self.dev = EvalSplit(data=None, protocol=None)  # type: ignore[arg-type]
+            self.matcher = None
+
+    state, saved = TrainState(), []
+    run = RunDir(tmp_path)
+    run.save_best = lambda matcher, dev: saved.append(dev["mse"])  # type: ignore[method-assign]
+    import attnmatch.training.loop as loop
+
+    scores = iter([0.9, 0.5, 0.7, 0.4])
+
+    class Report:
+        primary = "mse"
+
+        def __init__(self) -> None:
+            self.metrics = {"mse": next(scores)}
+
+    original = loop.evaluate_split
+    loop.evaluate_split = lambda exp, split: Report()  # type: ignore[assignment]
+    try:
+        for epoch in range(1, 5):
+            select(FakeExperiment(), state, epoch, run)  # type: ignore[arg-type]
+    finally:
+        loop.evaluate_split = original
+    assert saved == [0.9, 0.5, 0.4] and state.best_epoch == 4 and state.best_score == 0.4

@@ -9,21 +9,30 @@ import torch
 
 from attnmatch.data.encoding import EncodedPairs
 from attnmatch.data.schema import PairBatch
-from attnmatch.data.trigrams import pad_trigrams
 from attnmatch.data.vocab import PAD_ID
 
 
 def pad_ids(seqs: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-pads id arrays to the longest one (at least 1 column).
 
+    Arrays are (n,) token ids, or (n, K) ids per token (letter trigrams), padded in both
+    dimensions (K to the most of the batch, at least 1).
+
     Returns:
-        ids (B, T) long with PAD_ID on padding, mask (B, T) bool, True on real tokens.
+        ids (B, T) or (B, T, K) long with PAD_ID on padding, mask (B, T) bool, True on real
+        tokens.
     """
     lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
     width = max(int(lengths.max(initial=0)), 1)
-    ids = np.full((len(seqs), width), PAD_ID, dtype=np.int64)
+    inner = seqs[0].shape[1:] if len(seqs) else ()
+    if inner:  # per-token id lists: pad their depth too
+        inner = (max(max((int(s.shape[1]) for s in seqs), default=1), 1),)
+    ids = np.full((len(seqs), width, *inner), PAD_ID, dtype=np.int64)
     for row, seq in enumerate(seqs):
-        ids[row, : len(seq)] = seq
+        if inner:
+            ids[row, : seq.shape[0], : seq.shape[1]] = seq
+        else:
+            ids[row, : len(seq)] = seq
     mask = np.arange(width)[None, :] < lengths[:, None]
     return torch.from_numpy(ids), torch.from_numpy(mask)
 
@@ -42,11 +51,6 @@ def collate(
     right_ids, right_mask = pad_ids([data.texts[t] for t in data.right[indices]])
     if group_index is None:
         _, group_index = np.unique(data.group_ids[indices], return_inverse=True)
-    extras: dict[str, torch.Tensor] = {}
-    if data.trigrams is not None:  # letter-trigram ids, (B, L, K) and (B, R, K)
-        for side, ids, texts in (("left", left_ids, data.left), ("right", right_ids, data.right)):
-            per_text = [data.trigrams[t] for t in texts[indices]]
-            extras[f"{side}_trigrams"] = torch.from_numpy(pad_trigrams(per_text, ids.shape[1]))
     return PairBatch(
         left_ids=left_ids,
         left_mask=left_mask,
@@ -54,7 +58,6 @@ def collate(
         right_mask=right_mask,
         labels=torch.from_numpy(data.labels[indices].copy()),
         group_index=torch.from_numpy(np.asarray(group_index, dtype=np.int64)),
-        extras=extras,
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 
 import torch
 
@@ -37,8 +37,8 @@ class PairBatch:
         right_ids: (B, R) long, right_mask: (B, R) bool,
         labels: (B,) float (ranking relevance / regression) or long (classification),
         group_index: (B,) long, the group (query) each pair belongs to within the batch.
-        extras: model-specific inputs declared by a model's config: "left_trigrams" (B, L, K)
-            and "right_trigrams" (B, R, K) letter-trigram ids for a `trigram_buckets` config.
+        With letter-trigram inputs the ids carry one more dimension, (B, L, K) and (B, R, K):
+        K trigram ids per word, 0 on padding (`attnmatch.inputs.trigrams`).
     """
 
     left_ids: torch.Tensor
@@ -47,13 +47,9 @@ class PairBatch:
     right_mask: torch.Tensor
     labels: torch.Tensor
     group_index: torch.Tensor
-    extras: dict[str, torch.Tensor] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(self.left_ids.shape[0])
 
     def to(self, device: torch.device | str) -> PairBatch:
-        moved = {
-            f.name: getattr(self, f.name).to(device) for f in fields(self) if f.name != "extras"
-        }
-        return PairBatch(**moved, extras={k: v.to(device) for k, v in self.extras.items()})
+        return PairBatch(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})

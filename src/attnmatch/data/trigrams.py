@@ -6,10 +6,9 @@ no trigram vocabulary has to be built, saved or kept in sync: any text, includin
 the word vocabulary, gets its trigrams. (DSSM indexes the ~30K distinct trigrams of its corpus;
 with 30K+ buckets, hashing collisions are rare.)
 
-Computed from the tokens once per distinct text by `encode_examples(..., trigram_buckets=N)`
-when a model's config asks for it (a `trigram_buckets` field > 0), and batched by `collate` into
-`PairBatch.extras["left_trigrams"]` / `["right_trigrams"]`: (B, T, K) trigram ids, K the most
-trigrams of a word in the batch, 0 on padding; T equals the id tensors' width.
+Computed from the tokens once per distinct text by the trigram inputs
+(`attnmatch.inputs.trigrams`) and batched by `collate` into `PairBatch.left_ids` /
+`right_ids` of shape (B, T, K): K the most trigrams of a word in the batch, 0 on padding.
 """
 
 from __future__ import annotations
@@ -52,14 +51,3 @@ def word_trigram_ids(tokens: Sequence[str], buckets: int) -> np.ndarray:
         out[i, : len(row)] = row
     return out
 
-
-def pad_trigrams(per_text: Sequence[np.ndarray], width: int) -> np.ndarray:
-    """Stacks texts' (n_i, K_i) trigram ids into one zero-padded (B, width, K) array.
-
-    `width` is the batch's token width (that of the id tensors), at least every n_i.
-    """
-    depth = max((int(t.shape[1]) for t in per_text), default=1)
-    out = np.zeros((len(per_text), width, depth), dtype=np.int64)
-    for row, t in enumerate(per_text):
-        out[row, : t.shape[0], : t.shape[1]] = t
-    return out

@@ -23,7 +23,18 @@ from attnmatch.metrics.regression import (
     weighted_pearson,
 )
 
+# Metrics where a smaller value is better; every other metric is better when larger.
+LOWER_IS_BETTER = frozenset({"mse"})
+
+
+def greater_is_better(metric: str) -> bool:
+    """Whether a larger value of `metric` is better (False for errors such as "mse")."""
+    return metric not in LOWER_IS_BETTER
+
+
 __all__ = [
+    "LOWER_IS_BETTER",
+    "greater_is_better",
     "METRIC_FUNCTIONS",
     "RankingMetric",
     "Ties",

@@ -26,9 +26,9 @@ from attnmatch.models._registry import (
 )
 from attnmatch.models.build import (
     build_model,
-    encoding_options,
+    default_inputs,
     model_config_from_dict,
-    reads_word_vectors,
+    model_type_of,
     resolve_model_config,
 )
 
@@ -36,8 +36,8 @@ __all__ = [
     "ModelEntry",
     "Preset",
     "build_model",
-    "encoding_options",
-    "reads_word_vectors",
+    "default_inputs",
+    "model_type_of",
     "get_model_entry",
     "get_preset",
     "list_models",

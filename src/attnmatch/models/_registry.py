@@ -23,16 +23,21 @@ class ModelEntry:
     config_cls: type
     tasks: tuple[str, ...]
     paper: str
+    # The input kinds (attnmatch.inputs) the model reads, and the one it reads by default.
+    inputs: tuple[str, ...] = ("word_vectors", "transformer", "trigrams")
+    default_inputs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Preset:
-    """A named configuration of a registered model (e.g. a paper's table row)."""
+    """A named configuration of a registered model (e.g. a paper's table row), with the
+    `[inputs]` it reads unless an experiment names others (empty: the model's default)."""
 
     name: str
     model: str
     overrides: dict[str, Any] = field(default_factory=dict)
     description: str = ""
+    inputs: dict[str, Any] = field(default_factory=dict)
 
 
 _MODELS: dict[str, ModelEntry] = {}
@@ -40,25 +45,39 @@ _PRESETS: dict[str, Preset] = {}
 
 
 def register_model(
-    name: str, *, config: type, tasks: tuple[str, ...], paper: str = ""
+    name: str,
+    *,
+    config: type,
+    tasks: tuple[str, ...],
+    paper: str = "",
+    inputs: tuple[str, ...] = ("word_vectors", "transformer", "trigrams"),
+    default_inputs: dict[str, Any] | None = None,
 ) -> Callable[[M], M]:
-    """Class decorator registering a model under `name` with its config dataclass."""
+    """Class decorator registering a model under `name` with its config dataclass, the tasks
+    its head supports and the input kinds it reads."""
 
     def wrap(cls: M) -> M:
         if name in _MODELS:
             raise ValueError(f"model {name!r} is already registered ({_MODELS[name].model_cls})")
-        _MODELS[name] = ModelEntry(name, cls, config, tasks, paper)
+        _MODELS[name] = ModelEntry(name, cls, config, tasks, paper, inputs, default_inputs or {})
         return cls
 
     return wrap
 
 
-def register_preset(name: str, *, model: str, overrides: dict[str, Any], description: str) -> None:
+def register_preset(
+    name: str,
+    *,
+    model: str,
+    overrides: dict[str, Any],
+    description: str,
+    inputs: dict[str, Any] | None = None,
+) -> None:
     if name in _PRESETS:
         raise ValueError(f"preset {name!r} is already registered")
     if model not in _MODELS:
         raise ValueError(f"preset {name!r} refers to unknown model {model!r}")
-    _PRESETS[name] = Preset(name, model, dict(overrides), description)
+    _PRESETS[name] = Preset(name, model, dict(overrides), description, dict(inputs or {}))
 
 
 def _ensure_loaded() -> None:

@@ -45,7 +45,7 @@ from attnmatch.models.siamese import (
     SiameseCNNConfig,
     WordProjection,
 )
-from attnmatch.models.token_encoder import build_token_encoder
+from attnmatch.inputs import build_token_encoder
 from attnmatch.nn.coattention import extractive_pool
 from attnmatch.nn.heads import PairHead
 from attnmatch.nn.recurrent import BiRNN, encode_pair

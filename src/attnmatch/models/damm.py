@@ -47,7 +47,7 @@ from torch import nn
 from attnmatch.configs import check_dropout, check_positive
 from attnmatch.data.schema import PairBatch
 from attnmatch.models._registry import register_model, register_preset
-from attnmatch.models.token_encoder import TokenEncoderConfig, build_token_encoder
+from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.nn.coattention import enhance
 from attnmatch.nn.masking import masked_max
 

@@ -65,9 +65,7 @@ V trigram buckets, H hidden/first-layer size, w window, c = (w - 1) / 2, F filte
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -75,8 +73,8 @@ from torch import nn
 
 from attnmatch.configs import check_dropout, check_positive
 from attnmatch.data.schema import PairBatch
+from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.models._registry import register_model
-from attnmatch.models.token_encoder import TokenEncoderConfig
 from attnmatch.nn.masking import masked_max
 
 _TASKS = ("ranking", "classification", "regression")
@@ -84,10 +82,6 @@ COSINE_EPS = 1e-8  # the cosine of a zero vector is 0
 
 
 def _check_common(config: DSSMConfig | CDSSMConfig) -> None:
-    if config.trigram_buckets < 2:
-        raise ValueError(
-            f"trigram_buckets must be >= 2 (id 0 is padding), got {config.trigram_buckets}"
-        )
     check_positive(config, "output_size", "num_outputs")
     check_dropout(config.dropout)
 
@@ -95,20 +89,18 @@ def _check_common(config: DSSMConfig | CDSSMConfig) -> None:
 @dataclass(frozen=True, kw_only=True)
 class DSSMConfig:
     """Args:
-    encoder: the token encoder config; only records the word vocabulary (DSSM reads no word
-        vectors, see the module docstring).
-    trigram_buckets: V, letter-trigram ids (0 = padding); the data pipeline hashes words into
-        this many buckets (`encode_examples(..., trigram_buckets=V)`).
-    hidden_sizes: sizes of the tanh hidden layers (paper: 300, 300); () maps the trigram bag
-        straight to the output layer.
+    encoder: the input layer; with letter-trigram inputs (the paper's, and the default) each
+        word's vector is W_1 f_t, so the input layer is DSSM's first layer (its size H_1 is
+        the inputs' `dim`, paper: 300).
+    hidden_sizes: sizes of the tanh hidden layers after the first (paper: 300); () maps the
+        first layer straight to the output layer.
     output_size: S, the semantic vector size (paper: 128).
     dropout: dropout after each hidden layer (paper: none).
     num_outputs: 1 for the cosine score, the number of classes for classification.
     """
 
     encoder: TokenEncoderConfig
-    trigram_buckets: int = 30001
-    hidden_sizes: tuple[int, ...] = (300, 300)
+    hidden_sizes: tuple[int, ...] = (300,)
     output_size: int = 128
     dropout: float = 0.0
     num_outputs: int = 1
@@ -122,10 +114,9 @@ class DSSMConfig:
 @dataclass(frozen=True, kw_only=True)
 class CDSSMConfig:
     """Args:
-    encoder: the token encoder config; only records the word vocabulary (CDSSM reads no word
-        vectors, see the module docstring).
-    trigram_buckets: V, letter-trigram ids (0 = padding); the data pipeline hashes words into
-        this many buckets (`encode_examples(..., trigram_buckets=V)`).
+    encoder: the input layer; with letter-trigram inputs (the paper's, and the default) it
+        holds the convolution's per-word blocks [W_1 f_t; ...; W_w f_t], so its `dim` must be
+        window * filters (paper: 3 * 300).
     window: w, words per word-n-gram window, odd (paper: 3).
     filters: F, convolution feature maps (paper: 300).
     output_size: S, the semantic layer size (paper: 128).
@@ -134,7 +125,6 @@ class CDSSMConfig:
     """
 
     encoder: TokenEncoderConfig
-    trigram_buckets: int = 30001
     window: int = 3
     filters: int = 300
     output_size: int = 128
@@ -149,6 +139,12 @@ class CDSSMConfig:
                 f"got {self.window}"
             )
         check_positive(self, "filters")
+        if self.encoder.embedding_dim != self.window * self.filters:
+            raise ValueError(
+                f"CDSSM's input layer holds one block of `filters` per window position: the "
+                f"inputs' dim must be window * filters = {self.window * self.filters}, got "
+                f"{self.encoder.embedding_dim}"
+            )
 
 
 def trigram_inputs(batch: PairBatch, buckets: int, model: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -192,13 +188,6 @@ def word_trigram_sums(table: torch.Tensor, trigrams: torch.Tensor) -> torch.Tens
     return sums.reshape(b, t, -1)  # (B, T, D)
 
 
-def _trigram_table(buckets: int, width: int, fan_in: int, fan_out: int) -> nn.Parameter:
-    bound = math.sqrt(6.0 / (fan_in + fan_out))
-    table = torch.empty(buckets, width).uniform_(-bound, bound)  # (V, D)
-    table[0] = 0.0  # padding: never read
-    return nn.Parameter(table)
-
-
 def _linear(size_in: int, size_out: int) -> nn.Linear:
     layer = nn.Linear(size_in, size_out)
     nn.init.xavier_uniform_(layer.weight)  # +-sqrt(6 / (fan_in + fan_out))
@@ -206,44 +195,25 @@ def _linear(size_in: int, size_out: int) -> nn.Linear:
     return layer
 
 
-class TrigramBagLinear(nn.Module):
-    """DSSM's first layer W_1 x + b_1 on a text's trigram bag x = sum_t f_t (real words only),
-    computed as a masked sum of per-word embedding bags. `weight` is W_1^T.
-
-    Shape:
-        trigrams: (B, T, K), mask: (B, T) -> (B, H)
-    """
-
-    def __init__(self, buckets: int, size: int) -> None:
-        super().__init__()
-        self.weight = _trigram_table(buckets, size, buckets, size)  # (V, H)
-        self.bias = nn.Parameter(torch.zeros(size))  # (H,)
-
-    def forward(self, trigrams: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        words = word_trigram_sums(self.weight, trigrams)  # (B, T, H), W_1 f_t
-        return (words * mask.unsqueeze(-1)).sum(dim=1) + self.bias  # (B, H)
-
-
 class TrigramConv(nn.Module):
     """CDSSM's convolution before the tanh: W_c l_t + b_c for every real word t, with
     l_t = [f_{t-c}; ...; f_{t+c}] and f_s = 0 outside the text ("same" windows).
 
-    `weight` holds [W_1^T | ... | W_w^T] side by side, (V, w * F); W_c = [W_1, ..., W_w].
+    The input layer gives each word's blocks [W_1 f_t; ...; W_w f_t] (B, T, w F) (with trigram
+    inputs, its table is [W_1^T | ... | W_w^T], (V, w F)); this module shifts and sums them.
 
     Shape:
-        trigrams: (B, T, K), mask: (B, T) -> (B, T, F) (padded positions hold junk: mask them)
+        words: (B, T, w F), 0 on padding -> (B, T, F) (padded positions hold junk: mask them)
     """
 
-    def __init__(self, buckets: int, window: int, filters: int) -> None:
+    def __init__(self, window: int, filters: int) -> None:
         super().__init__()
         self.window, self.filters = window, filters
-        self.weight = _trigram_table(buckets, window * filters, window * buckets, filters)
         self.bias = nn.Parameter(torch.zeros(filters))  # (F,)
 
-    def forward(self, trigrams: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        b, t, _ = trigrams.shape
+    def forward(self, words: torch.Tensor) -> torch.Tensor:
+        b, t, _ = words.shape
         w, c = self.window, (self.window - 1) // 2
-        words = word_trigram_sums(self.weight, trigrams) * mask.unsqueeze(-1)  # (B, T, w F)
         words = words.reshape(b, t, w, self.filters)  # (B, T, w, F): W_k f_s in [:, s, k]
         words = F.pad(words, (0, 0, 0, 0, c, c))  # (B, T + 2c, w, F), zero words outside
         out = self.bias.expand(b, t, self.filters)  # (B, T, F)
@@ -270,67 +240,88 @@ class CosineHead(nn.Module):
         return cosine if self.output is None else self.output(cosine)  # (B, C)
 
 
-@register_model("dssm", config=DSSMConfig, tasks=_TASKS, paper="000")
+@register_model(
+    "dssm",
+    config=DSSMConfig,
+    tasks=_TASKS,
+    paper="000",
+    default_inputs={"kind": "trigrams", "dim": 300},
+)
 class DSSM(nn.Module):
-    """DSSM (Huang et al. 2013): trigram bag -> tanh MLP -> cosine. Returns (B, num_outputs)."""
+    """DSSM (Huang et al. 2013): trigram bag -> tanh MLP -> cosine. Returns (B, num_outputs).
 
-    reads_word_vectors: ClassVar[bool] = False  # letter trigrams only (prepare() checks)
+    The first layer is W_1 x + b_1 with x = sum_t f_t: the input layer gives W_1 f_t per word
+    (trigram inputs), summed over the real words here.
+    """
 
     def __init__(self, config: DSSMConfig) -> None:
         super().__init__()
         self.config = config
-        self.trigram_buckets = config.trigram_buckets
-        sizes = [*config.hidden_sizes, config.output_size]
-        self.first = TrigramBagLinear(config.trigram_buckets, sizes[0])
+        self.token_encoder = build_token_encoder(config.encoder)  # W_1 f_t per word
+        sizes = [config.encoder.embedding_dim, *config.hidden_sizes, config.output_size]
+        self.bias = nn.Parameter(torch.zeros(sizes[0]))  # (H_1,), b_1
         self.layers = nn.ModuleList(
             _linear(size_in, size_out) for size_in, size_out in zip(sizes, sizes[1:], strict=False)
         )
         self.dropout = nn.Dropout(config.dropout)
         self.head = CosineHead(config.num_outputs)
 
-    def tower(self, trigrams: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """The semantic vector y of each text. Shape: (B, T, K), (B, T) -> (B, S)"""
-        h = torch.tanh(self.first(trigrams, mask))  # (B, H_1)
+    def tower(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The semantic vector y of each text. Shape: (B, T[, K]), (B, T) -> (B, S)"""
+        words = self.token_encoder(ids, mask)  # (B, T, H_1), 0 on padding
+        h = torch.tanh(words.sum(dim=1) + self.bias)  # (B, H_1), l_1 = tanh(W_1 x + b_1)
         for layer in self.layers:
             h = torch.tanh(layer(self.dropout(h)))  # (B, H_i), the last (B, S)
         return h
 
     def encode(self, batch: PairBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """One semantic vector per text, (B, S) each, from the same tower."""
-        left, right = trigram_inputs(batch, self.trigram_buckets, "dssm")
-        return self.tower(left, batch.left_mask), self.tower(right, batch.right_mask)
+        left = self.tower(batch.left_ids, batch.left_mask)
+        return left, self.tower(batch.right_ids, batch.right_mask)
 
     def forward(self, batch: PairBatch) -> torch.Tensor:
         left, right = self.encode(batch)  # (B, S), (B, S)
         return self.head(left, right)  # (B, C)
 
 
-@register_model("cdssm", config=CDSSMConfig, tasks=_TASKS, paper="000")
+@register_model(
+    "cdssm",
+    config=CDSSMConfig,
+    tasks=_TASKS,
+    paper="000",
+    default_inputs={"kind": "trigrams", "dim": 900},
+)
 class CDSSM(nn.Module):
     """CDSSM (Shen et al. 2014): trigram word-n-gram convolution -> max pooling -> tanh semantic
-    layer -> cosine. Returns (B, num_outputs)."""
+    layer -> cosine. Returns (B, num_outputs).
 
-    reads_word_vectors: ClassVar[bool] = False  # letter trigrams only (prepare() checks)
+    The input layer holds the convolution's per-word blocks (trigram inputs: W_k f_t); its
+    initial values are rescaled to the convolution's fans (fan_in w V, fan_out F).
+    """
 
     def __init__(self, config: CDSSMConfig) -> None:
         super().__init__()
         self.config = config
-        self.trigram_buckets = config.trigram_buckets
-        self.conv = TrigramConv(config.trigram_buckets, config.window, config.filters)
+        self.token_encoder = build_token_encoder(config.encoder)  # [W_1 f_t; ...; W_w f_t]
+        rescale = getattr(self.token_encoder, "rescale_init", None)
+        if rescale is not None:  # a trigram table: Xavier over the convolution's fans
+            rescale(config.window * config.encoder.vocab_size, config.filters)
+        self.conv = TrigramConv(config.window, config.filters)
         self.dropout = nn.Dropout(config.dropout)
         self.semantic = _linear(config.filters, config.output_size)
         self.head = CosineHead(config.num_outputs)
 
-    def tower(self, trigrams: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """The semantic vector y of each text. Shape: (B, T, K), (B, T) -> (B, S)"""
-        h = torch.tanh(self.conv(trigrams, mask))  # (B, T, F)
+    def tower(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The semantic vector y of each text. Shape: (B, T[, K]), (B, T) -> (B, S)"""
+        words = self.token_encoder(ids, mask)  # (B, T, w F), 0 on padding
+        h = torch.tanh(self.conv(words))  # (B, T, F)
         v = masked_max(h, mask.unsqueeze(-1), dim=1)  # (B, F), over the real words only
         return torch.tanh(self.semantic(self.dropout(v)))  # (B, S)
 
     def encode(self, batch: PairBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """One semantic vector per text, (B, S) each, from the same tower."""
-        left, right = trigram_inputs(batch, self.trigram_buckets, "cdssm")
-        return self.tower(left, batch.left_mask), self.tower(right, batch.right_mask)
+        left = self.tower(batch.left_ids, batch.left_mask)
+        return left, self.tower(batch.right_ids, batch.right_mask)
 
     def forward(self, batch: PairBatch) -> torch.Tensor:
         left, right = self.encode(batch)  # (B, S), (B, S)

@@ -56,7 +56,7 @@ from torch import nn
 
 from attnmatch.data.schema import PairBatch
 from attnmatch.models._registry import register_model, register_preset
-from attnmatch.models.token_encoder import TokenEncoderConfig, build_token_encoder
+from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.nn.coattention import alignment_pool, extractive_pool
 from attnmatch.nn.heads import HeadKind, PairHead, resolve_head
 from attnmatch.nn.masking import masked_softmax

@@ -72,7 +72,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 
 from attnmatch.data.schema import PairBatch
 from attnmatch.models._registry import register_model, register_preset
-from attnmatch.models.token_encoder import TokenEncoderConfig, build_token_encoder
+from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.nn.heads import HeadKind, PairHead, resolve_head
 from attnmatch.nn.masking import masked_mean, masked_softmax
 from attnmatch.nn.recurrent import encode_pair

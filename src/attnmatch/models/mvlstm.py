@@ -40,7 +40,7 @@ from torch import nn
 
 from attnmatch.data.schema import PairBatch
 from attnmatch.models._registry import register_model, register_preset
-from attnmatch.models.token_encoder import TokenEncoderConfig, build_token_encoder
+from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.nn.masking import masked_kmax, masked_softmax
 from attnmatch.nn.recurrent import BiRNN, encode_pair
 

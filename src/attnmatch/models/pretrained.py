@@ -29,7 +29,7 @@ from torch import nn
 from attnmatch import configs
 from attnmatch.data.schema import PairBatch
 from attnmatch.models._registry import register_model, register_preset
-from attnmatch.models.token_encoder import TokenEncoderConfig, build_token_encoder
+from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.nn.masking import masked_mean
 
 
@@ -59,6 +59,8 @@ class BiEncoderConfig:
     config=BiEncoderConfig,
     tasks=("ranking", "classification", "regression"),
     paper="",
+    inputs=("word_vectors", "transformer"),  # one id per token (the batch's texts are deduplicated by ids)
+    default_inputs={"kind": "transformer", "source": "minilm-l6"},
 )
 class BiEncoder(nn.Module):
     """Mean-pooled sentence vectors compared by cosine (module docstring).
@@ -111,11 +113,6 @@ class CrossEncoderConfig:
     def __post_init__(self) -> None:
         configs.check_positive(self, "num_outputs")
         configs.check_dropout(self.dropout)
-        if self.encoder.kind != "transformer":
-            raise ValueError(
-                'cross_encoder needs a transformer encoder (encoder.kind = "transformer", '
-                'encoder.source = "minilm-l6" or a model directory)'
-            )
 
 
 def pack_pairs(
@@ -151,6 +148,8 @@ def pack_pairs(
     config=CrossEncoderConfig,
     tasks=("ranking", "classification", "regression"),
     paper="",
+    inputs=("transformer",),  # the joint sequence needs token types and special tokens
+    default_inputs={"kind": "transformer", "source": "minilm-l6", "trainable": True},
 )
 class CrossEncoder(nn.Module):
     """Joint encoding of the pair, linear head on `[CLS]` (module docstring).
@@ -180,18 +179,21 @@ _MINILM = {"kind": "transformer", "source": "minilm-l6"}
 register_preset(
     "minilm_zero_shot",
     model="bi_encoder",
-    overrides={"encoder": {**_MINILM, "trainable": False}},
+    overrides={},
+    inputs={**_MINILM, "trainable": False},
     description="all-MiniLM-L6-v2 zero-shot: cosine of mean-pooled embeddings, no training",
 )
 register_preset(
     "minilm_bi_encoder",
     model="bi_encoder",
-    overrides={"encoder": {**_MINILM, "trainable": True}},
+    overrides={},
+    inputs={**_MINILM, "trainable": True},
     description="all-MiniLM-L6-v2 bi-encoder, fine-tuned",
 )
 register_preset(
     "minilm_cross_encoder",
     model="cross_encoder",
-    overrides={"encoder": {**_MINILM, "trainable": True}},
+    overrides={},
+    inputs={**_MINILM, "trainable": True},
     description="all-MiniLM-L6-v2 cross-encoder (joint input, linear head on [CLS]), fine-tuned",
 )

@@ -1,15 +1,18 @@
-"""Training: experiment configs, the trainer and checkpoints."""
+"""Training: experiment configs, building an experiment, the fit loop and the run directory."""
 
-from attnmatch.training.config import DataConfig, EmbeddingConfig, ExperimentConfig, TrainConfig
-from attnmatch.training.trainer import TrainResult, prepare, train, train_seeds
+from attnmatch.training.config import DataConfig, ExperimentConfig, TrainConfig
+from attnmatch.training.experiment import Experiment, build_experiment
+from attnmatch.training.run_dir import TrainResult, TrainState
+from attnmatch.training.trainer import train, train_seeds
 
 __all__ = [
     "DataConfig",
-    "EmbeddingConfig",
+    "Experiment",
     "ExperimentConfig",
     "TrainConfig",
     "TrainResult",
-    "prepare",
+    "TrainState",
+    "build_experiment",
     "train",
     "train_seeds",
 ]

@@ -1,14 +1,15 @@
 """The experiment config: model + data + embeddings + training, loaded strictly from TOML.
 
-Example TOML (every key optional except where noted; unknown keys are errors)::
+Example TOML (every key optional; unknown keys are errors)::
 
     model = "amvlstm_q"            # a preset or a registered model type
     [model_overrides]              # nested model config values
     k = 50
+    [inputs]                       # the input representation (attnmatch.inputs); default:
+    kind = "word_vectors"          #   the model's own (word vectors, trigrams for DSSM, ...)
+    vectors = "glove-6b-50d"
     [data]
     dataset = "wikiqa"
-    [embeddings]
-    source = "glove-6b-50d"
     [train]
     epochs = 20
     seed = 1
@@ -16,12 +17,14 @@ Example TOML (every key optional except where noted; unknown keys are errors)::
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from attnmatch import configs
+from attnmatch.inputs import InputsConfig, inputs_config_from_dict, merge_inputs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,10 +34,6 @@ class DataConfig:
     train_split, dev_split, test_split: split names (test may be None).
     data_dir: where the dataset folder is (default: $ATTNMATCH_DATA, ./data, ~/.cache/attnmatch).
     options: dataset loader options (WikiQA: train_questions, filtered).
-    lowercase, max_length: tokenizer settings.
-    min_freq: minimum training-set frequency of a vocabulary word.
-    vocab_from_eval_splits: also add dev/test words that have a pretrained vector (texts only,
-        never labels), so fixed pretrained vectors are not lost to `<unk>` at evaluation.
     """
 
     dataset: str = "wikiqa"
@@ -43,26 +42,6 @@ class DataConfig:
     test_split: str | None = "test"
     data_dir: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
-    lowercase: bool = True
-    max_length: int | None = None
-    min_freq: int = 1
-    vocab_from_eval_splits: bool = True
-
-
-@dataclass(frozen=True, kw_only=True)
-class EmbeddingConfig:
-    """Args:
-    source: "glove-6b-50d", a path to a vectors file, or "random" (no pretrained vectors).
-    dim: the vector size when source = "random".
-    normalize: L2-normalise the vectors (aMV-LSTM does).
-    oov: vectors of words without a pretrained vector: "random" (normal, scaled to the
-        pretrained std) or "zero".
-    """
-
-    source: str = "glove-6b-50d"
-    dim: int = 50
-    normalize: bool = True
-    oov: Literal["random", "zero"] = "random"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,25 +103,64 @@ class TrainConfig:
             raise ValueError(f"lr_decay must be in (0, 1], got {self.lr_decay}")
 
 
+# Keys of earlier configs that now live in [inputs]: where they went.
+_MOVED = {
+    "embeddings": '[embeddings] is now [inputs] (kind = "word_vectors", vectors = "glove-6b-50d", '
+    "dim, normalize, oov)",
+    "data.lowercase": "data.lowercase is now inputs.lowercase",
+    "data.max_length": "data.max_length is now inputs.max_length",
+    "data.min_freq": "data.min_freq is now inputs.min_freq",
+    "data.vocab_from_eval_splits": "data.vocab_from_eval_splits is now inputs.vocab_from_eval_splits",
+    "model_overrides.encoder": "model_overrides.encoder is now [inputs] (e.g. kind = "
+    '"transformer", source = "minilm-l6", trainable = false)',
+}
+
+
 @dataclass(frozen=True, kw_only=True)
 class ExperimentConfig:
-    """Everything a training run needs; `to_dict` of it is recorded with every result."""
+    """Everything a training run needs; `to_dict` of it is recorded with every result.
+
+    `inputs` None means the model's own default inputs (`attnmatch.models.default_inputs`).
+    """
 
     model: str = "amvlstm_q"
     model_overrides: dict[str, Any] = field(default_factory=dict)
+    inputs: InputsConfig | None = None
     data: DataConfig = field(default_factory=DataConfig)
-    embeddings: EmbeddingConfig = field(default_factory=EmbeddingConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ExperimentConfig:
-        return configs.from_dict(cls, data)
+        if not isinstance(data, dict):
+            raise configs.ConfigError(f"config: expected a table/object, got {type(data).__name__}")
+        for key, message in _MOVED.items():
+            section, _, name = key.partition(".")
+            node = data.get(section)
+            if (not name and section in data) or (isinstance(node, dict) and name in node):
+                raise configs.ConfigError(message)
+        rest = {k: v for k, v in data.items() if k != "inputs"}
+        exp = configs.from_dict(cls, rest)
+        if data.get("inputs") is not None:
+            exp = dataclasses.replace(exp, inputs=inputs_config_from_dict(data["inputs"]))
+        return exp
 
     def to_dict(self) -> dict[str, Any]:
         return configs.to_dict(self)
 
     def with_overrides(self, overrides: dict[str, Any]) -> ExperimentConfig:
-        return configs.replace(self, overrides)
+        current = self.to_dict()
+        merged = configs.merge(current, {k: v for k, v in overrides.items() if k != "inputs"})
+        if "inputs" in overrides:
+            merged["inputs"] = merge_inputs(current.get("inputs"), overrides["inputs"])
+        return ExperimentConfig.from_dict(merged)
+
+    def resolved_inputs(self) -> InputsConfig:
+        """The inputs this experiment reads: its own, or its model's default."""
+        if self.inputs is not None:
+            return self.inputs
+        from attnmatch.models import default_inputs
+
+        return inputs_config_from_dict(default_inputs(self.model))
 
 
 def load_experiment(path: str | Path, overrides: dict[str, Any] | None = None) -> ExperimentConfig:

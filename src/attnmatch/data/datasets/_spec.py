@@ -14,7 +14,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
-import shutil
 import tarfile
 import tempfile
 import urllib.request
@@ -245,10 +244,14 @@ def find_dataset_dir(spec: DatasetSpec, data_dir: str | Path | None = None) -> P
 _DIGESTS: dict[tuple[str, int, int], str] = {}
 
 
+def _digest_key(path: Path) -> tuple[str, int, int]:
+    stat = path.stat()
+    return str(path.resolve()), stat.st_size, stat.st_mtime_ns
+
+
 def file_sha256(path: Path) -> str:
     """The sha256 hex digest of `path`, cached in-process by path, size and mtime."""
-    stat = path.stat()
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    key = _digest_key(path)
     if key not in _DIGESTS:
         digest = hashlib.sha256()
         with path.open("rb") as f:
@@ -256,6 +259,22 @@ def file_sha256(path: Path) -> str:
                 digest.update(chunk)
         _DIGESTS[key] = digest.hexdigest()
     return _DIGESTS[key]
+
+
+def _write_hashed(src: IO[bytes], dest: Path, *, hashed: bool = True) -> str | None:
+    """Copies the stream `src` into the file `dest`, hashing the bytes as they are written
+    (when `hashed`): the digest is returned and cached for `file_sha256`, so that checking
+    `dest` afterwards reads it no second time."""
+    digest = hashlib.sha256() if hashed else None
+    with dest.open("wb") as f:
+        for chunk in iter(lambda: src.read(1 << 20), b""):
+            if digest is not None:
+                digest.update(chunk)
+            f.write(chunk)
+    if digest is None:
+        return None
+    _DIGESTS[_digest_key(dest)] = digest.hexdigest()
+    return digest.hexdigest()
 
 
 def _locate(file: FileSpec, folder: Path) -> tuple[Path, str] | None:
@@ -451,8 +470,7 @@ def _extract_members(archive: Path, wanted: set[str], dest: Path) -> None:
     def write(name: str, src: IO[bytes]) -> None:
         out = dest / name
         out.parent.mkdir(parents=True, exist_ok=True)
-        with out.open("wb") as f:
-            shutil.copyfileobj(src, f)
+        _write_hashed(src, out)  # hashed once, while written; `verify_files` reuses the digest
 
     if zipfile.is_zipfile(archive):
         with zipfile.ZipFile(archive) as zf:
@@ -495,23 +513,31 @@ def download_dataset(spec: DatasetSpec, dest: str | Path | None = None) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=root, prefix=f".{spec.folder}.download.") as tmp:
         archive = Path(tmp) / (PurePosixPath(urlparse(spec.url).path).name or "archive")
-        with urllib.request.urlopen(spec.url, timeout=60) as response, archive.open("wb") as f:
-            shutil.copyfileobj(response, f)
-        if spec.archive_sha256 and (actual := file_sha256(archive)) != spec.archive_sha256:
+        wanted = {name for f in spec.files for name, _ in f.candidates}
+        # Every file is hashed once, as it is written: the download (when its digest is
+        # published, or when it may be a data file itself) and each extracted file.
+        with urllib.request.urlopen(spec.url, timeout=60) as response:
+            actual = _write_hashed(
+                response, archive, hashed=bool(spec.archive_sha256) or archive.name in wanted
+            )
+        if spec.archive_sha256 and actual != spec.archive_sha256:
             raise ChecksumError(
                 f"{spec.url}: expected sha256 {spec.archive_sha256}, actual {actual}"
             )
-        wanted = {name for f in spec.files for name, _ in f.candidates}
         with atomic_directory(root / spec.folder) as staging:
             if archive.name in wanted and not (
                 zipfile.is_zipfile(archive) or tarfile.is_tarfile(archive)
             ):
-                shutil.copyfile(archive, staging / archive.name)  # a plain data file
+                plain = staging / archive.name  # a plain data file: moved, its digest kept
+                os.replace(archive, plain)
+                assert actual is not None  # hashed while downloading: its name is a data file's
+                _DIGESTS[_digest_key(plain)] = actual
             else:
                 _extract_members(archive, wanted, staging)
             # "unverified": no published digest for that file (the archive's was checked).
-            bad = [c for c in verify_files(spec, staging) if c.status in ("mismatch",)]
-            if not any(c.status in ("ok", "unverified") for c in verify_files(spec, staging)):
+            checks = verify_files(spec, staging)  # reuses the digests taken while writing
+            bad = [c for c in checks if c.status == "mismatch"]
+            if not any(c.status in ("ok", "unverified") for c in checks):
                 raise DatasetNotFoundError(f"{spec.url}: none of {spec.name}'s files inside")
             if bad:
                 lines = "\n".join(f"  {c.file}: {c.status} ({c.detail})" for c in bad)

@@ -1,21 +1,18 @@
-"""The input layer: token ids + masks -> (B, L, E) vectors.
+"""Transformer inputs: sub-word tokens -> a pretrained Hugging Face encoder's hidden states.
 
-Models never own a word-embedding table directly; they build a token encoder from
-`TokenEncoderConfig`, so a contextual encoder replaces static vectors without touching models.
-
-- `static`: a vocabulary-sized embedding table, usually filled with pretrained vectors (GloVe)
-  by `load_pretrained` and kept fixed, as the papers do.
-- `transformer`: a pretrained Hugging Face encoder (e.g. all-MiniLM-L6-v2) over sub-word ids;
-  the output of one of its layers, frozen or fine-tuned. Its architecture is the HF config kept
-  in `transformer_config`, so a saved model directory rebuilds it without the original files;
-  the weights come from `load_pretrained_transformer` (training) or the model directory.
+The encoder (e.g. all-MiniLM-L6-v2, the named source "minilm-l6") reads its own sub-word ids,
+with its special tokens (`[CLS] ... [SEP]`), and outputs one layer's hidden states, frozen or
+fine-tuned. Its architecture is the Hugging Face config kept in the model config
+(`TokenEncoderConfig.transformer_config`), so a saved model rebuilds it without the source; its
+tokenizer is saved as `tokenizer.json` in the model directory.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,98 +20,37 @@ import numpy as np
 import torch
 from torch import nn
 
+from attnmatch import configs
+from attnmatch.data.subword import SubwordTokenizer
+from attnmatch.inputs.base import Inputs, TokenEncoderConfig
+
 
 @dataclass(frozen=True, kw_only=True)
-class TokenEncoderConfig:
-    """Args:
-    kind: "static" (a word-vector table) or "transformer" (a pretrained sub-word encoder).
-    vocab_size: rows of the table (static: `<pad>` (0) and `<unk>` (1) included; transformer:
-        the encoder's vocabulary).
-    embedding_dim: E, the output size (transformer: its hidden size).
-    trainable: fine-tune the vectors / the transformer (the papers keep word vectors fixed).
-    dropout: dropout on the output vectors.
-    source: transformer: where it came from ("minilm-l6" or a model directory); informational
-        once `transformer_config` is filled (the trainer fills both from the source).
-    layer: transformer: which hidden state to output (0 = the embedding layer, 1..N = the
-        layers, -1 = the last).
-    max_length: transformer: sub-words per text, special tokens included.
-    transformer_config: transformer: the Hugging Face config.json of the encoder.
+class TransformerInputsConfig:
+    """The `[inputs]` section for a pretrained transformer.
+
+    Args:
+        source: "minilm-l6" (all-MiniLM-L6-v2, from the `attnmatch[minilm]` extra) or a local
+            Hugging Face / sentence-transformers model directory.
+        trainable: fine-tune the transformer (frozen by default).
+        layer: which hidden state the model reads (0 = the embedding layer, -1 = the last).
+        max_length: sub-words per text, special tokens included.
+        dropout: dropout on the hidden states.
     """
 
-    kind: Literal["static", "transformer"] = "static"
-    vocab_size: int
-    embedding_dim: int = 50
+    kind: Literal["transformer"] = "transformer"
+    source: str = "minilm-l6"
     trainable: bool = False
-    dropout: float = 0.0
-    source: str = ""
     layer: int = -1
     max_length: int = 256
-    transformer_config: dict[str, Any] = field(default_factory=dict)
+    dropout: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.kind == "static" and self.vocab_size < 2:
-            raise ValueError(f"vocab_size must be >= 2 (<pad>, <unk>), got {self.vocab_size}")
-        if self.embedding_dim < 1:
-            raise ValueError(f"embedding_dim must be >= 1, got {self.embedding_dim}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if self.kind != "transformer":
-            return
-        tc = self.transformer_config
-        if not tc:
-            raise ValueError(
-                "a transformer encoder needs transformer_config (the Hugging Face config.json); "
-                "set encoder.source and the trainer fills it"
-            )
-        hidden, layers = tc.get("hidden_size"), tc.get("num_hidden_layers")
-        if hidden != self.embedding_dim:
-            raise ValueError(
-                f"embedding_dim ({self.embedding_dim}) must equal the transformer's hidden_size "
-                f"({hidden})"
-            )
-        if tc.get("vocab_size") != self.vocab_size:
-            raise ValueError(
-                f"vocab_size ({self.vocab_size}) must equal the transformer's vocab_size "
-                f"({tc.get('vocab_size')})"
-            )
-        if isinstance(layers, int) and not -layers - 1 <= self.layer <= layers:
-            raise ValueError(f"layer must be in [{-layers - 1}, {layers}], got {self.layer}")
+        if not self.source:
+            raise ValueError('source is empty: name an encoder ("minilm-l6") or a directory')
         if self.max_length < 2:
             raise ValueError(f"max_length must be >= 2, got {self.max_length}")
-
-    @property
-    def output_dim(self) -> int:
-        return self.embedding_dim
-
-
-class StaticTokenEncoder(nn.Module):
-    """A word-vector table; the `<pad>` row is zero.
-
-    Shape:
-        ids: (B, L) long, mask: (B, L) bool -> (B, L, E), zero on padding.
-    """
-
-    def __init__(self, config: TokenEncoderConfig) -> None:
-        super().__init__()
-        self.config = config
-        self.embedding = nn.Embedding(config.vocab_size, config.embedding_dim, padding_idx=0)
-        self.embedding.weight.requires_grad_(config.trainable)
-        self.dropout = nn.Dropout(config.dropout)
-
-    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        vectors = self.embedding(ids)  # (B, L, E)
-        return self.dropout(vectors) * mask.unsqueeze(-1)
-
-    @torch.no_grad()
-    def load_pretrained(self, matrix: np.ndarray | torch.Tensor) -> None:
-        """Copies an aligned (vocab_size, E) matrix into the table."""
-        weight = torch.as_tensor(np.asarray(matrix), dtype=self.embedding.weight.dtype)
-        if tuple(weight.shape) != tuple(self.embedding.weight.shape):
-            raise ValueError(
-                f"pretrained matrix has shape {tuple(weight.shape)}, expected "
-                f"{tuple(self.embedding.weight.shape)} (vocab_size, embedding_dim)"
-            )
-        self.embedding.weight.copy_(weight)
+        configs.check_dropout(self.dropout)
 
 
 class TransformerTokenEncoder(nn.Module):
@@ -268,11 +204,117 @@ class _OutputCache:
 _CACHES: dict[str, _OutputCache] = {}
 
 
-def build_token_encoder(
-    config: TokenEncoderConfig,
-) -> StaticTokenEncoder | TransformerTokenEncoder:
-    if config.kind == "static":
-        return StaticTokenEncoder(config)
-    if config.kind == "transformer":
-        return TransformerTokenEncoder(config)
-    raise ValueError(f"unknown token encoder kind {config.kind!r}")
+class TransformerInputs(Inputs):
+    """A sub-word tokenizer and a pretrained transformer (`TransformerInputsConfig`)."""
+
+    kind = "transformer"
+    config_cls = TransformerInputsConfig
+    encoder_cls = TransformerTokenEncoder
+
+    def __init__(
+        self,
+        config: TransformerInputsConfig,
+        tokenizer: SubwordTokenizer | None = None,
+        transformer_config: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(config)
+        self.tokenizer = tokenizer
+        self.transformer_config = transformer_config
+        self.directory: Path | None = None
+
+    @staticmethod
+    def check_encoder_config(config: TokenEncoderConfig) -> None:
+        tc = config.transformer_config
+        if not tc:
+            raise ValueError(
+                "a transformer encoder needs transformer_config (the Hugging Face config.json); "
+                "[inputs] with kind = \"transformer\" fills it from its source"
+            )
+        hidden, layers = tc.get("hidden_size"), tc.get("num_hidden_layers")
+        if hidden != config.embedding_dim:
+            raise ValueError(
+                f"embedding_dim ({config.embedding_dim}) must equal the transformer's hidden_size "
+                f"({hidden})"
+            )
+        if tc.get("vocab_size") != config.vocab_size:
+            raise ValueError(
+                f"vocab_size ({config.vocab_size}) must equal the transformer's vocab_size "
+                f"({tc.get('vocab_size')})"
+            )
+        if isinstance(layers, int) and not -layers - 1 <= config.layer <= layers:
+            raise ValueError(f"layer must be in [{-layers - 1}, {layers}], got {config.layer}")
+        if config.max_length < 2:
+            raise ValueError(f"max_length must be >= 2, got {config.max_length}")
+
+    def _resolve(self) -> None:
+        """Finds the source directory and reads its config and tokenizer (once)."""
+        if self.directory is not None:
+            return
+        from attnmatch.encoders import read_config, read_tokenizer, resolve_source
+
+        self.directory = resolve_source(self.config.source)
+        self.transformer_config = read_config(self.directory)
+        self.tokenizer = SubwordTokenizer(
+            read_tokenizer(self.directory), max_length=self.config.max_length
+        )
+
+    def fit(self, train_texts: Any = (), eval_texts: Any = (), *, seed: int = 0) -> None:
+        self._resolve()
+
+    def encoder_config(self) -> dict[str, Any]:
+        if self.transformer_config is None:
+            self._resolve()
+        tc = self.transformer_config or {}
+        return {
+            "kind": self.kind,
+            "vocab_size": int(tc["vocab_size"]),
+            "embedding_dim": int(tc["hidden_size"]),
+            "trainable": self.config.trainable,
+            "dropout": self.config.dropout,
+            "layer": self.config.layer,
+            "max_length": self.config.max_length,
+            "transformer_config": tc,
+        }
+
+    def init_encoder(self, encoder: nn.Module) -> None:
+        from attnmatch.encoders import source_fingerprint
+
+        self._resolve()
+        assert self.directory is not None
+        info = encoder.load_pretrained_transformer(self.directory)  # type: ignore[operator]
+        self.stats = {
+            "source": self.config.source,
+            "kind": self.kind,
+            "directory": str(self.directory),
+            "weights_sha256": source_fingerprint(self.directory),
+            "ignored_weights": info["ignored"],
+            "trainable": self.config.trainable,
+            "layer": self.config.layer,
+        }
+
+    def enable_cache(self, encoder: nn.Module) -> None:
+        encoder.enable_cache()  # type: ignore[operator]  # a no-op when fine-tuned
+
+    def _tokenizer(self) -> SubwordTokenizer:
+        if self.tokenizer is None:
+            self._resolve()
+        assert self.tokenizer is not None
+        return self.tokenizer
+
+    def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
+        return self._tokenizer().encode_batch(list(texts))
+
+    def tokens(self, text: str) -> list[str]:
+        return self._tokenizer().tokenize(text)
+
+    def save(self, directory: Path) -> dict[str, Any]:
+        (directory / "tokenizer.json").write_text(self._tokenizer().to_json(), encoding="utf-8")
+        return configs.to_dict(self.config)
+
+    @classmethod
+    def load(cls, directory: Path, entry: dict[str, Any]) -> TransformerInputs:
+        config = configs.from_dict(TransformerInputsConfig, entry, path="inputs")
+        tokenizer = SubwordTokenizer.from_file(
+            directory / "tokenizer.json", max_length=config.max_length
+        )
+        return cls(config, tokenizer)

@@ -1,0 +1,140 @@
+"""The one owner of the input representation.
+
+Three kinds, one class each, each owning the whole chain (tokenize -> fit the vocabulary ->
+encode texts -> build the token-encoder module -> initialise it from pretrained weights ->
+save/load with the model):
+
+- `word_vectors` (`WordVectorInputs`): word tokens, a vocabulary, GloVe or another vectors file;
+- `transformer` (`TransformerInputs`): sub-word tokens and a pretrained Hugging Face encoder
+  (e.g. all-MiniLM-L6-v2), frozen or fine-tuned;
+- `trigrams` (`TrigramInputs`): words as bags of hashed letter trigrams (DSSM's word hashing).
+
+Configs have one tagged `[inputs]` section (`kind = "word_vectors" | "transformer" |
+"trigrams"`) whose other keys must belong to that kind. No code outside this package asks which
+kind it has: it calls the methods of `Inputs` and `build_token_encoder`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from attnmatch import configs
+from attnmatch.configs import ConfigError
+from attnmatch.inputs.base import InputKind, Inputs, TokenEncoderConfig
+from attnmatch.inputs.transformer import TransformerInputs, TransformerInputsConfig
+from attnmatch.inputs.trigrams import TrigramInputs, TrigramInputsConfig
+from attnmatch.inputs.word_vectors import WordVectorInputs, WordVectorsConfig
+
+InputsConfig = WordVectorsConfig | TransformerInputsConfig | TrigramInputsConfig
+
+_KINDS: dict[str, type[Inputs]] = {
+    cls.kind: cls for cls in (WordVectorInputs, TransformerInputs, TrigramInputs)
+}
+KINDS: tuple[str, ...] = tuple(_KINDS)
+
+
+def inputs_class(kind: str) -> type[Inputs]:
+    """The `Inputs` class of `kind` (ConfigError naming the kinds if unknown)."""
+    if kind not in _KINDS:
+        raise ConfigError(f"unknown inputs kind {kind!r}; choose one of {', '.join(_KINDS)}")
+    return _KINDS[kind]
+
+
+def build_token_encoder(config: TokenEncoderConfig) -> nn.Module:
+    """The token-encoder module a model config asks for: (ids, mask) -> (B, L, E)."""
+    return inputs_class(config.kind).encoder_cls(config)
+
+
+def inputs_config_from_dict(data: dict[str, Any], *, path: str = "inputs") -> InputsConfig:
+    """The `[inputs]` section as its kind's config; keys of another kind are errors."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a table/object, got {type(data).__name__}")
+    kind = data.get("kind", "word_vectors")
+    cls = inputs_class(kind).config_cls
+    return configs.from_dict(cls, {**data, "kind": kind}, path=path)  # type: ignore[no-any-return]
+
+
+def inputs_config_to_dict(config: InputsConfig) -> dict[str, Any]:
+    return configs.to_dict(config)
+
+
+def merge_inputs(base: dict[str, Any] | None, overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """`overrides` applied to an `[inputs]` dict; naming another kind starts from that kind's
+    defaults instead of mixing the two kinds' keys."""
+    base, overrides = dict(base or {}), dict(overrides or {})
+    kind = overrides.get("kind")
+    if kind is not None and kind != base.get("kind", "word_vectors"):
+        return overrides
+    return configs.merge(base, overrides)
+
+
+def parse_inputs(spec: str | dict[str, Any] | InputsConfig) -> InputsConfig:
+    """An inputs config from a config, a dict, or a short name:
+
+    - "random": word vectors without pretrained values;
+    - "trigrams": letter trigrams with the default sizes;
+    - an encoder source ("minilm-l6" or a Hugging Face model directory): a frozen transformer;
+    - anything else: word vectors from that source ("glove-6b-50d" or a vectors file).
+    """
+    if isinstance(spec, WordVectorsConfig | TransformerInputsConfig | TrigramInputsConfig):
+        return spec
+    if isinstance(spec, dict):
+        return inputs_config_from_dict(spec)
+    from attnmatch.encoders import ENCODERS
+
+    if spec == "trigrams":
+        return TrigramInputsConfig()
+    path = Path(spec).expanduser()
+    if spec in ENCODERS or (path.is_dir() and (path / "config.json").is_file()):
+        return TransformerInputsConfig(source=spec)
+    return WordVectorsConfig(vectors=spec)
+
+
+def build_inputs(config: InputsConfig) -> Inputs:
+    """A new, unfitted `Inputs` of the config's kind."""
+    return inputs_class(config.kind)(config)  # type: ignore[call-arg]
+
+
+def load_inputs(directory: Path, entry: dict[str, Any]) -> Inputs:
+    """The inputs saved in a model directory (`entry`: the `inputs` of its config.json)."""
+    if not isinstance(entry, dict):
+        raise ValueError(f"{directory / 'config.json'}: 'inputs' must be an object")
+    return inputs_class(entry.get("kind", "")).load(directory, entry)
+
+
+def check_accepts(model: str, accepted: Iterable[str], config: InputsConfig) -> None:
+    """ConfigError when model `model` cannot read inputs of this kind."""
+    accepted = tuple(accepted)
+    if config.kind not in accepted:
+        raise ConfigError(
+            f"model {model!r} cannot read {config.kind} inputs; it reads "
+            f"{' or '.join(accepted)} (set [inputs] kind, or --inputs)"
+        )
+
+
+__all__ = [
+    "KINDS",
+    "InputKind",
+    "Inputs",
+    "InputsConfig",
+    "TokenEncoderConfig",
+    "TransformerInputs",
+    "TransformerInputsConfig",
+    "TrigramInputs",
+    "TrigramInputsConfig",
+    "WordVectorInputs",
+    "WordVectorsConfig",
+    "build_inputs",
+    "build_token_encoder",
+    "check_accepts",
+    "inputs_class",
+    "inputs_config_from_dict",
+    "inputs_config_to_dict",
+    "load_inputs",
+    "merge_inputs",
+    "parse_inputs",
+]

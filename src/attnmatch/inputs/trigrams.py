@@ -1,0 +1,147 @@
+"""Letter-trigram inputs (Huang et al., DSSM, CIKM 2013, §3.2): each word is the bag of its
+hashed letter trigrams, and its vector is the sum of those trigrams' rows of a trained table.
+
+Word t's vector is W^T f_t, with f_t its trigram count vector (size `buckets`): exactly the first
+layer of DSSM applied to one word. No vocabulary is built or saved: any word, seen or not, gets its
+trigrams (`data/trigrams.py`, CRC-32 hashing into `buckets - 1` ids, 0 = padding).
+
+Ids per text are (n, K) arrays (K trigrams per word, zero-padded), so batches carry
+`left_ids` (B, L, K) with masks (B, L) over words.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnmatch import configs
+from attnmatch.data.tokenize import Tokenizer
+from attnmatch.data.trigrams import word_trigram_ids
+from attnmatch.inputs.base import Inputs, TokenEncoderConfig
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrigramInputsConfig:
+    """The `[inputs]` section for letter trigrams.
+
+    Args:
+        buckets: V, trigram hash buckets (0 = padding; DSSM's ~30K trigram vocabulary).
+        dim: E, the size of a word's vector (DSSM: its first layer, 300).
+        lowercase, max_length: word tokenizer settings.
+        trainable: train the trigram table (it starts random, so it should be).
+        dropout: dropout on the word vectors.
+    """
+
+    kind: Literal["trigrams"] = "trigrams"
+    buckets: int = 30001
+    dim: int = 300
+    lowercase: bool = True
+    max_length: int | None = None
+    trainable: bool = True
+    dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.buckets < 2:
+            raise ValueError(f"buckets must be >= 2 (id 0 is padding), got {self.buckets}")
+        configs.check_positive(self, "dim")
+        configs.check_dropout(self.dropout)
+
+
+def word_trigram_sums(table: torch.Tensor, trigrams: torch.Tensor) -> torch.Tensor:
+    """table^T f_t for each word's trigram count vector f_t: the sum of the table rows of the
+    word's trigrams (padding id 0 adds nothing), an embedding bag per word.
+
+    Shape:
+        table: (V, D), trigrams: (B, T, K) -> (B, T, D)
+    """
+    b, t, k = trigrams.shape
+    sums = F.embedding_bag(trigrams.reshape(b * t, k), table, mode="sum", padding_idx=0)  # (B*T, D)
+    return sums.reshape(b, t, -1)
+
+
+class TrigramEncoder(nn.Module):
+    """Word vectors from letter-trigram bags: W^T f_t per word.
+
+    The table is initialised uniformly in +-sqrt(6 / (V + E)) (Xavier, as DSSM's first layer;
+    a model whose first layer has other fans rescales it with `rescale_init`); its padding row
+    is zero and never read.
+
+    Shape:
+        ids: (B, L, K) trigram ids, mask: (B, L) bool -> (B, L, E), zero on padding.
+    """
+
+    def __init__(self, config: TokenEncoderConfig) -> None:
+        super().__init__()
+        self.config = config
+        v, e = config.vocab_size, config.embedding_dim
+        self.bound = math.sqrt(6.0 / (v + e))
+        table = torch.empty(v, e).uniform_(-self.bound, self.bound)  # (V, E)
+        table[0] = 0.0  # padding: never read
+        self.table = nn.Parameter(table, requires_grad=config.trainable)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if ids.dim() != 3:
+            raise ValueError(
+                f"trigram inputs need (B, L, K) trigram ids, got shape {tuple(ids.shape)}"
+            )
+        words = word_trigram_sums(self.table, ids)  # (B, L, E)
+        return self.dropout(words) * mask.unsqueeze(-1)
+
+    @torch.no_grad()
+    def rescale_init(self, fan_in: int, fan_out: int) -> None:
+        """Rescales the initial table to +-sqrt(6 / (fan_in + fan_out)) (a model whose first
+        layer is this table with other fans, e.g. CDSSM's convolution)."""
+        bound = math.sqrt(6.0 / (fan_in + fan_out))
+        self.table.mul_(bound / self.bound)
+        self.bound = bound
+
+
+class TrigramInputs(Inputs):
+    """Word tokens hashed into letter trigrams, and a trigram table (`TrigramInputsConfig`)."""
+
+    kind = "trigrams"
+    config_cls = TrigramInputsConfig
+    encoder_cls = TrigramEncoder
+
+    def __init__(self, config: TrigramInputsConfig) -> None:
+        super().__init__(config)
+        self.tokenizer = Tokenizer(lowercase=config.lowercase, max_length=config.max_length)
+
+    @staticmethod
+    def check_encoder_config(config: TokenEncoderConfig) -> None:
+        if config.vocab_size < 2:
+            raise ValueError(
+                f"vocab_size (trigram buckets) must be >= 2 (0 is padding), got {config.vocab_size}"
+            )
+
+    def encoder_config(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "vocab_size": self.config.buckets,
+            "embedding_dim": self.config.dim,
+            "trainable": self.config.trainable,
+            "dropout": self.config.dropout,
+        }
+
+    def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
+        buckets = self.config.buckets
+        return [word_trigram_ids(self.tokenizer.tokenize(t), buckets) for t in texts]
+
+    def tokens(self, text: str) -> list[str]:
+        return self.tokenizer.tokenize(text)
+
+    def save(self, directory: Path) -> dict[str, Any]:
+        return configs.to_dict(self.config)
+
+    @classmethod
+    def load(cls, directory: Path, entry: dict[str, Any]) -> TrigramInputs:
+        return cls(configs.from_dict(TrigramInputsConfig, entry, path="inputs"))

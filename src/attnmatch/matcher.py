@@ -1,0 +1,351 @@
+"""`Matcher`: the one object users load, fit, save, score, rank, classify and explain with.
+
+A Matcher is a model with everything needed to feed it text (its inputs: tokenizer, vocabulary
+or sub-word encoder) and to read its outputs (its task). In the spirit of sentence-transformers'
+`CrossEncoder`.
+
+Example:
+    >>> from attnmatch import Matcher
+    >>> m = Matcher.from_encoder("minilm-l6")                       # doctest: +SKIP
+    >>> m.rank("how are glacier caves formed?", ["A glacier cave is ...", "The Alps ..."])  # doctest: +SKIP
+    [Ranked(index=0, text='A glacier cave is ...', score=0.61), Ranked(index=1, ...)]
+    >>> m.save("my-matcher"); Matcher.load("my-matcher")            # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from attnmatch import model_dir
+from attnmatch.data.collate import bucketed_batches, collate
+from attnmatch.data.encoding import EncodedPairs, encode_examples
+from attnmatch.data.schema import Example
+from attnmatch.inputs import Inputs, check_accepts, load_inputs, parse_inputs
+from attnmatch.models import build_model, get_model_entry, model_config_from_dict
+from attnmatch.models import resolve_model_config
+from attnmatch.tasks import Task
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnmatch.evaluation import Report
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One ranked candidate: its position in the input, its text and its score."""
+
+    index: int
+    text: str
+    score: float
+
+
+@dataclass
+class Matcher:
+    """A text-pair model with its inputs and task.
+
+    Build one with `Matcher.load(path)`, `Matcher.fit(...)` or `Matcher.from_encoder(source)`.
+
+    Args:
+        model: a registered model (`attnmatch.models`).
+        model_type: its registered name.
+        inputs: how texts become its ids (`attnmatch.inputs`).
+        task: what its outputs mean (`attnmatch.tasks.Task`).
+        metrics: how it was trained and evaluated (metrics.json).
+        path: the directory it was loaded from, if any.
+        batch_size: pairs per inference batch.
+    """
+
+    model: nn.Module
+    model_type: str
+    inputs: Inputs
+    task: Task
+    metrics: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+    batch_size: int = 512
+
+    # ----------------------------------------------------------------- construction
+
+    @classmethod
+    def load(cls, path: str | Path, *, device: str = "cpu", batch_size: int = 512) -> Matcher:
+        """Loads a model directory strictly: every key known, every weight present and shaped.
+
+        Raises:
+            FileNotFoundError: the directory or one of its files is missing (named).
+            ValueError: config.json is malformed or of an unknown format (named).
+        """
+        files = model_dir.read(path)
+        header = files.header
+        model_type = header["model_type"]
+        model = build_model(model_type, model_config_from_dict(model_type, header["config"]))
+        model_dir.load_weights(model, files)
+        model.to(device).eval()
+        return cls(
+            model=model,
+            model_type=model_type,
+            inputs=load_inputs(files.path, header["inputs"]),
+            task=Task.from_dict(header["task"]),
+            metrics=files.metrics,
+            path=files.path,
+            batch_size=batch_size,
+        )
+
+    @classmethod
+    def from_encoder(
+        cls, source: str = "minilm-l6", *, layer: int = -1, max_length: int = 256
+    ) -> Matcher:
+        """A zero-shot ranker: the cosine of mean-pooled sentence vectors of a pretrained
+        encoder ("minilm-l6" or a Hugging Face / sentence-transformers directory); no dataset,
+        no training."""
+        from attnmatch.inputs import TransformerInputsConfig
+
+        config = TransformerInputsConfig(source=source, layer=layer, max_length=max_length)
+        return cls.untrained("bi_encoder", inputs=config, task=Task(kind="ranking"))
+
+    @classmethod
+    def untrained(
+        cls,
+        model: str,
+        *,
+        inputs: str | dict[str, Any] | Any,
+        task: Task,
+        loss: str = "auto",
+        overrides: dict[str, Any] | None = None,
+        train_texts: Sequence[str] = (),
+        eval_texts: Sequence[str] = (),
+        seed: int = 0,
+    ) -> Matcher:
+        """A new model (preset or model type) on fitted inputs, initialised from pretrained
+        weights where the inputs have them; `train_texts` fit the vocabulary."""
+        from attnmatch.models import model_type_of
+
+        model_type = model_type_of(model)
+        config = parse_inputs(inputs)
+        check_accepts(model, get_model_entry(model_type).inputs, config)
+        task.resolve_loss(loss)
+        built = build_inputs_for(config, train_texts, eval_texts, seed)
+        model_type, model_config = resolve_model_config(
+            model,
+            encoder=built.encoder_config(),
+            num_outputs=task.num_outputs(task.resolve_loss(loss)),
+            overrides=overrides,
+        )
+        torch.manual_seed(seed)
+        net = build_model(model_type, model_config)
+        built.init_encoder(net.token_encoder)
+        return cls(model=net.eval(), model_type=model_type, inputs=built, task=task)
+
+    @classmethod
+    def fit(
+        cls,
+        train: Any,
+        dev: Any = None,
+        *,
+        model: str = "amvlstm_q",
+        inputs: str | dict[str, Any] | None = None,
+        task: str | None = None,
+        epochs: int | None = None,
+        seed: int = 1,
+        output_dir: str | Path | None = None,
+        progress: bool = False,
+        **train_options: Any,
+    ) -> Matcher:
+        """Trains a model and returns it as a Matcher (see `attnmatch.training.fit_matcher`).
+
+        Args:
+            train, dev: lists of (left, right, label) tuples, pandas DataFrames with columns
+                left, right, label (and optionally group), or a dataset name ("wikiqa"). With
+                no dev split nothing is selected: the last epoch is kept.
+            model: a preset or model type.
+            inputs: "glove-6b-50d" (default), "random", "trigrams", "minilm-l6", or an
+                `[inputs]` dict.
+            task: "ranking", "classification" or "regression"; inferred when omitted (pairs
+                grouped by query with 0/1 labels rank; other integer labels classify; real
+                labels regress).
+            epochs, seed, **train_options: `[train]` settings (lr, batch_size, loss, ...).
+            output_dir: the run folder (a temporary one by default).
+        """
+        from attnmatch.training.api import fit_matcher
+
+        return fit_matcher(
+            train,
+            dev,
+            model=model,
+            inputs=inputs,
+            task=task,
+            epochs=epochs,
+            seed=seed,
+            output_dir=output_dir,
+            progress=progress,
+            train_options=train_options,
+        )
+
+    def save(self, path: str | Path, *, metrics: dict[str, Any] | None = None) -> Path:
+        """Writes the model directory (atomically) and returns its path."""
+        header = {
+            "model_type": self.model_type,
+            "config": model_dir.config_dict(self.model),
+            "task": self.task.to_dict(),
+        }
+        return model_dir.write(
+            Path(path),
+            header=header,
+            model=self.model,
+            save_inputs=self.inputs.save,
+            metrics=self.metrics if metrics is None else metrics,
+        )
+
+    # ----------------------------------------------------------------- inference
+
+    def encode(self, examples: Sequence[Example]) -> EncodedPairs:
+        """Examples as id arrays for this model (each distinct text encoded once)."""
+        return encode_examples(examples, self.inputs.encode)
+
+    def predict(self, data: EncodedPairs, *, device: str | None = None) -> np.ndarray:
+        """Raw outputs for every pair of `data`, in order: (N, num_outputs) float32.
+
+        Batches are length-bucketed and run under `torch.inference_mode`.
+        """
+        model = self.model
+        device = device or str(next(model.parameters()).device)
+        was_training = model.training
+        model.eval()
+        outputs: np.ndarray | None = None
+        try:
+            with torch.inference_mode():
+                for idx in bucketed_batches(data, self.batch_size):
+                    out = model(collate(data, idx).to(device)).float().cpu().numpy()  # (b, C)
+                    if outputs is None:
+                        outputs = np.empty((len(data), out.shape[1]), dtype=np.float32)
+                    outputs[idx] = out
+        finally:
+            model.train(was_training)
+        return outputs if outputs is not None else np.zeros((0, 1), dtype=np.float32)
+
+    def outputs(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """The model's raw outputs (scores or logits) for (left, right) pairs: (N, num_outputs)."""
+        for i, pair in enumerate(pairs):
+            if len(pair) != 2 or not all(isinstance(t, str) for t in pair):
+                raise ValueError(f"pair {i} is not a (str, str) tuple: {pair!r}")
+        if len(pairs) == 0:
+            return np.zeros((0, 1), dtype=np.float32)
+        return self.predict(self.encode([Example(left=a, right=b, label=0) for a, b in pairs]))
+
+    def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """One score per (left, right) pair, higher = better match.
+
+        Ranking models: their relevance score. Classification models: log P(last class) (e.g.
+        "duplicate", "paraphrase"). Regression models: the predicted similarity, on the
+        training data's scale (e.g. 0-5 for STS).
+
+        Returns:
+            (N,) float32.
+        """
+        if len(pairs) == 0:
+            return np.zeros(0, dtype=np.float32)
+        return self.task.scores(torch.from_numpy(self.outputs(pairs))).numpy()
+
+    def rank(self, query: str, candidates: Sequence[str], top_k: int | None = None) -> list[Ranked]:
+        """Candidates sorted by score, best first (ties keep the input order).
+
+        Raises:
+            ValueError: the query is empty or there are no candidates.
+        """
+        if not query.strip():
+            raise ValueError("the query is empty")
+        if not candidates:
+            raise ValueError("no candidates to rank")
+        scores = self.score([(query, c) for c in candidates])
+        order = np.argsort(-scores, kind="stable")
+        if top_k is not None:
+            order = order[:top_k]
+        return [Ranked(int(i), candidates[i], float(scores[i])) for i in order]
+
+    def classify(self, pairs: Sequence[tuple[str, str]]) -> list[str]:
+        """The predicted class name of each pair (classification models only)."""
+        if self.task.kind != "classification":
+            raise ValueError(f"classify needs a classification model; this one is {self.task.kind}")
+        if len(pairs) == 0:
+            return []
+        return self.task.labels(torch.from_numpy(self.outputs(pairs)))
+
+    def explain(self, left: str, right: str) -> dict[str, Any]:
+        """The model's attention maps for one pair, with the tokens they refer to.
+
+        Returns:
+            {"left_tokens", "right_tokens", and every tensor of the model's `attention(batch)`
+            as a numpy array without the batch dimension} (e.g. aMV-LSTM: "left_gate" (L,),
+            "interaction" (C, L, R)).
+
+        Raises:
+            NotImplementedError: the model has no `attention` method.
+        """
+        attention = getattr(self.model, "attention", None)
+        if attention is None:
+            raise NotImplementedError(f"{type(self.model).__name__} exposes no attention maps")
+        data = self.encode([Example(left=left, right=right, label=0)])
+        device = next(self.model.parameters()).device
+        with torch.inference_mode():
+            maps = attention(collate(data, np.array([0])).to(device))
+        out: dict[str, Any] = {
+            "left_tokens": self.inputs.tokens(left),
+            "right_tokens": self.inputs.tokens(right),
+        }
+        out.update({k: v[0].float().cpu().numpy() for k, v in maps.items()})
+        return out
+
+    def evaluate(
+        self,
+        dataset: str,
+        *,
+        data_dir: str | Path | None = None,
+        **options: Any,
+    ) -> Report:
+        """Evaluates on a dataset split ("wikiqa:test"; the split defaults to test) under its
+        official protocol.
+
+        Raises:
+            ValueError: the split has no protocol, or this model's task cannot be evaluated on
+                it (e.g. a regression model on a ranking split).
+        """
+        from attnmatch.data.datasets import load_split, parse_dataset_ref
+        from attnmatch.evaluation import report_from_outputs
+
+        name, split_name = parse_dataset_ref(dataset, default_split="test")
+        split = load_split(name, split_name, data_dir=data_dir, **options)
+        if split.protocol is None:
+            raise ValueError(f"{name}:{split_name} has no evaluation protocol")
+        self.task.check_evaluable(split.task, f"{name}:{split_name}")
+        data = self.encode(split.examples)
+        return report_from_outputs(self.predict(data), data, split.protocol)
+
+
+def load_matcher(spec: str | Path) -> Matcher:
+    """A saved model directory (`Matcher.load`), or an encoder source to use zero-shot
+    (`Matcher.from_encoder`: "minilm-l6" or a Hugging Face model directory)."""
+    from attnmatch.encoders import ENCODERS
+
+    path = Path(spec)
+    if (path / "config.json").is_file() and (path / "model.safetensors").is_file():
+        if model_dir.is_model_dir(path):
+            return Matcher.load(path)
+        return Matcher.from_encoder(str(spec))
+    if str(spec) in ENCODERS:
+        return Matcher.from_encoder(str(spec))
+    return Matcher.load(path)  # a clear error naming what is missing
+
+
+def build_inputs_for(
+    config: Any, train_texts: Sequence[str], eval_texts: Sequence[str], seed: int
+) -> Inputs:
+    """New inputs of `config`, fitted on the texts."""
+    from attnmatch.inputs import build_inputs
+
+    built = build_inputs(config)
+    built.fit(train_texts, eval_texts, seed=seed)
+    return built

@@ -1,0 +1,174 @@
+"""The fit loop: epochs -> batches -> loss -> step, then evaluate on dev and keep the best.
+
+Every epoch re-seeds torch and the sampler from (seed, epoch), so a run resumed from its
+checkpoint continues exactly as an uninterrupted one. Model selection follows the dev
+protocol's primary metric, larger or smaller being better as the metric says (`mse`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from attnmatch.data.collate import collate
+from attnmatch.data.sampling import PairBatchSampler, RankingGroupSampler
+from attnmatch.data.schema import PairBatch
+from attnmatch.evaluation import Report, report_from_outputs
+from attnmatch.losses import auxiliary_loss, compute_loss
+from attnmatch.metrics import greater_is_better
+from attnmatch.training.experiment import EvalSplit, Experiment
+from attnmatch.training.optim import learning_rate, set_learning_rate
+from attnmatch.training.run_dir import RunDir, TrainState
+
+Sampler = RankingGroupSampler | PairBatchSampler
+
+
+def make_sampler(exp: Experiment) -> Sampler:
+    """Ranking groups (a positive and its negatives) for pairwise/listwise losses, else pairs."""
+    t = exp.config.train
+    if exp.matcher.task.kind == "ranking" and exp.loss in ("rank_hinge", "listwise"):
+        return RankingGroupSampler(
+            exp.train,
+            num_negatives=t.num_negatives,
+            groups_per_batch=t.batch_size,
+            seed=t.seed,
+            bucket_pool=t.bucket_pool,
+        )
+    return PairBatchSampler(exp.train, batch_size=t.batch_size, seed=t.seed, bucket_pool=t.bucket_pool)
+
+
+def batch_loss(exp: Experiment, batch: PairBatch) -> torch.Tensor:
+    """The training loss of one batch: the task loss plus the model's auxiliary terms (e.g.
+    IARNN's Occam regulariser)."""
+    t, task = exp.config.train, exp.matcher.task
+    outputs = exp.model(batch)  # (B, num_outputs)
+    loss = compute_loss(exp.loss, outputs, batch, margin=t.margin, min_score=task.min_score)
+    aux = auxiliary_loss(exp.model)
+    return loss if aux is None else loss + aux
+
+
+def evaluate_split(exp: Experiment, split: EvalSplit) -> Report:
+    return report_from_outputs(exp.matcher.predict(split.data), split.data, split.protocol)
+
+
+def progress_bar(console: Console, enabled: bool) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[info]}"),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not enabled,
+        transient=True,
+    )
+
+
+def run_epoch(
+    exp: Experiment,
+    optimizer: torch.optim.Optimizer,
+    sampler: Sampler,
+    state: TrainState,
+    epoch: int,
+    bar: Progress,
+) -> dict[str, Any]:
+    """One epoch of optimiser steps; returns its history entry (without dev metrics)."""
+    t = exp.config.train
+    torch.manual_seed(t.seed * 1_000_003 + epoch)
+    batches = sampler.epoch(epoch)
+    task_id = bar.add_task(f"epoch {epoch}/{t.epochs}", total=len(batches), info="")
+    exp.model.train()
+    start, losses, n_pairs = time.perf_counter(), [], 0
+    for idx in batches:
+        loss = batch_loss(exp, collate(exp.train, idx, group_index=sampler.group_index(idx)))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if t.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(exp.model.parameters(), t.grad_clip)
+        set_learning_rate(optimizer, learning_rate(t, state.step))
+        optimizer.step()
+        state.step += 1
+        losses.append(loss.item())
+        n_pairs += len(idx)
+        bar.update(task_id, advance=1, info=f"loss {np.mean(losses[-50:]):.4f}")
+    seconds = time.perf_counter() - start
+    bar.remove_task(task_id)
+    return {
+        "epoch": epoch,
+        "step": state.step,
+        "train_loss": float(np.mean(losses)) if losses else None,
+        "epoch_time_s": round(seconds, 3),
+        "train_pairs": n_pairs,
+        "train_pairs_per_s": round(n_pairs / max(seconds, 1e-9), 1),
+    }
+
+
+def select(exp: Experiment, state: TrainState, epoch: int, run: RunDir) -> dict[str, float] | None:
+    """Evaluates dev after `epoch`, and saves the model when it is the best so far (the last
+    epoch when there is no dev split). Returns the dev metrics."""
+    if exp.dev is None:
+        state.best_epoch = epoch
+        run.save_best(exp.matcher, None)
+        return None
+    report = evaluate_split(exp, exp.dev)
+    score = report.metrics[report.primary]
+    better = greater_is_better(report.primary)
+    best = state.best_score
+    if best is None or (score > best if better else score < best):
+        state.best_score, state.best_epoch, state.bad_epochs = score, epoch, 0
+        run.save_best(exp.matcher, report.metrics)
+    else:
+        state.bad_epochs += 1
+    return report.metrics
+
+
+def fit(
+    exp: Experiment,
+    optimizer: torch.optim.Optimizer,
+    state: TrainState,
+    run: RunDir,
+    *,
+    console: Console,
+    progress: bool,
+    wall_start: float,
+) -> None:
+    """Trains from `state.epoch + 1` to `train.epochs`, stopping early after `patience` epochs
+    without a dev improvement; checkpoints and logs every epoch."""
+    t = exp.config.train
+    sampler = make_sampler(exp)
+    with progress_bar(console, progress) as bar:
+        for epoch in range(state.epoch + 1, t.epochs + 1):
+            if t.patience and exp.dev is not None and state.bad_epochs >= t.patience:
+                break
+            entry = run_epoch(exp, optimizer, sampler, state, epoch, bar)
+            dev = select(exp, state, epoch, run)
+            state.epoch = epoch
+            state.history.append({**entry, "dev": dev})
+            elapsed = round(state.wall_time_s + time.perf_counter() - wall_start, 2)
+            run.save_checkpoint(exp.matcher, optimizer, _with_wall(state, elapsed), exp.config)
+            console.print(epoch_line(exp, state, entry, dev))
+
+
+def _with_wall(state: TrainState, wall: float) -> TrainState:
+    """`state` as checkpointed: its wall time including this session's."""
+    from dataclasses import replace
+
+    return replace(state, wall_time_s=wall)
+
+
+def epoch_line(
+    exp: Experiment, state: TrainState, entry: dict[str, Any], dev: dict[str, float] | None
+) -> str:
+    """The one-line summary of an epoch."""
+    loss, seconds = entry["train_loss"], max(entry["epoch_time_s"], 1e-9)
+    line = f"epoch {entry['epoch']:3d}  loss {loss:.4f}" if loss is not None else ""
+    if dev is not None and exp.dev is not None:
+        primary = exp.dev.protocol.primary
+        star = "  *" if state.best_epoch == entry["epoch"] else ""
+        line += f"  dev {primary} {dev[primary]:.4f}{star}"
+    return line + f"  ({entry['epoch_time_s']:.1f}s, {entry['train_pairs'] / seconds:,.0f} pairs/s)"
