@@ -1,4 +1,5 @@
-"""`predict` / `evaluate` on a split with no pairs: an empty array, then one clear error."""
+"""`Matcher.predict` / `evaluate` on a split with no pairs: an empty array, then one clear
+error."""
 
 from __future__ import annotations
 
@@ -18,18 +19,20 @@ from attnmatch.data.protocol import (
     RegressionProtocol,
 )
 from attnmatch.data.schema import PairBatch
-from attnmatch.evaluation import evaluate, predict, report_from_outputs
+from attnmatch.evaluation import evaluate, report_from_outputs
+from attnmatch.matcher import Matcher
+from attnmatch.tasks import Task
 
 
 class _Counting(nn.Module):
     """Scores every pair 0 over `num_outputs` columns and counts its forward passes; declares
-    `config.num_outputs` like every registered model, unless `declare=False`."""
+    `config.num_outputs` like every registered model."""
 
-    def __init__(self, num_outputs: int, *, declare: bool = True) -> None:
+    def __init__(self, num_outputs: int) -> None:
         super().__init__()
         self.num_outputs = num_outputs
-        if declare:
-            self.config = SimpleNamespace(num_outputs=num_outputs)
+        self.config = SimpleNamespace(num_outputs=num_outputs)
+        self.weight = nn.Parameter(torch.zeros(1))  # a device to run on
         self.calls = 0
 
     def forward(self, batch: PairBatch) -> torch.Tensor:
@@ -60,17 +63,17 @@ def _two_pairs() -> EncodedPairs:
     )
 
 
+def _matcher(model: nn.Module) -> Matcher:
+    return Matcher(model=model, model_type="test", inputs=None, task=Task(kind="ranking"))  # type: ignore[arg-type]
+
+
 def test_predict_on_no_pairs_is_an_empty_array_without_a_forward_pass() -> None:
     model = _Counting(3)
-    outputs = predict(model, _no_pairs())
+    outputs = _matcher(model).predict(_no_pairs())
     assert outputs.shape == (0, 3) and outputs.dtype == np.float32
     assert model.calls == 0
-    # A model that does not declare its outputs: (0, 1), still no forward pass.
-    undeclared = _Counting(3, declare=False)
-    assert predict(undeclared, _no_pairs()).shape == (0, 1)
-    assert undeclared.calls == 0
     # Pairs are still predicted as before.
-    assert predict(model, _two_pairs()).shape == (2, 3) and model.calls == 1
+    assert _matcher(model).predict(_two_pairs()).shape == (2, 3) and model.calls == 1
 
 
 @pytest.mark.parametrize(
@@ -85,7 +88,7 @@ def test_predict_on_no_pairs_is_an_empty_array_without_a_forward_pass() -> None:
 def test_evaluate_on_no_pairs_is_a_clear_value_error(protocol) -> None:
     model = _Counting(3 if isinstance(protocol, ClassificationProtocol) else 1)
     with pytest.raises(ValueError, match="nothing to evaluate: the split has no pairs"):
-        evaluate(model, _no_pairs(), protocol)
+        evaluate(_matcher(model), _no_pairs(), protocol)
     assert model.calls == 0
     with pytest.raises(ValueError, match="the split has no pairs"):
         report_from_outputs(np.zeros((0, 1), dtype=np.float32), _no_pairs(), protocol)

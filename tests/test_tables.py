@@ -1,20 +1,51 @@
-"""Every committed results table is valid: it parses, its rows resolve to experiments, and each
-row names a known dataset, splits of it, valid loader options and metrics its protocol reports."""
+"""Every table is valid and has its committed results: it parses, its rows resolve to
+experiments of registered models and datasets (known splits, valid loader options, metrics the
+protocol reports), and results/<table>.json exists, holds only the table's rows and carries the
+table's text (title, protocol, notes, summary, labels, notes, not-run reasons, paper numbers)."""
 
 from __future__ import annotations
 
+import json
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from attnmatch.data.datasets import get_dataset
-from attnmatch.reproduce import experiment_for, load_table
+from attnmatch.data.datasets import get_dataset, list_datasets
+from attnmatch.models import list_models, list_presets
+from attnmatch.reproduce import experiment_for, load_table, model_of
+from attnmatch.results_index import GENERATOR, is_table, table_text
 
-TABLES = sorted((Path(__file__).parents[1] / "benchmarks" / "tables").glob("*.toml"))
+ROOT = Path(__file__).parents[1]
+TABLES = sorted((ROOT / "benchmarks" / "tables").glob("*.toml"))
 
 
-def test_there_are_tables() -> None:
-    assert len(TABLES) >= 5
+def _results() -> dict[str, dict]:
+    found = {}
+    for path in sorted((ROOT / "results").glob("*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if is_table(data):
+            assert data["table"] == path.stem, f"{path.name} holds table {data['table']!r}"
+            found[path.stem] = data
+    return found
+
+
+def test_every_table_has_its_results_and_every_result_its_table() -> None:
+    assert TABLES, "no tables under benchmarks/tables"
+    assert {p.stem for p in TABLES} == set(_results())
+
+
+@pytest.mark.parametrize("path", TABLES, ids=[p.stem for p in TABLES])
+def test_results_hold_the_tables_rows_and_text(path: Path) -> None:
+    result = _results()[path.stem]
+    text = table_text(tomllib.loads(path.read_text(encoding="utf-8")))
+    fix = f"run `{GENERATOR} --sync-text` (copies the TOML's text, changes no result)"
+    for key, value in text["table"].items():
+        assert result.get(key, "") == value, f"results/{path.stem}.json: {key} differs: {fix}"
+    for row in result["rows"]:
+        assert row["id"] in text["rows"], f"results row {row['id']!r} is not in {path.name}"
+        for key, value in text["rows"][row["id"]].items():
+            assert row.get(key, "") == value, f"row {row['id']}: {key} differs: {fix}"
 
 
 @pytest.mark.parametrize("path", TABLES, ids=[p.stem for p in TABLES])
@@ -22,7 +53,11 @@ def test_table_rows_resolve_to_runnable_experiments(path: Path) -> None:
     spec = load_table(path)
     assert spec.table == path.stem, "a table's name is its file name"
     for row in spec.rows:
+        name = model_of(row)
+        assert name in list_presets() or name in list_models(), f"row {row.id}: model {name}"
         exp = experiment_for(spec, row)
+        registered = {d.name for d in list_datasets()}
+        assert exp.data.dataset == "pairs" or exp.data.dataset in registered, row.id
         d = exp.data
         if d.dataset == "pairs":
             continue

@@ -1,16 +1,14 @@
-"""Evaluation: a model on an encoded split under the split's official protocol."""
+"""Evaluation: a Matcher on an encoded split under the split's official protocol."""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from torch import nn
 
-from attnmatch.data.collate import bucketed_batches, collate
 from attnmatch.data.encoding import EncodedPairs
 from attnmatch.data.protocol import (
     ClassificationProtocol,
@@ -18,8 +16,11 @@ from attnmatch.data.protocol import (
     RankingProtocol,
     RegressionProtocol,
 )
-from attnmatch.tasks import ranking_scores, regression_predictions
 from attnmatch.metrics import classification_metrics, ranking_metrics, regression_metrics
+from attnmatch.tasks import ranking_scores, regression_predictions
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnmatch.matcher import Matcher
 
 
 @dataclass
@@ -45,53 +46,8 @@ class Report:
 NO_PAIRS = "nothing to evaluate: the split has no pairs"
 
 
-def _declared_num_outputs(model: nn.Module) -> int | None:
-    """The model's `config.num_outputs` (every registered model declares it), else None."""
-    inner = getattr(model, "module", model)  # a DistributedDataParallel wrapper
-    n = getattr(getattr(inner, "config", None), "num_outputs", None)
-    return n if isinstance(n, int) and n > 0 else None
-
-
-@torch.inference_mode()
-def predict(
-    model: nn.Module, data: EncodedPairs, *, batch_size: int = 512, device: str = "cpu"
-) -> np.ndarray:
-    """Model outputs for every pair of `data`, in the data's order.
-
-    Batches are length-bucketed for speed and run under `torch.inference_mode`; results are put
-    back in order.
-
-    Returns:
-        (N, num_outputs) float32 array. With no pairs, no forward pass is run and the array is
-        (0, num_outputs), or (0, 1) when the model does not declare `config.num_outputs`.
-    """
-    if len(data) == 0:
-        return np.empty((0, _declared_num_outputs(model) or 1), dtype=np.float32)
-    was_training = model.training
-    model.eval()
-    outputs: np.ndarray | None = None
-    try:
-        for idx in bucketed_batches(data, batch_size):
-            with torch.inference_mode():  # no autograd bookkeeping at all
-                out = model(collate(data, idx).to(device)).float().cpu().numpy()  # (b, outputs)
-            if outputs is None:
-                outputs = np.empty((len(data), out.shape[1]), dtype=np.float32)
-            outputs[idx] = out
-    finally:
-        model.train(was_training)
-    assert outputs is not None  # len(data) > 0: at least one batch ran
-    return outputs
-
-
-def evaluate(
-    model: nn.Module,
-    data: EncodedPairs,
-    protocol: Protocol,
-    *,
-    batch_size: int = 512,
-    device: str = "cpu",
-) -> Report:
-    """Scores `data` and computes the protocol's metrics.
+def evaluate(matcher: Matcher, data: EncodedPairs, protocol: Protocol) -> Report:
+    """Scores `data` with `matcher` and computes the protocol's metrics.
 
     Ranking: scores are grouped by query; only the groups the protocol keeps count (e.g. WikiQA:
     questions with at least one correct answer); ties are broken pessimistically (see
@@ -103,8 +59,9 @@ def evaluate(
     Raises:
         ValueError: `data` has no pairs (nothing to evaluate); no forward pass is run.
     """
-    outputs = predict(model, data, batch_size=batch_size, device=device)
-    return report_from_outputs(outputs, data, protocol)
+    if len(data) == 0:
+        raise ValueError(NO_PAIRS)
+    return report_from_outputs(matcher.predict(data), data, protocol)
 
 
 def report_from_outputs(outputs: np.ndarray, data: EncodedPairs, protocol: Protocol) -> Report:

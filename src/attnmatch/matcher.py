@@ -28,8 +28,12 @@ from attnmatch.data.collate import bucketed_batches, collate
 from attnmatch.data.encoding import EncodedPairs, encode_examples
 from attnmatch.data.schema import Example
 from attnmatch.inputs import Inputs, check_accepts, load_inputs, parse_inputs
-from attnmatch.models import build_model, get_model_entry, model_config_from_dict
-from attnmatch.models import resolve_model_config
+from attnmatch.models import (
+    build_model,
+    get_model_entry,
+    model_config_from_dict,
+    resolve_model_config,
+)
 from attnmatch.tasks import Task
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -120,15 +124,15 @@ class Matcher:
         eval_texts: Sequence[str] = (),
         seed: int = 0,
     ) -> Matcher:
-        """A new model (preset or model type) on fitted inputs, initialised from pretrained
-        weights where the inputs have them; `train_texts` fit the vocabulary."""
+        """A new model (preset or model type) on fitted inputs (`train_texts` fit the
+        vocabulary), initialised from pretrained weights where the inputs have them."""
+        from attnmatch.inputs import build_inputs
         from attnmatch.models import model_type_of
 
-        model_type = model_type_of(model)
         config = parse_inputs(inputs)
-        check_accepts(model, get_model_entry(model_type).inputs, config)
-        task.resolve_loss(loss)
-        built = build_inputs_for(config, train_texts, eval_texts, seed)
+        check_accepts(model, get_model_entry(model_type_of(model)).inputs, config)
+        built = build_inputs(config)
+        built.fit(train_texts, eval_texts, seed=seed)
         model_type, model_config = resolve_model_config(
             model,
             encoder=built.encoder_config(),
@@ -209,9 +213,12 @@ class Matcher:
     def predict(self, data: EncodedPairs, *, device: str | None = None) -> np.ndarray:
         """Raw outputs for every pair of `data`, in order: (N, num_outputs) float32.
 
-        Batches are length-bucketed and run under `torch.inference_mode`.
+        Batches are length-bucketed and run under `torch.inference_mode`. With no pairs no
+        forward pass runs: (0, num_outputs).
         """
         model = self.model
+        if len(data) == 0:
+            return np.zeros((0, int(model.config.num_outputs)), dtype=np.float32)
         device = device or str(next(model.parameters()).device)
         was_training = model.training
         model.eval()
@@ -225,7 +232,8 @@ class Matcher:
                     outputs[idx] = out
         finally:
             model.train(was_training)
-        return outputs if outputs is not None else np.zeros((0, 1), dtype=np.float32)
+        assert outputs is not None  # len(data) > 0: at least one batch ran
+        return outputs
 
     def outputs(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """The model's raw outputs (scores or logits) for (left, right) pairs: (N, num_outputs)."""
@@ -338,14 +346,3 @@ def load_matcher(spec: str | Path) -> Matcher:
     if str(spec) in ENCODERS:
         return Matcher.from_encoder(str(spec))
     return Matcher.load(path)  # a clear error naming what is missing
-
-
-def build_inputs_for(
-    config: Any, train_texts: Sequence[str], eval_texts: Sequence[str], seed: int
-) -> Inputs:
-    """New inputs of `config`, fitted on the texts."""
-    from attnmatch.inputs import build_inputs
-
-    built = build_inputs(config)
-    built.fit(train_texts, eval_texts, seed=seed)
-    return built

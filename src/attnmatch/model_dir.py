@@ -147,7 +147,10 @@ def load_weights(model: nn.Module, files: ModelFiles) -> None:
 
 
 def _check_keys(
-    config_path: Path, header: dict[str, Any], required: set[str], optional: frozenset[str] | set[str] = frozenset()
+    config_path: Path,
+    header: dict[str, Any],
+    required: set[str],
+    optional: frozenset[str] | set[str] = frozenset(),
 ) -> None:
     unknown = set(header) - required - set(optional)
     if unknown:
@@ -162,62 +165,31 @@ def _migrate_v1(
 ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     """A first-format directory in the current format.
 
-    Format 1 kept the tokenizer beside the model config, the task as a name plus a label
-    space, a `static` input layer, and DSSM/CDSSM's letter-trigram table inside the model.
+    Format 1 kept the tokenizer beside the model config and the task as a name plus a label
+    space; its input settings are migrated by `attnmatch.inputs.migrate_v1`.
     """
-    config = dict(header["config"])
-    encoder = dict(config.get("encoder", {}))
-    source = str(encoder.pop("source", "") or "")
-    tokenizer = dict(header.get("tokenizer") or {})
-    subword = tokenizer.pop("kind", "word") == "subword"
-    model_type = header["model_type"]
-    state = dict(state)
-    if subword:
-        inputs: dict[str, Any] = {
-            "kind": "transformer",
-            "source": source or "unknown",
-            "trainable": bool(encoder.get("trainable", False)),
-            "layer": int(encoder.get("layer", -1)),
-            "max_length": int(tokenizer.get("max_length", encoder.get("max_length", 256))),
-            "dropout": float(encoder.get("dropout", 0.0)),
-        }
-    elif "trigram_buckets" in config:  # DSSM, CDSSM: the trigram table moves to the inputs
-        buckets = int(config.pop("trigram_buckets"))
-        if model_type == "dssm":
-            sizes = list(config.get("hidden_sizes", [300, 300]))
-            dim, config["hidden_sizes"] = int(sizes[0]), sizes[1:]
-            state["token_encoder.table"] = state.pop("first.weight")
-            state["bias"] = state.pop("first.bias")
-        else:
-            dim = int(config.get("window", 3)) * int(config.get("filters", 300))
-            state["token_encoder.table"] = state.pop("conv.weight")
-        encoder = {"kind": "trigrams", "vocab_size": buckets, "embedding_dim": dim,
-                   "trainable": True, "dropout": 0.0}
-        inputs = {"kind": "trigrams", "buckets": buckets, "dim": dim, **tokenizer}
-    else:
-        vectors = metrics.get("experiment", {}).get("embeddings", {}).get("source", "glove-6b-50d")
-        inputs = {
-            "kind": "word_vectors",
-            "vectors": vectors,
-            "dim": int(encoder.get("embedding_dim", 50)),
-            "trainable": bool(encoder.get("trainable", False)),
-            "dropout": float(encoder.get("dropout", 0.0)),
-            **tokenizer,
-        }
-    if encoder.get("kind") == "static":
-        encoder["kind"] = "word_vectors"
-    config["encoder"] = encoder
+    from attnmatch.inputs import migrate_v1
+
+    vectors = metrics.get("experiment", {}).get("embeddings", {}).get("source", "glove-6b-50d")
+    inputs, config, state = migrate_v1(
+        header["model_type"],
+        dict(header["config"]),
+        dict(header.get("tokenizer") or {}),
+        dict(state),
+        vectors=vectors,
+    )
     task_name, space = header["task"], dict(header.get("label_space") or {})
     task: dict[str, Any] = {"kind": task_name}
     if task_name == "classification":
         num = int(config.get("num_outputs", 2))
         task["class_names"] = list(space.get("class_names") or [str(i) for i in range(num)])
     elif task_name == "regression":
-        task.update(min_score=int(space.get("min_score", 0)), max_score=int(space.get("max_score", 5)))
+        task["min_score"] = int(space.get("min_score", 0))
+        task["max_score"] = int(space.get("max_score", 5))
     migrated = {
         "format": FORMAT,
         "attnmatch_version": header.get("attnmatch_version", ""),
-        "model_type": model_type,
+        "model_type": header["model_type"],
         "config": config,
         "task": task,
         "inputs": inputs,

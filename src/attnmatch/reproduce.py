@@ -7,6 +7,8 @@ A table is a TOML file under `benchmarks/tables/` (see `amvlstm_table3.toml`):
     protocol = "..."                 # how we evaluate, in one paragraph
     metrics = ["ndcg@3", "ndcg@5", "map", "mrr"]
     seeds = [1, 2, 3]
+    notes = ["..."]                  # notes on the recipe, deviations and observations
+    summary = "..."                  # optional: commentary for results/README.md
     [defaults]                       # an ExperimentConfig applied to every row
     [[rows]]
     id = "amvlstm_q"                 # a unique row id: the preset or model name unless `model`
@@ -23,7 +25,12 @@ Every run is selected on dev (best epoch by the dev protocol's primary metric) a
 is evaluated once with that model. Finished runs are reused (their folder is resumed), so an
 interrupted reproduction continues where it stopped.
 
-Results: `results/<table>.json` (for machines, one schema for every table) and `<table>.md`.
+Results: `results/<table>.json` (for machines, one schema for every table) and `<table>.md`,
+then `results/README.md` (an index of every table, `attnmatch.results_index`). Each row records the
+commit each of its runs was trained at (`commits`, one per seed) and each run's own training time
+(`train_time_s`: the sum of its epoch times over all its sessions), read from the run's
+`result.json`: a finished run that is reused keeps the commit and time of its training, and the
+table's `commit` is the code that wrote the table.
 """
 
 from __future__ import annotations
@@ -38,25 +45,11 @@ from rich.console import Console
 
 from attnmatch import configs
 from attnmatch.atomic import write_text_atomic
+from attnmatch.inputs import merge_inputs
 from attnmatch.models import get_preset, list_models, list_presets
+from attnmatch.results_index import render_markdown, write_results_readme
 from attnmatch.training.config import ExperimentConfig
 from attnmatch.training.trainer import environment, train_seeds
-
-METRIC_LABELS = {
-    "map": "MAP",
-    "mrr": "MRR",
-    "p@1": "P@1",
-    "accuracy": "Accuracy",
-    "f1": "F1",
-    "pearson": "Pearson",
-    "spearman": "Spearman",
-    "mse": "MSE",
-    "macro_f1": "macro-F1",
-    "r2@1": "R2@1",
-    "r10@1": "R10@1",
-    "r10@2": "R10@2",
-    "r10@5": "R10@5",
-}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,6 +80,8 @@ class TableSpec:
     defaults: dict[str, Any] = field(default_factory=dict)
     rows: tuple[TableRow, ...]
     notes: tuple[str, ...] = ()
+    # Commentary on the results for results/README.md (copied into results/<table>.json).
+    summary: str = ""
 
     def metrics_of(self, row: TableRow) -> tuple[str, ...]:
         return row.metrics or self.metrics
@@ -137,7 +132,9 @@ def experiment_for(spec: TableSpec, row: TableRow) -> ExperimentConfig:
     if name not in list_presets() and name not in list_models():
         raise KeyError(f"row {row.id!r}: {name!r} is neither a preset nor a registered model")
     data = configs.merge(spec.defaults, {"model": name})
-    data = configs.merge(data, row.overrides)
+    data = configs.merge(data, {k: v for k, v in row.overrides.items() if k != "inputs"})
+    if "inputs" in row.overrides:  # another kind of inputs replaces the defaults' kind
+        data["inputs"] = merge_inputs(spec.defaults.get("inputs"), row.overrides["inputs"])
     return ExperimentConfig.from_dict(data)
 
 
@@ -194,6 +191,10 @@ def reproduce(
         )
         split_summary = summary["test"] if spec.split == "test" else summary["dev"]
         metrics = spec.metrics_of(row)
+        provenance = [
+            run_provenance(_run_dir(run, Path(runs_dir) / spec.table / row.id, seed))
+            for run, seed in zip(summary["runs"], row_seeds, strict=True)
+        ]
         out_rows.append(
             {
                 **_row_header(spec, row, exp),
@@ -207,6 +208,10 @@ def reproduce(
                 "best_epochs": [r["best_epoch"] for r in summary["runs"]],
                 "train_pairs_per_s": [r["train_pairs_per_s"] for r in summary["runs"]],
                 "wall_time_s": [r["wall_time_s"] for r in summary["runs"]],
+                # Per run: the commit it was trained at and its own training time (a reused run
+                # keeps those of its training, not of this table's re-evaluation).
+                "commits": [p["commit"] for p in provenance],
+                "train_time_s": [p["train_time_s"] for p in provenance],
                 "experiment": exp.to_dict(),
             }
         )
@@ -219,12 +224,58 @@ def reproduce(
         "environment": env,
         "rows": out_rows,
         "notes": list(spec.notes),
+        "summary": spec.summary,
     }
     if rows is None:  # partial reproductions do not overwrite the committed table
         results = Path(results_dir)
         write_text_atomic(results / f"{spec.table}.json", json.dumps(result, indent=2) + "\n")
         write_text_atomic(results / f"{spec.table}.md", render_markdown(result, spec.metrics))
+        write_results_readme(results)
     return result
+
+
+def _run_dir(run: dict[str, Any], default: Path, seed: int) -> Path:
+    """A run's folder: as the trainer reports it, else runs/<table>/<row>/seed-<n>."""
+    return Path(run["output_dir"]) if run.get("output_dir") else default / f"seed-{seed}"
+
+
+def run_provenance(run_dir: str | Path) -> dict[str, Any]:
+    """{"commit", "train_time_s"} of the run in `run_dir`, from its result.json.
+
+    The trainer writes both as top-level keys. For older result.json files: the commit from
+    metrics.environment (the code that wrote the file, i.e. its last training session), and the
+    training time as the sum of epoch_time_s over the run's history (result.json's, else the
+    run's log.jsonl, which holds every epoch of every session); None when neither is there.
+    """
+    run_dir = Path(run_dir)
+    try:
+        result = json.loads((run_dir / "result.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        result = {}
+    commit = result.get("commit")
+    if not commit:
+        commit = result.get("metrics", {}).get("environment", {}).get("commit") or "unknown"
+    train_time = result.get("train_time_s")
+    if train_time is None:
+        history = result.get("history")
+        if history is None and (run_dir / "log.jsonl").is_file():
+            try:
+                history = [
+                    json.loads(line)
+                    for line in (run_dir / "log.jsonl").read_text(encoding="utf-8").splitlines()
+                    if line.strip()
+                ]
+            except (OSError, ValueError):
+                history = None
+        if history is not None:
+            try:
+                train_time = round(sum(float(h["epoch_time_s"]) for h in history), 3)
+            except (KeyError, TypeError, ValueError):
+                train_time = None
+    return {
+        "commit": str(commit),
+        "train_time_s": float(train_time) if train_time is not None else None,
+    }
 
 
 def _row_header(spec: TableSpec, row: TableRow, exp: ExperimentConfig) -> dict[str, Any]:
@@ -256,105 +307,3 @@ def _not_run_row(spec: TableSpec, row: TableRow, exp: ExperimentConfig) -> dict[
         "note": row.note,
         "seeds": [],
     }
-
-
-def _seeds_of(result: dict[str, Any]) -> list[int]:
-    run = [r["seeds"] for r in result["rows"] if r.get("seeds")]
-    return max(run, key=len) if run else []
-
-
-def _fmt(value: float) -> str:
-    return f"{value:.4f}"
-
-
-def _metric_label(name: str) -> str:
-    return METRIC_LABELS.get(name, name.replace("ndcg", "nDCG").replace("p@", "P@"))
-
-
-def render_markdown(result: dict[str, Any], metrics: tuple[str, ...] | list[str]) -> str:
-    """A people-readable table: ours (mean ± std over seeds) beside the paper's numbers."""
-    lines = [
-        f"# {result['title']}",
-        "",
-        f"Paper: {result['paper']}" if result.get("paper") else "",
-        "",
-        f"**Protocol.** {result['protocol']}",
-        "",
-        "Each cell: ours, mean ± sample std over seeds (test split, model selected on dev), "
-        "then the paper's value in parentheses.",
-    ]
-    # One markdown table per run of rows that share their metrics (e.g. one per task).
-    groups: list[tuple[tuple[str, ...], list[dict[str, Any]]]] = []
-    for row in result["rows"]:
-        names = tuple(row.get("metric_names") or metrics)
-        if not groups or groups[-1][0] != names:
-            groups.append((names, []))
-        groups[-1][1].append(row)
-    with_data = len({r.get("dataset") for r in result["rows"]}) > 1 or any(
-        r.get("non_standard") for r in result["rows"]
-    )
-    for names, rows in groups:
-        head = [_metric_label(m) for m in names]
-        data_col = ["data (train → test)"] if with_data else []
-        lines += [
-            "",
-            "| " + " | ".join(["model", "id", *data_col, *head]) + " |",
-            "|" + "---|" * (2 + len(data_col) + len(names)),
-        ]
-        for row in rows:
-            cells = []
-            for m in names:
-                if row.get("not_run"):
-                    cell = "—"
-                else:
-                    s = row["metrics"][m]
-                    cell = f"{_fmt(s['mean'])} ± {_fmt(s['std'])}"
-                if m in row["paper"]:
-                    cell += f" ({_fmt(row['paper'][m])})"
-                cells.append(cell)
-            label = row["label"]
-            if row.get("not_run"):
-                label += f" — *not run: {row['not_run']}*"
-            elif row.get("non_standard"):
-                label += " — **non-standard protocol**"
-            data = (
-                [f"{row['dataset']}: {row.get('train_split', '?')} → {row['split']}"]
-                if with_data
-                else []
-            )
-            lines.append("| " + " | ".join([label, f"`{row['id']}`", *data, *cells]) + " |")
-    per_group = [r for r in result["rows"] if r.get("per_group")]
-    for row in per_group:
-        lines += ["", f"Per set ({row['label']}, test, mean over seeds):", ""]
-        lines += [
-            f"- {m}: {_fmt(v['mean'])} ± {_fmt(v['std'])}"
-            + (f" ({_fmt(row['paper'][m])})" if m in row["paper"] else "")
-            for m, v in row["per_group"].items()
-        ]
-    lines += ["", "Per-seed runs (test):", ""]
-    for row in result["rows"]:
-        if row.get("not_run"):
-            continue
-        runs = ", ".join(
-            f"{m} " + "/".join(_fmt(v) for v in row["metrics"][m]["runs"])
-            for m in row.get("metric_names") or metrics
-        )
-        dev = ", ".join(f"{m} {_fmt(v['mean'])}" for m, v in row["dev"].items())
-        lines.append(
-            f"- `{row['id']}` seeds {row['seeds']}: {runs}; dev mean: {dev}; best epochs "
-            f"{row['best_epochs']}; training pairs/s {row['train_pairs_per_s']}"
-            + (f". {row['note']}" if row.get("note") else "")
-        )
-    if result.get("notes"):
-        lines += ["", "Notes:", ""] + [f"- {n}" for n in result["notes"]]
-    env = result["environment"]
-    lines += [
-        "",
-        f"Commit `{result['commit']}`; attnmatch {env['attnmatch']}, torch {env['torch']}, "
-        f"Python {env['python']}, {env['threads']} threads, {env['platform']}.",
-        "",
-        f"Regenerate: `attnmatch reproduce {result['table']} --seeds "
-        f"{','.join(str(s) for s in _seeds_of(result))}`",
-        "",
-    ]
-    return "\n".join(line for i, line in enumerate(lines) if line or (i and lines[i - 1]))

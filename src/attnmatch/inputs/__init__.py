@@ -25,6 +25,7 @@ from torch import nn
 from attnmatch import configs
 from attnmatch.configs import ConfigError
 from attnmatch.inputs.base import InputKind, Inputs, TokenEncoderConfig
+from attnmatch.inputs.migrate import migrate_v1
 from attnmatch.inputs.transformer import TransformerInputs, TransformerInputsConfig
 from attnmatch.inputs.trigrams import TrigramInputs, TrigramInputsConfig
 from attnmatch.inputs.word_vectors import WordVectorInputs, WordVectorsConfig
@@ -136,5 +137,6 @@ __all__ = [
     "inputs_config_to_dict",
     "load_inputs",
     "merge_inputs",
+    "migrate_v1",
     "parse_inputs",
 ]

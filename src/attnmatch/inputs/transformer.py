@@ -228,7 +228,7 @@ class TransformerInputs(Inputs):
         if not tc:
             raise ValueError(
                 "a transformer encoder needs transformer_config (the Hugging Face config.json); "
-                "[inputs] with kind = \"transformer\" fills it from its source"
+                '[inputs] with kind = "transformer" fills it from its source'
             )
         hidden, layers = tc.get("hidden_size"), tc.get("num_hidden_layers")
         if hidden != config.embedding_dim:

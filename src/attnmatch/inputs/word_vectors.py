@@ -166,4 +166,3 @@ class WordVectorInputs(Inputs):
             raise FileNotFoundError(f"{file} is missing: not a complete attnmatch model directory")
         config = configs.from_dict(WordVectorsConfig, entry, path="inputs")
         return cls(config, Vocab.load(file))
-

@@ -121,7 +121,9 @@ def fit_matcher(
     dev_split = None
     if dev is not None:
         dev_examples = as_examples(dev, "dev")
-        dev_split = _split(dev_examples, "dev", kind, protocol_for(kind, train_examples + dev_examples))
+        dev_split = _split(
+            dev_examples, "dev", kind, protocol_for(kind, train_examples + dev_examples)
+        )
     config = _config(base, DataConfig(dataset="pairs", test_split=None))
     exp = experiment_from_splits(
         config, _split(train_examples, "train", kind, protocol), dev_split, None

@@ -39,7 +39,9 @@ def make_sampler(exp: Experiment) -> Sampler:
             seed=t.seed,
             bucket_pool=t.bucket_pool,
         )
-    return PairBatchSampler(exp.train, batch_size=t.batch_size, seed=t.seed, bucket_pool=t.bucket_pool)
+    return PairBatchSampler(
+        exp.train, batch_size=t.batch_size, seed=t.seed, bucket_pool=t.bucket_pool
+    )
 
 
 def batch_loss(exp: Experiment, batch: PairBatch) -> torch.Tensor:

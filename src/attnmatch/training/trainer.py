@@ -163,7 +163,9 @@ def train_seeds(
         console.rule(f"seed {seed}")
         run_config = config.with_overrides({"train": {"seed": seed}})
         results.append(
-            train(run_config, out / f"seed-{seed}", resume=resume, progress=progress, console=console)
+            train(
+                run_config, out / f"seed-{seed}", resume=resume, progress=progress, console=console
+            )
         )
     summary = {
         "seeds": list(seeds),
