@@ -31,6 +31,7 @@ from attnmatch.inputs import Inputs, check_accepts, load_inputs, parse_inputs
 from attnmatch.models import (
     build_model,
     get_model_entry,
+    input_layer,
     model_config_from_dict,
     resolve_model_config,
 )
@@ -141,7 +142,7 @@ class Matcher:
         )
         torch.manual_seed(seed)
         net = build_model(model_type, model_config)
-        built.init_encoder(net.token_encoder)
+        built.init_encoder(input_layer(net))
         return cls(model=net.eval(), model_type=model_type, inputs=built, task=task)
 
     @classmethod
@@ -218,7 +219,7 @@ class Matcher:
         """
         model = self.model
         if len(data) == 0:
-            return np.zeros((0, int(model.config.num_outputs)), dtype=np.float32)
+            return np.zeros((0, int(getattr(model.config, "num_outputs", 1))), dtype=np.float32)
         device = device or str(next(model.parameters()).device)
         was_training = model.training
         model.eval()

@@ -39,7 +39,7 @@ def migrate_v1(
             "source": source or "unknown",
             "trainable": bool(encoder.get("trainable", False)),
             "layer": int(encoder.get("layer", -1)),
-            "max_length": int(tokenizer.get("max_length", encoder.get("max_length", 256))),
+            "max_length": int(tokenizer.get("max_length") or encoder.get("max_length") or 256),
             "dropout": float(encoder.get("dropout", 0.0)),
         }
     elif "trigram_buckets" in config:  # DSSM, CDSSM: the trigram table moves to the inputs

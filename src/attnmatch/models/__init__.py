@@ -27,6 +27,7 @@ from attnmatch.models._registry import (
 from attnmatch.models.build import (
     build_model,
     default_inputs,
+    input_layer,
     model_config_from_dict,
     model_type_of,
     resolve_model_config,
@@ -37,6 +38,7 @@ __all__ = [
     "Preset",
     "build_model",
     "default_inputs",
+    "input_layer",
     "model_type_of",
     "get_model_entry",
     "get_preset",

@@ -76,3 +76,11 @@ def build_model(model_type: str, config: Any) -> nn.Module:
             f"model {model_type!r} needs a {entry.config_cls.__name__}, got {type(config).__name__}"
         )
     return entry.model_cls(config)
+
+
+def input_layer(model: nn.Module) -> nn.Module:
+    """The model's token encoder (every registered model has one, named `token_encoder`)."""
+    encoder = getattr(model, "token_encoder", None)
+    if not isinstance(encoder, nn.Module):
+        raise TypeError(f"{type(model).__name__} has no token encoder")
+    return encoder

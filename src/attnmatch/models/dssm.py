@@ -6,13 +6,14 @@ Papers:
     Shen, He, Gao, Deng, Mesnil, "A Latent Semantic Model with Convolutional-Pooling Structure for
     Information Retrieval", CIKM 2014 (https://doi.org/10.1145/2661829.2661935), and "Learning
     Semantic Representations Using Convolutional Neural Networks for Web Search", WWW 2014.
-    Baselines of paper 000 (aMV-LSTM, §2.1, §4.2, Table 3: WikiQA MAP DSSM .560, CDSSM .435);
-    MODELS.md §6.
+    Baselines of the aMV-LSTM paper (§2.1, §4.2, Table 3: WikiQA MAP DSSM .560, CDSSM .435);
+    docs/models.md, DSSM and CDSSM.
 
-Inputs: no word vectors. Each word is hashed into letter trigrams (`data/trigrams.py`), which
-`collate` puts in `batch.extras["left_trigrams"]` (B, L, K) and `["right_trigrams"]` (B, R, K):
-trigram ids in 1..trigram_buckets-1, 0 on padding. f_t is word t's trigram count vector (the sum
-of its trigrams' one-hots, size `trigram_buckets`).
+Inputs: letter trigrams by default (`attnmatch.inputs.trigrams`): each word is hashed into
+letter trigrams, and batches carry `left_ids` (B, L, K) and `right_ids` (B, R, K), trigram ids in
+1..V-1, 0 on padding. f_t is word t's trigram count vector (the sum of its trigrams' one-hots,
+size V). The trigram inputs' token encoder gives W f_t per word, so DSSM and CDSSM are "trigram
+inputs + their tower"; like every model they can read other inputs too (e.g. word vectors).
 
 Summary:
 - `dssm`: x = sum_t f_t, the text's bag of letter trigrams -> l_1 = tanh(W_1 x + b_1) (300) ->
@@ -25,16 +26,17 @@ The same tower maps both texts (weights shared).
 Sparse first layers, never materialising a count vector (tests/models/test_dssm.py checks both
 against the dense matmuls):
 - DSSM: W_1 x = sum_t W_1 f_t, and W_1 f_t is the sum of W_1's columns of word t's trigrams:
-  an embedding bag (`F.embedding_bag(mode="sum", padding_idx=0)`) over the (B*T, K) word bags with
-  the table W_1^T (buckets, 300), then a masked sum over the words, plus b_1.
-- CDSSM: W_c = [W_1, ..., W_w] in blocks of `trigram_buckets` columns, so
-  W_c l_t = sum_k W_k f_{t+k-c} (c = (w - 1) / 2). ONE embedding bag with a table of width
-  w * filters gives every [W_1 f_s; ...; W_w f_s] per word s; shifting block k by k - c positions
-  and adding gives W_c l_t for all t.
+  the trigram token encoder's embedding bag (`F.embedding_bag(mode="sum", padding_idx=0)`) over
+  the (B*T, K) word bags with the table W_1^T (V, 300), then a sum over the words, plus b_1.
+- CDSSM: W_c = [W_1, ..., W_w] in blocks of V columns, so W_c l_t = sum_k W_k f_{t+k-c}
+  (c = (w - 1) / 2). ONE embedding bag with a table of width w * filters (the token encoder, whose
+  `dim` must be window * filters) gives every [W_1 f_s; ...; W_w f_s] per word s; shifting block k
+  by k - c positions and adding gives W_c l_t for all t.
 
 Deviations from the papers / decisions:
-- Word hashing: CRC-32 buckets (`trigram_buckets`, default 30001: 30000 ids + padding, about
-  DSSM's 30K trigram vocabulary) instead of an indexed trigram vocabulary (see data/trigrams.py).
+- Word hashing: CRC-32 buckets (the trigram inputs' `buckets`, default 30001: 30000 ids +
+  padding, about DSSM's 30K trigram vocabulary) instead of an indexed trigram vocabulary (see
+  data/trigrams.py).
 - Towers shared between the two texts (a Siamese model). The papers draw one network for the
   query and the documents without saying whether their weights are tied; MatchZoo's Keras DSSM
   applies one MLP to both sides (MatchZoo-py keeps two).
@@ -45,7 +47,8 @@ Deviations from the papers / decisions:
 - Biases: DSSM's layers have them (b_i in the paper); CDSSM's convolution and semantic layer get
   one too, although its paper's equations have none.
 - Initialisation: weights uniform in +-sqrt(6 / (fan_in + fan_out)) (the DSSM paper's range,
-  with fan_in = trigram_buckets, or window * trigram_buckets for the convolution), biases zero.
+  with fan_in = V, or window * V for the convolution, whose table the model rescales), biases
+  zero.
   The padding row of the trigram tables is zero (it is never read).
 - Dropout (config.dropout; the papers use none, default 0): DSSM after each hidden layer,
   CDSSM on the max-pooled vector.
@@ -54,9 +57,6 @@ Deviations from the papers / decisions:
   through the similarity in the semantic space. The cosine of a zero vector is 0.
 - The training objective (softmax over the cosines of one clicked and four unclicked documents,
   smoothing factor gamma) is a loss outside the model.
-- The config keeps `encoder` (it records vocab_size, the project's plumbing fills it) but no
-  word-embedding table is built: pretrained vectors cannot be loaded (`token_encoder_of` raises);
-  experiments use `embeddings = { source = "random" }`.
 
 Dims: B batch, L left length, R right length, T either length, K trigrams per word (padded),
 V trigram buckets, H hidden/first-layer size, w window, c = (w - 1) / 2, F filters, S output
@@ -145,47 +145,6 @@ class CDSSMConfig:
                 f"inputs' dim must be window * filters = {self.window * self.filters}, got "
                 f"{self.encoder.embedding_dim}"
             )
-
-
-def trigram_inputs(batch: PairBatch, buckets: int, model: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """The batch's letter-trigram ids, checked: (B, L, K) and (B, R, K), aligned with the ids.
-
-    Raises:
-        ValueError: if the extras are missing, misaligned or hold ids outside 0..buckets-1.
-    """
-    out = []
-    for side, ids in (("left", batch.left_ids), ("right", batch.right_ids)):
-        trigrams = batch.extras.get(f"{side}_trigrams")
-        if trigrams is None:
-            raise ValueError(
-                f"{model} needs letter-trigram inputs (batch.extras['left_trigrams'] and "
-                f"['right_trigrams']): build batches with encode_examples(..., "
-                f"trigram_buckets={buckets}) / collate"
-            )
-        if trigrams.dim() != 3 or trigrams.shape[:2] != ids.shape:
-            raise ValueError(
-                f"{model}: extras['{side}_trigrams'] has shape {tuple(trigrams.shape)}, expected "
-                f"(B, T, K) with (B, T) = {tuple(ids.shape)}, the shape of the token ids"
-            )
-        if ((trigrams < 0) | (trigrams >= buckets)).any():
-            raise ValueError(
-                f"{model}: extras['{side}_trigrams'] holds ids outside 0..{buckets - 1}: the "
-                f"batch was not hashed with trigram_buckets={buckets}"
-            )
-        out.append(trigrams)
-    return out[0], out[1]
-
-
-def word_trigram_sums(table: torch.Tensor, trigrams: torch.Tensor) -> torch.Tensor:
-    """table^T f_t for each word's trigram count vector f_t: the sum of the table rows of the
-    word's trigrams (padding id 0 adds nothing), an embedding bag per word.
-
-    Shape:
-        table: (V, D), trigrams: (B, T, K) -> (B, T, D)
-    """
-    b, t, k = trigrams.shape
-    sums = F.embedding_bag(trigrams.reshape(b * t, k), table, mode="sum", padding_idx=0)  # (B*T, D)
-    return sums.reshape(b, t, -1)  # (B, T, D)
 
 
 def _linear(size_in: int, size_out: int) -> nn.Linear:

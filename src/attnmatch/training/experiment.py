@@ -20,7 +20,13 @@ from attnmatch.data.encoding import EncodedPairs
 from attnmatch.data.protocol import Protocol
 from attnmatch.inputs import Inputs, build_inputs, check_accepts
 from attnmatch.matcher import Matcher
-from attnmatch.models import build_model, get_model_entry, model_type_of, resolve_model_config
+from attnmatch.models import (
+    build_model,
+    get_model_entry,
+    input_layer,
+    model_type_of,
+    resolve_model_config,
+)
 from attnmatch.tasks import Task
 from attnmatch.training.config import ExperimentConfig
 
@@ -136,8 +142,8 @@ def experiment_from_splits(
         overrides=config.model_overrides,
     )
     model = build_model(model_type, model_config)
-    inputs.init_encoder(model.token_encoder)
-    inputs.enable_cache(model.token_encoder)  # frozen encoders: each text encoded once
+    inputs.init_encoder(input_layer(model))
+    inputs.enable_cache(input_layer(model))  # frozen encoders: each text encoded once
     matcher = Matcher(model=model, model_type=model_type, inputs=inputs, task=task)
     matcher.batch_size = config.train.eval_batch_size
     return Experiment(

@@ -24,6 +24,7 @@ from rich.console import Console
 from attnmatch.atomic import write_text_atomic
 from attnmatch.configs import ConfigError
 from attnmatch.matcher import Matcher
+from attnmatch.models import input_layer
 from attnmatch.training.config import ExperimentConfig
 from attnmatch.training.experiment import Experiment, build_experiment
 from attnmatch.training.loop import evaluate_split, fit, select
@@ -106,7 +107,7 @@ def _optimizer(exp: Experiment) -> torch.optim.Optimizer | None:
 def _finish(exp: Experiment, state: TrainState, run: RunDir, start: float) -> TrainResult:
     """Evaluates the selected model on dev and test and writes the result."""
     best = Matcher.load(run.model_dir, batch_size=exp.config.train.eval_batch_size)
-    best.inputs.enable_cache(best.model.token_encoder)  # shares the run's cache when frozen
+    best.inputs.enable_cache(input_layer(best.model))  # shares the run's cache when frozen
     exp_best = Experiment(exp.config, best, exp.loss, exp.train, exp.dev, exp.test)
     dev = evaluate_split(exp_best, exp.dev) if exp.dev is not None else None
     test = evaluate_split(exp_best, exp.test) if exp.test is not None else None
