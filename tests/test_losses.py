@@ -1,4 +1,5 @@
-"""Losses: hand-computed values and the group layout check."""
+"""Losses: hand-computed values and the group layout check. (Which losses train which task,
+and how outputs become scores, is tests/test_tasks.py.)"""
 
 from __future__ import annotations
 
@@ -7,17 +8,15 @@ import torch
 
 from attnmatch.data.schema import PairBatch
 from attnmatch.losses import (
+    LOSSES,
     as_groups,
-    check_loss,
     compute_loss,
-    default_loss,
     kl_score_loss,
     listwise_softmax_loss,
     rank_hinge_loss,
-    ranking_scores,
-    regression_predictions,
     sparse_score_distribution,
 )
+from attnmatch.tasks import TASK_LOSSES
 
 
 def test_rank_hinge_is_mean_of_per_negative_hinges() -> None:
@@ -43,11 +42,35 @@ def test_as_groups_checks_layout() -> None:
         as_groups(values, torch.tensor([0, 1, 0, 1, 0, 1]))
 
 
-def test_ranking_scores_of_class_heads_follow_p_match() -> None:
-    logits = torch.tensor([[0.0, 1.0], [2.0, 0.5], [0.0, 0.0]])
-    order = ranking_scores(logits).argsort(descending=True).tolist()
-    assert order == [0, 2, 1]
-    assert torch.equal(ranking_scores(torch.tensor([[0.3], [0.1]])), torch.tensor([0.3, 0.1]))
+def _batch(labels: list[float], group_index: list[int]) -> PairBatch:
+    n = len(labels)
+    return PairBatch(
+        left_ids=torch.ones(n, 3, dtype=torch.long),
+        left_mask=torch.ones(n, 3, dtype=torch.bool),
+        right_ids=torch.ones(n, 3, dtype=torch.long),
+        right_mask=torch.ones(n, 3, dtype=torch.bool),
+        labels=torch.tensor(labels),
+        group_index=torch.tensor(group_index),
+    )
+
+
+def test_ranking_losses_via_compute_loss_read_scores_or_p_match() -> None:
+    batch = _batch([1.0, 0.0, 0.0, 1.0, 0.0, 0.0], [0, 0, 0, 1, 1, 1])
+    scores = torch.tensor([[2.0], [1.5], [-1.0], [0.0], [3.0], [0.0]])
+    expected = rank_hinge_loss(scores[:, 0].reshape(2, 3), margin=0.5)
+    torch.testing.assert_close(compute_loss("rank_hinge", scores, batch, margin=0.5), expected)
+    listwise = listwise_softmax_loss(scores[:, 0].reshape(2, 3), batch.labels.reshape(2, 3))
+    torch.testing.assert_close(compute_loss("listwise", scores, batch), listwise)
+    # A class head ranks by log P(last class).
+    logits = torch.randn(6, 2, generator=torch.Generator().manual_seed(0))
+    p_match = torch.log_softmax(logits, dim=-1)[:, 1].reshape(2, 3)
+    torch.testing.assert_close(compute_loss("rank_hinge", logits, batch), rank_hinge_loss(p_match))
+    with pytest.raises(ValueError, match="contiguous"):
+        compute_loss("rank_hinge", scores, _batch([1.0] * 6, [0, 1, 0, 1, 0, 1]))
+
+
+def test_every_task_loss_is_a_training_objective() -> None:
+    assert set(LOSSES) == {loss for losses in TASK_LOSSES.values() for loss in losses}
 
 
 def test_compute_loss_unknown_name() -> None:
@@ -83,14 +106,6 @@ def test_kl_loss_is_zero_at_the_target_and_positive_elsewhere() -> None:
     assert kl_score_loss(torch.zeros(2, 5), y, 1).item() > 0.1
 
 
-def test_regression_predictions_of_both_heads() -> None:
-    torch.testing.assert_close(
-        regression_predictions(torch.tensor([[2.5], [0.1]]), 0), torch.tensor([2.5, 0.1])
-    )
-    uniform = regression_predictions(torch.zeros(1, 5), 1)  # mean of levels 1..5
-    torch.testing.assert_close(uniform, torch.tensor([3.0]))
-
-
 def test_regression_losses_via_compute_loss() -> None:
     batch = PairBatch(
         left_ids=torch.ones(2, 3, dtype=torch.long),
@@ -106,14 +121,3 @@ def test_regression_losses_via_compute_loss() -> None:
     assert kl.item() > 0
     with pytest.raises(ValueError, match="one output per score level"):
         compute_loss("kl", torch.zeros(2, 1), batch)
-
-
-def test_task_loss_checks() -> None:
-    assert default_loss("ranking") == "rank_hinge"
-    assert default_loss("classification") == "cross_entropy"
-    assert default_loss("regression") == "kl"
-    check_loss("mse", "regression")
-    with pytest.raises(ValueError, match="cannot train a regression task; use one of kl, mse"):
-        check_loss("rank_hinge", "regression")
-    with pytest.raises(ValueError, match="cannot train a classification task"):
-        check_loss("kl", "classification")

@@ -84,7 +84,9 @@ class Task:
             names = protocol.class_names or tuple(str(i) for i in range(protocol.num_classes))
             return cls(kind="classification", class_names=tuple(names))
         if isinstance(protocol, RegressionProtocol):
-            return cls(kind="regression", min_score=protocol.min_score, max_score=protocol.max_score)
+            return cls(
+                kind="regression", min_score=protocol.min_score, max_score=protocol.max_score
+            )
         return cls(kind="ranking")
 
     @property
@@ -150,6 +152,8 @@ class Task:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Task:
+        if not isinstance(data, dict) or "kind" not in data:
+            raise ValueError(f"a task needs an object with a 'kind', got {data!r}")
         unknown = set(data) - {"kind", "class_names", "min_score", "max_score"}
         if unknown:
             raise ValueError(f"unknown task keys {sorted(unknown)}")

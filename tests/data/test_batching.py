@@ -14,6 +14,7 @@ from attnmatch.data.sampling import PairBatchSampler, RankingGroupSampler
 from attnmatch.data.schema import Example
 from attnmatch.data.tokenize import Tokenizer
 from attnmatch.data.vocab import PAD_ID, UNK_ID, Vocab
+from attnmatch.inputs import WordVectorInputs, WordVectorsConfig
 
 
 def test_tokenizer_is_deterministic_and_lowercases() -> None:
@@ -55,14 +56,54 @@ def _examples() -> list[Example]:
     return out
 
 
+def _encoded(exs: list[Example]):
+    """`exs` encoded by word-vector inputs (no pretrained vectors) fitted on their texts."""
+    inputs = WordVectorInputs(WordVectorsConfig(vectors="random", dim=4))
+    inputs.fit(t for e in exs for t in (e.left, e.right))
+    return encode_examples(exs, inputs.encode)
+
+
 def test_encode_shares_texts_and_groups() -> None:
     exs = _examples()
-    tok = Tokenizer()
-    vocab = Vocab.build(tok.tokenize(t) for e in exs for t in (e.left, e.right))
-    data = encode_examples(exs, tok, vocab)
+    data = _encoded(exs)
     assert len(data) == 20 and len(data.group_names) == 5
     assert len(data.texts) == 5 + 20  # each question text once
     assert [len(g) for g in data.groups()] == [4] * 5
+    assert data.group_names == [f"q{q}" for q in range(5)]
+    # The ids are the inputs' tokenizer + vocabulary.
+    tok = Tokenizer()
+    vocab = Vocab.build(tok.tokenize(t) for e in exs for t in (e.left, e.right))
+    assert data.texts[data.left[0]].tolist() == vocab.encode(tok.tokenize(exs[0].left))
+    assert data.texts[data.right[3]].tolist() == vocab.encode(tok.tokenize(exs[3].right))
+    assert data.labels.tolist() == [float(e.label) for e in exs]
+
+
+def test_encode_calls_encode_once_with_the_distinct_texts_in_order() -> None:
+    exs = [
+        Example("a", "b", 1, group="g"),
+        Example("a", "c", 0, group="g"),
+        Example("c", "a", 1),
+        Example("d", "b", 0),
+    ]
+    calls: list[list[str]] = []
+
+    def encode(texts: list[str]) -> list[np.ndarray]:
+        calls.append(list(texts))
+        return [np.full(len(t) + i, i, dtype=np.int64) for i, t in enumerate(texts)]
+
+    data = encode_examples(exs, encode)
+    assert calls == [["a", "b", "c", "d"]]
+    assert data.left.tolist() == [0, 0, 2, 3] and data.right.tolist() == [1, 2, 0, 1]
+    assert data.texts[2].tolist() == [2, 2, 2]  # what encode returned, kept as given
+    assert data.group_names == ["g", "#2", "#3"]  # pairs without a group get their own
+    assert data.group_ids.tolist() == [0, 0, 1, 2]
+
+
+def test_encode_errors() -> None:
+    with pytest.raises(ValueError, match="empty"):
+        encode_examples([], lambda texts: [])
+    with pytest.raises(ValueError, match="encode gave 1 id arrays for 2 texts"):
+        encode_examples([Example("a", "b", 1)], lambda texts: [np.zeros(1, dtype=np.int64)])
 
 
 @settings(max_examples=30, deadline=None)
@@ -76,11 +117,57 @@ def test_pad_ids_masks(seqs: list[list[int]]) -> None:
         assert (ids[row, len(s) :] == PAD_ID).all()
 
 
+def test_pad_ids_of_per_token_id_lists_by_hand() -> None:
+    """(n, K) arrays (letter trigrams) are padded in both dimensions."""
+    seqs = [
+        np.array([[3, 4, 0], [5, 0, 0]]),  # 2 words, K = 3
+        np.array([[6]]),  # 1 word, K = 1
+        np.zeros((0, 1), dtype=np.int64),  # no words
+    ]
+    ids, mask = pad_ids(seqs)
+    assert ids.shape == (3, 2, 3) and ids.dtype == torch.long
+    assert ids.tolist() == [
+        [[3, 4, 0], [5, 0, 0]],
+        [[6, 0, 0], [0, 0, 0]],
+        [[0, 0, 0], [0, 0, 0]],
+    ]
+    assert mask.tolist() == [[True, True], [True, False], [False, False]]
+    ids, mask = pad_ids([np.zeros((0, 1), dtype=np.int64)])  # at least one column
+    assert ids.shape == (1, 1, 1) and mask.tolist() == [[False]]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.lists(st.integers(1, 50), min_size=1, max_size=4), min_size=0, max_size=5),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_pad_ids_of_per_token_id_lists(texts: list[list[list[int]]]) -> None:
+    seqs = []
+    for words in texts:  # each word's ids zero-padded to the text's widest word
+        width = max((len(w) for w in words), default=1)
+        arr = np.zeros((len(words), width), dtype=np.int64)
+        for i, w in enumerate(words):
+            arr[i, : len(w)] = w
+        seqs.append(arr)
+    ids, mask = pad_ids(seqs)
+    assert ids.shape == (
+        len(texts),
+        max(1, max(len(words) for words in texts)),
+        max(s.shape[1] for s in seqs),
+    )
+    for row, (words, seq) in enumerate(zip(texts, seqs, strict=True)):
+        assert mask[row].sum() == len(words)
+        assert (ids[row, : len(words), : seq.shape[1]].numpy() == seq).all()
+        assert (ids[row, : len(words), seq.shape[1] :] == PAD_ID).all()
+        assert (ids[row, len(words) :] == PAD_ID).all()
+
+
 def test_ranking_sampler_groups_are_explicit_and_seeded() -> None:
     exs = _examples()
-    tok = Tokenizer()
-    vocab = Vocab.build(tok.tokenize(t) for e in exs for t in (e.left, e.right))
-    data = encode_examples(exs, tok, vocab)
+    data = _encoded(exs)
     sampler = RankingGroupSampler(data, num_negatives=2, groups_per_batch=2, seed=3)
     batches = sampler.epoch(1)
     assert sum(len(b) for b in batches) == 5 * 3
@@ -100,18 +187,13 @@ def test_ranking_sampler_groups_are_explicit_and_seeded() -> None:
 
 def test_pair_sampler_covers_everything_once() -> None:
     exs = _examples()
-    tok = Tokenizer()
-    vocab = Vocab.build(tok.tokenize(t) for e in exs for t in (e.left, e.right))
-    data = encode_examples(exs, tok, vocab)
+    data = _encoded(exs)
     batches = PairBatchSampler(data, batch_size=6, seed=1).epoch(1)
     assert sorted(np.concatenate(batches).tolist()) == list(range(20))
     assert sorted(np.concatenate(bucketed_batches(data, 7)).tolist()) == list(range(20))
 
 
 def test_collate_types() -> None:
-    exs = _examples()
-    tok = Tokenizer()
-    vocab = Vocab.build(tok.tokenize(t) for e in exs for t in (e.left, e.right))
-    batch = collate(encode_examples(exs, tok, vocab), np.array([0, 5, 6]))
+    batch = collate(_encoded(_examples()), np.array([0, 5, 6]))
     assert batch.left_ids.dtype == torch.long and batch.left_mask.dtype == torch.bool
     assert batch.group_index.tolist() == [0, 1, 1]

@@ -1,5 +1,5 @@
-"""Letter-trigram word hashing (DSSM): trigrams by hand, stable ids, encoding once per text and
-batching into PairBatch.extras aligned with the token ids."""
+"""Letter-trigram word hashing (DSSM): trigrams by hand, stable ids, encoding once per text by the
+trigram inputs and batching into (B, L, K) ids aligned with the (B, L) word masks."""
 
 from __future__ import annotations
 
@@ -10,9 +10,13 @@ import torch
 from attnmatch.data.collate import collate
 from attnmatch.data.encoding import encode_examples
 from attnmatch.data.schema import Example
-from attnmatch.data.tokenize import Tokenizer
 from attnmatch.data.trigrams import letter_trigrams, trigram_id, word_trigram_ids
-from attnmatch.data.vocab import Vocab
+from attnmatch.inputs import (
+    TrigramInputs,
+    TrigramInputsConfig,
+    WordVectorInputs,
+    WordVectorsConfig,
+)
 
 
 def test_letter_trigrams_by_hand() -> None:
@@ -40,24 +44,46 @@ def test_word_trigram_ids_pad_each_word_to_the_longest() -> None:
     assert word_trigram_ids([], 1000).shape == (0, 1)
 
 
-def test_collate_batches_trigrams_aligned_with_token_ids() -> None:
-    tok = Tokenizer(lowercase=True)
-    vocab = Vocab.build([["go", "home"]], min_freq=1)  # "now" and "x" are out of vocabulary
-    examples = [
-        Example(left="go home now", right="x", label=1.0),
-        Example(left="go", right="go home", label=0.0),
-    ]
-    plain = encode_examples(examples, tok, vocab)
-    data = encode_examples(examples, tok, vocab, trigram_buckets=1000)
-    assert plain.trigrams is None and data.trigrams is not None
-    assert len(data.trigrams) == len(data.texts)  # once per distinct text
+EXAMPLES = [
+    Example(left="go home now", right="x", label=1.0),
+    Example(left="go", right="go home", label=0.0),
+]
+
+
+def test_collate_batches_trigrams_aligned_with_the_word_mask() -> None:
+    inputs = TrigramInputs(TrigramInputsConfig(buckets=1000, dim=4))
+    data = encode_examples(EXAMPLES, inputs.encode)
+    assert len(data.texts) == 4  # once per distinct text
+    assert [t.shape for t in data.texts] == [(3, 4), (1, 1), (1, 2), (2, 4)]
+    np.testing.assert_array_equal(data.texts[0], word_trigram_ids(["go", "home", "now"], 1000))
     batch = collate(data, np.array([0, 1]))
-    left, right = batch.extras["left_trigrams"], batch.extras["right_trigrams"]
-    assert left.shape[:2] == batch.left_ids.shape and right.shape[:2] == batch.right_ids.shape
+    left, right = batch.left_ids, batch.right_ids
+    assert left.shape == (2, 3, 4) and right.shape == (2, 2, 4)  # (B, L, K), K the batch's most
+    assert left.shape[:2] == batch.left_mask.shape and right.shape[:2] == batch.right_mask.shape
     assert left.dtype == torch.int64
-    # An out-of-vocabulary word keeps its trigrams ("now": <unk> id, real trigrams).
-    assert batch.left_ids[0, 2].item() == vocab.encode(["now"])[0]
+    assert batch.left_mask.tolist() == [[True, True, True], [True, False, False]]
+    # Every word has its trigrams: no word vocabulary, so no word is out of vocabulary.
     assert left[0, 2, :3].tolist() == [trigram_id(t, 1000) for t in ("#no", "now", "ow#")]
-    # Padding positions (the second left text has one token) hold only zeros.
+    assert left[0, 2, 3] == 0  # "now" has 3 trigrams, K = 4
+    assert right[0, 0, :1].tolist() == [trigram_id("#x#", 1000)]
+    # Padding positions (the second left text, the first right text have one word) are zeros.
     assert not left[1, 1:].any() and not right[0, 1:].any()
-    assert collate(plain, np.array([0, 1])).extras == {}
+
+
+def test_word_vector_inputs_give_plain_token_ids() -> None:
+    """Only trigram inputs add the K dimension."""
+    inputs = WordVectorInputs(WordVectorsConfig(vectors="random", dim=4))
+    inputs.fit([t for e in EXAMPLES for t in (e.left, e.right)])
+    batch = collate(encode_examples(EXAMPLES, inputs.encode), np.array([0, 1]))
+    assert batch.left_ids.shape == (2, 3) and batch.right_ids.shape == (2, 2)
+    assert batch.left_ids.shape == batch.left_mask.shape
+
+
+def test_trigram_inputs_tokenize_like_word_inputs() -> None:
+    """Lower-cased word tokens (the tokenizer settings of the [inputs] section), then hashing."""
+    inputs = TrigramInputs(TrigramInputsConfig(buckets=1000))
+    assert inputs.tokens("Go HOME!") == ["go", "home", "!"]
+    (ids,) = inputs.encode(["Go HOME!"])
+    np.testing.assert_array_equal(ids, word_trigram_ids(["go", "home", "!"], 1000))
+    cased = TrigramInputs(TrigramInputsConfig(buckets=1000, lowercase=False, max_length=1))
+    np.testing.assert_array_equal(cased.encode(["Go HOME!"])[0], word_trigram_ids(["Go"], 1000))

@@ -17,18 +17,24 @@ import torch
 import torch.nn.functional as F
 
 from attnmatch import encoders
+from attnmatch.configs import ConfigError
 from attnmatch.data.subword import SubwordTokenizer
-from attnmatch.losses import auxiliary_loss, compute_loss
-from attnmatch.model_dir import load_model, save_model
-from attnmatch.models import list_models, reads_word_vectors, resolve_model_config
-from attnmatch.models import token_encoder as token_encoder_module
-from attnmatch.models.build import transformer_encoder_of
-from attnmatch.models.pretrained import BiEncoder, CrossEncoder, pack_pairs
-from attnmatch.models.token_encoder import (
-    StaticTokenEncoder,
+from attnmatch.inputs import (
     TokenEncoderConfig,
-    TransformerTokenEncoder,
+    TransformerInputs,
+    TransformerInputsConfig,
+    TrigramInputsConfig,
+    WordVectorsConfig,
+    check_accepts,
 )
+from attnmatch.inputs import transformer as transformer_inputs_module
+from attnmatch.inputs.transformer import TransformerTokenEncoder
+from attnmatch.inputs.word_vectors import WordVectorEncoder
+from attnmatch.losses import auxiliary_loss, compute_loss
+from attnmatch.matcher import Matcher
+from attnmatch.models import get_model_entry, list_models, resolve_model_config
+from attnmatch.models.pretrained import BiEncoder, CrossEncoder, pack_pairs
+from attnmatch.tasks import Task
 from tests.tiny_transformer import (
     tiny_bert_config,
     tiny_tokenizer_json,
@@ -36,9 +42,18 @@ from tests.tiny_transformer import (
     write_tiny_encoder,
 )
 
-from .conftest import DIM, VOCAB, make_batch, random_pairs, tiny_model, tiny_transformer_encoder
+from .conftest import (
+    DIM,
+    VOCAB,
+    make_batch,
+    random_pairs,
+    tiny_encoder,
+    tiny_model,
+    tiny_transformer_encoder,
+)
 
-TOKEN_MODELS = [m for m in list_models() if reads_word_vectors(m)]
+# Every model that reads transformer inputs (all of them: the input layer is the inputs' choice).
+TOKEN_MODELS = [m for m in list_models() if "transformer" in get_model_entry(m).inputs]
 TEXTS = [
     ("how are glacier caves formed?", "a glacier cave is a cave formed in the ice."),
     ("what year did the war end?", "it ended in 1945."),
@@ -49,13 +64,12 @@ TEXTS = [
 def transformer_model(
     model_type: str, *, num_outputs: int = 1, trainable: bool = False
 ) -> torch.nn.Module:
-    """`model_type`'s tiny configuration on a tiny random BERT."""
-    return tiny_model(
-        model_type,
-        num_outputs=num_outputs,
-        trainable=trainable,
-        encoder=tiny_transformer_encoder(),
-    )
+    """`model_type`'s tiny configuration on a tiny random BERT (hidden size DIM; CDSSM, whose
+    input layer must be window * filters = 18 wide, on one of hidden size 18)."""
+    encoder = tiny_encoder("transformer")
+    if model_type == "cdssm":
+        encoder |= {"embedding_dim": 18, "transformer_config": tiny_bert_config(VOCAB, 18)}
+    return tiny_model(model_type, num_outputs=num_outputs, trainable=trainable, encoder=encoder)
 
 
 def transformer_encoder(*, trainable: bool = False, layer: int = -1) -> TransformerTokenEncoder:
@@ -81,16 +95,17 @@ def ids_and_mask(rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
 # --- every token-reading model on a transformer encoder -------------------------------------
 
 
-def test_token_models_exclude_the_trigram_models() -> None:
-    assert "dssm" not in TOKEN_MODELS and "cdssm" not in TOKEN_MODELS
-    assert {"bi_encoder", "cross_encoder", "esim"} <= set(TOKEN_MODELS)
+def test_every_model_reads_transformer_inputs() -> None:
+    """DSSM and CDSSM included: their towers read any input layer (trigrams by default)."""
+    assert set(TOKEN_MODELS) == set(list_models())
+    assert {"bi_encoder", "cross_encoder", "esim", "dssm", "cdssm"} <= set(TOKEN_MODELS)
 
 
 @pytest.mark.parametrize("model_type", TOKEN_MODELS)
 @pytest.mark.parametrize("num_outputs", [1, 3])
 def test_transformer_output_shape(model_type: str, num_outputs: int) -> None:
     model = transformer_model(model_type, num_outputs=num_outputs).eval()
-    assert isinstance(transformer_encoder_of(model), TransformerTokenEncoder)
+    assert isinstance(model.token_encoder, TransformerTokenEncoder)
     left, right = random_pairs(5)
     out = model(make_batch(left, right))
     assert out.shape == (5, num_outputs)
@@ -142,29 +157,35 @@ def test_transformer_frozen_gets_no_gradient(model_type: str) -> None:
 def test_transformer_save_load_round_trip(model_type: str, tmp_path: Path) -> None:
     model = transformer_model(model_type).eval()
     tokenizer = SubwordTokenizer(tiny_tokenizer_json(), max_length=16)
-    save_model(
-        tmp_path / "m",
-        model,
-        model_type=model_type,
-        task="ranking",
-        vocab=None,
-        tokenizer=tokenizer,
+    inputs = TransformerInputs(
+        TransformerInputsConfig(source="tiny-bert", max_length=16), tokenizer
     )
+    matcher = Matcher(model=model, model_type=model_type, inputs=inputs, task=Task(kind="ranking"))
+    matcher.save(tmp_path / "m")
     assert (tmp_path / "m" / "tokenizer.json").is_file()
     assert not (tmp_path / "m" / "vocab.json").exists()
+    header = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert header["format"] == "attnmatch.model/2"
+    assert header["inputs"]["kind"] == "transformer" and header["inputs"]["max_length"] == 16
 
-    loaded = load_model(tmp_path / "m")
-    assert loaded.vocab is None and loaded.model_type == model_type
-    assert isinstance(loaded.tokenizer, SubwordTokenizer)
-    assert loaded.tokenizer == tokenizer and loaded.tokenizer.max_length == 16
+    loaded = Matcher.load(tmp_path / "m")
+    assert loaded.model_type == model_type and loaded.task == Task(kind="ranking")
+    assert isinstance(loaded.inputs, TransformerInputs)  # no word vocabulary
+    assert loaded.inputs.config == inputs.config
+    assert isinstance(loaded.inputs.tokenizer, SubwordTokenizer)
+    assert loaded.inputs.tokenizer == tokenizer and loaded.inputs.tokenizer.max_length == 16
     for left, right in TEXTS:
-        np.testing.assert_array_equal(loaded.tokenizer.encode(left), tokenizer.encode(left))
-        np.testing.assert_array_equal(loaded.tokenizer.encode(right), tokenizer.encode(right))
+        for a, b in zip(
+            loaded.inputs.encode([left, right]), inputs.encode([left, right]), strict=True
+        ):
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(loaded.inputs.encode([left])[0], tokenizer.encode(left))
     batch = make_batch(
         [tokenizer.encode(a).tolist() for a, _ in TEXTS],
         [tokenizer.encode(b).tolist() for _, b in TEXTS],
     )
     torch.testing.assert_close(model(batch), loaded.model(batch), atol=0, rtol=0)
+    np.testing.assert_array_equal(loaded.score(TEXTS), matcher.score(TEXTS))
 
 
 # --- TransformerTokenEncoder ----------------------------------------------------------------
@@ -200,7 +221,7 @@ def test_output_is_zero_on_padding_and_empty_texts() -> None:
 
 
 def test_cache_gives_the_uncached_outputs(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(token_encoder_module, "_CACHES", {})  # no texts cached by other tests
+    monkeypatch.setattr(transformer_inputs_module, "_CACHES", {})  # no texts cached by other tests
     encoder = transformer_encoder()
     ids, mask = ids_and_mask([[2, 5, 6, 3], [2, 7, 3], [2, 8, 9, 10, 11, 3], [2, 5, 6, 3]])
     ids = F.pad(ids, (0, 2))  # extra padding: cached vectors are stored without it
@@ -229,7 +250,7 @@ def test_cache_gives_the_uncached_outputs(monkeypatch: pytest.MonkeyPatch) -> No
 def test_cache_is_shared_by_encoders_with_the_same_weights(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(token_encoder_module, "_CACHES", {})
+    monkeypatch.setattr(transformer_inputs_module, "_CACHES", {})
     a, b = transformer_encoder(), transformer_encoder()
     a.enable_cache()
     b.enable_cache()
@@ -248,16 +269,16 @@ def test_enable_cache_is_a_no_op_when_trainable() -> None:
 def test_frozen_encoder_stays_in_eval_mode() -> None:
     frozen = tiny_model("bi_encoder", encoder=tiny_transformer_encoder(), trainable=False)
     frozen.train()
-    encoder = transformer_encoder_of(frozen)
-    assert encoder is not None
+    encoder = frozen.token_encoder
+    assert isinstance(encoder, TransformerTokenEncoder)
     assert encoder.training and not encoder.transformer.training
     assert not any(m.training for m in encoder.transformer.modules())
     ids, mask = ids_and_mask([[2, 5, 3]])
     assert not encoder(ids, mask).requires_grad
 
     tuned = tiny_model("bi_encoder", encoder=tiny_transformer_encoder(), trainable=True).train()
-    tuned_encoder = transformer_encoder_of(tuned)
-    assert tuned_encoder is not None and tuned_encoder.transformer.training
+    tuned_encoder = tuned.token_encoder
+    assert isinstance(tuned_encoder, TransformerTokenEncoder) and tuned_encoder.transformer.training
     tuned.eval()
     assert not tuned_encoder.transformer.training
 
@@ -369,8 +390,8 @@ def test_cross_encoder_reads_the_cls_position() -> None:
     lids, rids = torch.tensor(LEFT), torch.tensor(RIGHT)
     batch = make_batch([[i for i in r if i] for r in LEFT], [[i for i in r if i] for r in RIGHT])
     ids, mask, types = pack_pairs(lids, lids != 0, rids, rids != 0, 64)
-    encoder = transformer_encoder_of(model)
-    assert encoder is not None
+    encoder = model.token_encoder
+    assert isinstance(encoder, TransformerTokenEncoder)
     with torch.no_grad():
         hidden = encoder.transformer(
             input_ids=ids, attention_mask=mask.long(), token_type_ids=types
@@ -379,9 +400,42 @@ def test_cross_encoder_reads_the_cls_position() -> None:
     torch.testing.assert_close(model(batch), expected, atol=1e-5, rtol=1e-5)
 
 
-def test_cross_encoder_needs_a_transformer_encoder() -> None:
-    with pytest.raises(ValueError, match="transformer"):
-        resolve_model_config("cross_encoder", vocab_size=VOCAB, embedding_dim=DIM, num_outputs=1)
+def test_cross_encoder_needs_transformer_inputs() -> None:
+    """The registry declares the kinds a model reads; the inputs check them (ConfigError)."""
+    accepted = get_model_entry("cross_encoder").inputs
+    assert accepted == ("transformer",)
+    for config in (WordVectorsConfig(vectors="random"), TrigramInputsConfig()):
+        with pytest.raises(ConfigError, match="cross_encoder' cannot read .* it reads transformer"):
+            check_accepts("cross_encoder", accepted, config)
+    check_accepts("cross_encoder", accepted, TransformerInputsConfig(source="tiny-bert"))
+    with pytest.raises(ConfigError, match="transformer"):
+        Matcher.untrained("cross_encoder", inputs="random", task=Task(kind="ranking"))
+
+
+def test_model_overrides_cannot_set_the_encoder() -> None:
+    """The input layer is the [inputs] section, never a model override."""
+    with pytest.raises(ConfigError, match=r"model_overrides.encoder.*\[inputs\]"):
+        resolve_model_config(
+            "cross_encoder",
+            encoder=tiny_encoder("transformer"),
+            num_outputs=1,
+            overrides={"encoder": {"kind": "word_vectors"}},
+        )
+
+
+def test_minilm_presets_carry_their_inputs() -> None:
+    from attnmatch.models import default_inputs, get_preset
+
+    for name, model, trainable in (
+        ("minilm_zero_shot", "bi_encoder", False),
+        ("minilm_bi_encoder", "bi_encoder", True),
+        ("minilm_cross_encoder", "cross_encoder", True),
+    ):
+        preset = get_preset(name)
+        assert preset.model == model and preset.overrides == {}
+        expected = {"kind": "transformer", "source": "minilm-l6", "trainable": trainable}
+        assert preset.inputs == expected and default_inputs(name) == expected
+    assert default_inputs("cross_encoder")["kind"] == "transformer"
 
 
 # --- the bi-encoder's score -----------------------------------------------------------------
@@ -390,7 +444,7 @@ def test_cross_encoder_needs_a_transformer_encoder() -> None:
 def _token_vectors(model: BiEncoder, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """The encoder's token vectors computed without the model: (B, T) -> (B, T, E)."""
     encoder = model.token_encoder
-    if isinstance(encoder, StaticTokenEncoder):
+    if isinstance(encoder, WordVectorEncoder):
         return encoder.embedding.weight[ids]
     return encoder.transformer(input_ids=ids, attention_mask=mask.long()).last_hidden_state
 
@@ -400,11 +454,14 @@ def _mean(vectors: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (vectors * m).sum(1) / m.sum(1)
 
 
-@pytest.mark.parametrize("kind", ["static", "transformer"])
+@pytest.mark.parametrize("kind", ["word_vectors", "transformer"])
 def test_bi_encoder_scores_the_scaled_cosine(kind: str) -> None:
-    encoder = tiny_transformer_encoder() if kind == "transformer" else {}
-    model = tiny_model("bi_encoder", scale=3.0, shift=-0.5, encoder=encoder).eval()
+    model = tiny_model("bi_encoder", scale=3.0, shift=-0.5, encoder={"kind": kind}).eval()
     assert isinstance(model, BiEncoder)
+    assert isinstance(
+        model.token_encoder,
+        WordVectorEncoder if kind == "word_vectors" else TransformerTokenEncoder,
+    )
     left, right = random_pairs(5, seed=8)
     batch = make_batch(left, right, extra_pad=2)
     with torch.no_grad():

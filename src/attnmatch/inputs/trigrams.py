@@ -89,9 +89,15 @@ class TrigramEncoder(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        if ids.dim() != 3:
+        if ids.dim() != 3 or ids.shape[:2] != mask.shape:
             raise ValueError(
-                f"trigram inputs need (B, L, K) trigram ids, got shape {tuple(ids.shape)}"
+                f"trigram inputs need (B, L, K) trigram ids aligned with the (B, L) mask "
+                f"{tuple(mask.shape)}, got shape {tuple(ids.shape)}"
+            )
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.table.shape[0]):
+            raise ValueError(
+                f"trigram ids outside 0..{self.table.shape[0] - 1}: the texts were not hashed "
+                f"into this table's {self.table.shape[0]} buckets"
             )
         words = word_trigram_sums(self.table, ids)  # (B, L, E)
         return self.dropout(words) * mask.unsqueeze(-1)

@@ -60,9 +60,9 @@ class TrainConfig:
     batch_size: ranking groups per batch (ranking) or pairs per batch (classification).
     optimizer, lr, weight_decay, grad_clip: the optimiser (grad_clip 0 disables clipping;
         weight_decay is the L2 term).
-    encoder_lr: the learning rate of a fine-tuned transformer token encoder, when it should
-        differ from `lr` (the model's own layers); None: `lr` for every parameter. Decays with
-        `lr`.
+    encoder_lr: the learning rate of the input layer's trained parameters (e.g. a fine-tuned
+        transformer), when it should differ from `lr` (the model's own layers); None: `lr` for
+        every parameter. Decays with `lr`.
     lr_decay, lr_decay_steps: staircase decay, lr * lr_decay ** (step // lr_decay_steps)
         (HCRN: 0.96 every 10,000 steps); lr_decay = 1 (the default) keeps lr constant.
     patience: stop after this many epochs without a dev improvement (0: never stop early).
