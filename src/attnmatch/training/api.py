@@ -110,26 +110,33 @@ def fit_matcher(
     base: dict[str, Any] = {"model": model, "train": train_settings}
     if inputs is not None:
         base["inputs"] = parse_inputs(inputs)
-    out = Path(output_dir) if output_dir else Path(tempfile.mkdtemp(prefix="attnmatch-fit-"))
+    if output_dir is None:  # a temporary run folder; the Matcher is kept in memory
+        with tempfile.TemporaryDirectory(prefix="attnmatch-fit-") as tmp:
+            matcher = _fit(train, dev, base, task, Path(tmp), progress)
+            matcher.path = None
+            return matcher
+    return _fit(train, dev, base, task, Path(output_dir), progress)
+
+
+def _fit(
+    train: Any, dev: Any, base: dict[str, Any], task: str | None, out: Path, progress: bool
+) -> Matcher:
     if isinstance(train, str):  # a registered dataset, its standard splits
         config = _config(base, DataConfig(dataset=train))
-        result = train_run(config, out, progress=progress)
-        return Matcher.load(result.model_dir)
+        return Matcher.load(train_run(config, out, progress=progress).model_dir)
     train_examples = as_examples(train, "train")
     kind = task or infer_task(train_examples)
     protocol = protocol_for(kind, train_examples)
     dev_split = None
     if dev is not None:
         dev_examples = as_examples(dev, "dev")
-        dev_split = _split(
-            dev_examples, "dev", kind, protocol_for(kind, train_examples + dev_examples)
-        )
+        dev_protocol = protocol_for(kind, train_examples + dev_examples)
+        dev_split = _split(dev_examples, "dev", kind, dev_protocol)
     config = _config(base, DataConfig(dataset="pairs", test_split=None))
     exp = experiment_from_splits(
         config, _split(train_examples, "train", kind, protocol), dev_split, None
     )
-    result = train_run(config, out, progress=progress, experiment=exp)
-    return Matcher.load(result.model_dir)
+    return Matcher.load(train_run(config, out, progress=progress, experiment=exp).model_dir)
 
 
 def _config(base: dict[str, Any], data: DataConfig) -> ExperimentConfig:
