@@ -9,6 +9,7 @@ dev MAP. Usage:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 from pathlib import Path
@@ -21,9 +22,17 @@ CANDIDATES: dict[str, dict] = {
     "mlp32": {"model_overrides": {"mlp_hidden": [32]}},
     "drop0.2": {"model_overrides": {"dropout": 0.2}},
     "neg8": {"train": {"num_negatives": 8}},
-    "trainable_emb": {"model_overrides": {"encoder": {"trainable": True}}},
+    "trainable_emb": {"inputs": {"trainable": True}},  # fine-tune the model's own inputs
     "listwise": {"train": {"loss": "listwise"}},
 }
+
+
+def candidate_config(base: ExperimentConfig, overrides: dict) -> ExperimentConfig:
+    """`base` with a candidate's overrides; `inputs` overrides apply to the model's own inputs
+    (its default ones when `base` names none: GloVe word vectors, trigrams for DSSM/CDSSM, ...)."""
+    if "inputs" in overrides and base.inputs is None:
+        base = dataclasses.replace(base, inputs=base.resolved_inputs())
+    return base.with_overrides(overrides)
 
 
 def main() -> None:
@@ -38,13 +47,14 @@ def main() -> None:
     for name in names:
         scores = []
         for seed in [int(s) for s in args.seeds.split(",")]:
-            exp = ExperimentConfig.from_dict(
+            base = ExperimentConfig.from_dict(
                 {
                     "model": args.model,
                     "data": {"dataset": "wikiqa", "test_split": None},
                     "train": {"epochs": args.epochs, "patience": 8, "seed": seed},
                 }
-            ).with_overrides(CANDIDATES[name])
+            )
+            exp = candidate_config(base, CANDIDATES[name])
             out = Path(args.out) / args.model / name / f"seed-{seed}"
             result = train(exp, out, resume=True, progress=False)
             scores.append(result.dev["map"])

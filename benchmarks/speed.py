@@ -2,13 +2,15 @@
 
 Configuration (the issue's reference setting): hidden size 50 (BiLSTM units per direction; for
 HCRN and its baselines also the projection), MV-LSTM k-max 50, groups of 1 positive
-+ 4 negatives, 32 groups a batch (160 pairs), GloVe 6B 50d (fixed). For each model it prints:
++ 4 negatives, 32 groups a batch (160 pairs), each model's default inputs: GloVe 6B 50d (fixed)
+word vectors, letter trigrams for DSSM and CDSSM, the frozen MiniLM encoder for the MiniLM
+presets (`--inputs` sets the same inputs for every model). For each model it prints:
 
 - training pairs/s: forward + loss + backward + Adam step on real training batches (length
   bucketed, as the trainer does), after a warm-up, best of 3 passes over the timed batches;
 - one-epoch wall time: a full pass over the training sampler's epoch, including collation;
 - inference pairs/s: scoring every dev + test pair (8,898) under torch.inference_mode with
-  bucketed batches of 512, as `evaluate` and `Matcher` do (best of 3).
+  bucketed batches of 512, as `Matcher.predict` does (best of 3).
 
 With --reference each model is timed again with its reference path, in the same process: the
 packed `nn.LSTM` for models on `BiRNN`, the step loop instead of the fused `nn.GRU` kernel for
@@ -21,7 +23,7 @@ batch, KL over the 6 score levels; inference over dev-2012-2014 + test-2015 (4,0
 dev + test (5,427 pairs). MP-CNN keeps its own hidden_size (the output MLP's width, 150), not
 --hidden-size.
 
-Run: python benchmarks/speed.py [--models mvlstm,amvlstm_q] [--threads 2] [--embeddings random]
+Run: python benchmarks/speed.py [--models mvlstm,amvlstm_q] [--threads 2] [--inputs random]
      python benchmarks/speed.py --models mpcnn_attention,mpcnn --task sts2015 --reference
      python benchmarks/speed.py --models damm,esim:hidden_size=100 --task sick_entailment \
          --hidden-size 0   (0: each model's own hidden_size; name:key=value sets one model's)
@@ -40,34 +42,32 @@ import torch
 
 from attnmatch.data.collate import collate
 from attnmatch.data.encoding import EncodedPairs
-from attnmatch.evaluation import predict
-from attnmatch.losses import auxiliary_loss, compute_loss
-from attnmatch.models import get_preset, list_models, list_presets, reads_word_vectors
+from attnmatch.inputs import inputs_config_to_dict, parse_inputs
+from attnmatch.matcher import Matcher
+from attnmatch.models import get_preset, list_models, list_presets
 from attnmatch.models._registry import get_model_entry
 from attnmatch.models.iarnn import IARNN
 from attnmatch.models.mpcnn import MPCNN
 from attnmatch.nn.recurrent import BiRNN
-from attnmatch.training import ExperimentConfig, prepare
-from attnmatch.training.trainer import make_optimizer, make_sampler
+from attnmatch.training import Experiment, ExperimentConfig, build_experiment
+from attnmatch.training.loop import batch_loss, make_sampler
+from attnmatch.training.optim import make_optimizer
 
 
 def train_throughput(
-    p, batches, steps: int, warmup: int = 3, repeats: int = 3
+    exp: Experiment, batches, steps: int, warmup: int = 3, repeats: int = 3
 ) -> tuple[float, float]:
-    model, t = p.model, p.exp.train
-    sampler = make_sampler(p)
-    optimizer = make_optimizer(model, p.exp)
+    model, t = exp.model, exp.config.train
+    sampler = make_sampler(exp)
+    optimizer = make_optimizer(model, t)
     model.train()
 
     def step(idx: np.ndarray) -> None:
-        batch = collate(p.train, idx, group_index=sampler.group_index(idx))
-        loss = compute_loss(p.loss, model(batch), batch, margin=t.margin)
-        aux = auxiliary_loss(model)
-        if aux is not None:
-            loss = loss + aux
+        loss = batch_loss(exp, collate(exp.train, idx, group_index=sampler.group_index(idx)))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+        if t.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
         optimizer.step()
 
     for idx in batches[:warmup]:
@@ -96,16 +96,16 @@ def concat(a: EncodedPairs, b: EncodedPairs) -> EncodedPairs:
         labels=np.concatenate([a.labels, b.labels]),
         group_ids=np.concatenate([a.group_ids, b.group_ids + len(a.group_names)]),
         group_names=a.group_names + b.group_names,
-        trigrams=a.trigrams + b.trigrams if a.trigrams and b.trigrams else None,
     )
 
 
-def inference_throughput(model: torch.nn.Module, data: EncodedPairs, repeats: int = 3) -> float:
-    predict(model, data, batch_size=512)  # warm-up
+def inference_throughput(matcher: Matcher, data: EncodedPairs, repeats: int = 3) -> float:
+    matcher.batch_size = 512
+    matcher.predict(data)  # warm-up
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
-        predict(model, data, batch_size=512)
+        matcher.predict(data)
         best = min(best, time.perf_counter() - start)
     return len(data) / best
 
@@ -127,6 +127,14 @@ def _parse_model(spec: str) -> tuple[str, dict[str, object]]:
         except json.JSONDecodeError:
             overrides[key] = value
     return name, overrides
+
+
+def _parse_inputs(spec: str) -> dict[str, object]:
+    """--inputs: a short name ("glove-6b-50d", "random", "trigrams", "minilm-l6", a vectors file)
+    or an [inputs] table as JSON ('{"kind": "word_vectors", "vectors": "random", "dim": 100}')."""
+    if spec.lstrip().startswith("{"):
+        return dict(json.loads(spec))
+    return inputs_config_to_dict(parse_inputs(spec))
 
 
 TASKS = {
@@ -162,7 +170,12 @@ def main() -> None:
         help="presets or model types, each optionally with settings of its own: "
         "damm,esim:hidden_size=100:dropout=0.5",
     )
-    ap.add_argument("--embeddings", default="glove-6b-50d", help="glove-6b-50d or random")
+    ap.add_argument(
+        "--inputs",
+        default=None,
+        help="the same inputs for every model: glove-6b-50d, random, trigrams, minilm-l6, or an "
+        "[inputs] table as JSON (default: each model's own inputs)",
+    )
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     ap.add_argument(
         "--hidden-size",
@@ -179,6 +192,7 @@ def main() -> None:
         help="also time each model with its reference path (packed nn.LSTM; IARNN: the step loop)",
     )
     args = ap.parse_args()
+    inputs = {"inputs": _parse_inputs(args.inputs)} if args.inputs else {}
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)  # as the trainer does
@@ -200,32 +214,30 @@ def main() -> None:
         if mtype == "mvlstm":
             overrides["k"] = 50
         overrides.update(own)
-        exp = ExperimentConfig.from_dict(
+        config = ExperimentConfig.from_dict(
             {
                 "model": name,
                 "model_overrides": overrides,
-                # DSSM and CDSSM read letter trigrams: no word vectors to load.
-                "embeddings": {
-                    "source": args.embeddings if reads_word_vectors(mtype) else "random"
-                },
+                **inputs,  # none: the model's own (GloVe, trigrams for DSSM/CDSSM, MiniLM)
                 **TASKS[args.task],
             }
         )
         torch.manual_seed(0)
-        p = prepare(exp)
-        for module in p.model.modules():
+        exp = build_experiment(config)
+        for module in exp.model.modules():
             if isinstance(module, BiRNN):
                 module.fast_cpu_lstm = fast
             if isinstance(module, IARNN):
                 module.use_fused = fast
             if isinstance(module, MPCNN):
                 module.use_fast_pooling = fast
-        ref = {IARNN: "step loop", MPCNN: "amax pooling"}.get(type(p.model), "nn.LSTM ref")
+        ref = {IARNN: "step loop", MPCNN: "amax pooling"}.get(type(exp.model), "nn.LSTM ref")
         label = spec if fast else f"{spec} ({ref})"
-        batches = make_sampler(p).epoch(1)
-        train_pps, epoch_s = train_throughput(p, batches, args.steps)
-        eval_data = concat(p.dev, p.test) if p.test is not None else p.dev
-        infer_pps = inference_throughput(p.model, eval_data)
+        batches = make_sampler(exp).epoch(1)
+        train_pps, epoch_s = train_throughput(exp, batches, args.steps)
+        assert exp.dev is not None
+        eval_data = concat(exp.dev.data, exp.test.data) if exp.test is not None else exp.dev.data
+        infer_pps = inference_throughput(exp.matcher, eval_data)
         print(f"{label:24s} {train_pps:14,.0f} {epoch_s:8.2f} {infer_pps:14,.0f}", flush=True)
         if args.json:
             print(

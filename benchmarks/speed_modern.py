@@ -1,10 +1,10 @@
 """CPU inference pairs/s (and fine-tuning time per epoch) for the rows of a reproduction table.
 
-For each row it builds the row's experiment exactly as `attnmatch reproduce` does (data, vectors
-or the pretrained encoder, a freshly initialised model: the cost does not depend on the trained
-weights), then times:
+For each row it builds the row's experiment exactly as `attnmatch reproduce` does (data, the
+row's inputs: word vectors or the pretrained encoder, a freshly initialised model: the cost does
+not depend on the trained weights), then times:
 
-- inference: scoring the first `--pairs` test pairs with `evaluate.predict` (length-bucketed
+- inference: scoring the first `--pairs` test pairs with `Matcher.predict` (length-bucketed
   batches of `--batch-size`, `torch.inference_mode`), best of `--repeats`, after one warm-up
   pass. A frozen transformer encoder runs *without* its per-text cache, so every pair pays for
   encoding both texts: the cost of scoring new text;
@@ -29,11 +29,12 @@ import torch
 
 from attnmatch.data.collate import collate
 from attnmatch.data.encoding import EncodedPairs
-from attnmatch.evaluation import predict
-from attnmatch.models.build import transformer_encoder_of
+from attnmatch.matcher import Matcher
+from attnmatch.models import input_layer
 from attnmatch.reproduce import experiment_for, find_table, load_table
-from attnmatch.training import prepare
-from attnmatch.training.trainer import batch_loss, make_optimizer, make_sampler
+from attnmatch.training import Experiment, build_experiment
+from attnmatch.training.loop import batch_loss, make_sampler
+from attnmatch.training.optim import make_optimizer
 
 
 def head(data: EncodedPairs, n: int) -> EncodedPairs:
@@ -46,29 +47,29 @@ def head(data: EncodedPairs, n: int) -> EncodedPairs:
         labels=data.labels[:n],
         group_ids=data.group_ids[:n],
         group_names=data.group_names,
-        trigrams=data.trigrams,
     )
 
 
-def inference_pairs_per_s(model: torch.nn.Module, data: EncodedPairs, batch: int, repeats: int):
-    predict(model, data, batch_size=batch)  # warm-up
+def inference_pairs_per_s(matcher: Matcher, data: EncodedPairs, batch: int, repeats: int):
+    matcher.batch_size = batch
+    matcher.predict(data)  # warm-up
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
-        predict(model, data, batch_size=batch)
+        matcher.predict(data)
         best = min(best, time.perf_counter() - start)
     return len(data) / best
 
 
-def train_pairs_per_s(p, steps: int) -> tuple[float, int]:
-    model, t = p.model, p.exp.train
-    sampler = make_sampler(p)
-    optimizer = make_optimizer(model, p.exp)
+def train_pairs_per_s(exp: Experiment, steps: int) -> tuple[float, int]:
+    model, t = exp.model, exp.config.train
+    sampler = make_sampler(exp)
+    optimizer = make_optimizer(model, t)
     batches = sampler.epoch(1)
     model.train()
 
     def step(idx: np.ndarray) -> None:
-        loss = batch_loss(p, collate(p.train, idx, group_index=sampler.group_index(idx)))
+        loss = batch_loss(exp, collate(exp.train, idx, group_index=sampler.group_index(idx)))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if t.grad_clip > 0:
@@ -110,18 +111,18 @@ def main() -> None:
     print("| row | inference pairs/s | training pairs/s | one training epoch |")
     print("|---|---|---|---|")
     for row in rows:
-        exp = experiment_for(spec, row)
-        p = prepare(exp)
-        contextual = transformer_encoder_of(p.model)
-        if contextual is not None:
-            contextual.disable_cache()
-        assert p.test is not None
+        config = experiment_for(spec, row)
+        exp = build_experiment(config)  # turns on a frozen encoder's per-text cache: off here
+        disable_cache = getattr(input_layer(exp.model), "disable_cache", None)
+        if disable_cache is not None:
+            disable_cache()
+        assert exp.test is not None
         infer = inference_pairs_per_s(
-            p.model, head(p.test, args.pairs), args.batch_size, args.repeats
+            exp.matcher, head(exp.test.data, args.pairs), args.batch_size, args.repeats
         )
         train, epoch = (float("nan"), 0)
-        if args.train_steps > 0 and exp.train.epochs > 0:
-            train, epoch_pairs = train_pairs_per_s(p, args.train_steps)
+        if args.train_steps > 0 and config.train.epochs > 0:
+            train, epoch_pairs = train_pairs_per_s(exp, args.train_steps)
             epoch = epoch_pairs
         epoch_s = epoch / train if epoch else float("nan")
         when = f"{epoch_s / 60:.1f} min" if epoch_s >= 120 else f"{epoch_s:.1f} s"

@@ -21,11 +21,10 @@ from attnmatch.analysis import (
 from attnmatch.cli import app
 from attnmatch.data.collate import collate
 from attnmatch.data.datasets import load_split
-from attnmatch.data.encoding import encode_examples
 from attnmatch.data.tokenize import Tokenizer
 from attnmatch.data.vocab import Vocab
-from attnmatch.model_dir import save_model
-from attnmatch.models import build_model, resolve_model_config
+from attnmatch.matcher import Matcher
+from attnmatch.tasks import Task
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pairs_tiny"
 runner = CliRunner()
@@ -92,18 +91,21 @@ def test_bin_positions_rejects_bad_input() -> None:
 
 
 def _save_tiny(path: Path, name: str) -> Path:
+    """An untrained `name` on random word vectors (vocabulary: the fixture's training words)."""
     tokenizer = Tokenizer()
     examples = load_split("pairs", "train", data_dir=FIXTURE).examples
-    vocab = Vocab.build(tokenizer.tokenize(t) for ex in examples for t in (ex.left, ex.right))
+    texts = [t for ex in examples for t in (ex.left, ex.right)]
     overrides = {"hidden_size": 6, "k": 5} if name.startswith("amvlstm") else {}
-    mtype, config = resolve_model_config(
-        name, vocab_size=len(vocab), embedding_dim=8, num_outputs=1, overrides=overrides
+    matcher = Matcher.untrained(
+        name,
+        inputs={"kind": "word_vectors", "vectors": "random", "dim": 8},
+        task=Task(kind="ranking"),
+        overrides=overrides,
+        train_texts=texts,
+        seed=0,
     )
-    torch.manual_seed(0)
-    model = build_model(mtype, config)
-    return save_model(
-        path, model, model_type=mtype, task="ranking", vocab=vocab, tokenizer=tokenizer
-    )
+    assert matcher.inputs.vocab == Vocab.build(tokenizer.tokenize(t) for t in texts)
+    return matcher.save(path)
 
 
 @pytest.fixture(scope="module")
@@ -128,10 +130,8 @@ def test_attention_position_end_to_end(model_dir: Path) -> None:
     json.dumps(result, allow_nan=False)
 
     # Bucketed, padded batches give what one forward pass over every pair gives.
-    from attnmatch.model_dir import load_model
-
-    loaded = load_model(model_dir)
-    data = encode_examples(examples, loaded.tokenizer, loaded.vocab)
+    loaded = Matcher.load(model_dir)
+    data = loaded.encode(examples)
     batch = collate(data, np.arange(len(data)))
     with torch.inference_mode():
         gate = loaded.model.attention(batch)["right_gate"].numpy()
@@ -244,6 +244,22 @@ def test_cli_no_plot_and_missing_matplotlib(
     assert result.exit_code == 0, result.output
     assert (tmp_path / "b.json").is_file() and not (tmp_path / "b.png").exists()
     assert "warning" in result.output and "attnmatch[plot]" in result.output
+
+
+def test_cli_dataset_options(model_dir: Path, tmp_path: Path) -> None:
+    """--dataset-option KEY=VALUE reaches the dataset loader (the old -o is --output now)."""
+    plain = runner.invoke(app, _cli(model_dir, tmp_path / "plain", "--no-plot"))
+    assert plain.exit_code == 0, plain.output
+    args = _cli(model_dir, tmp_path / "opt", "--no-plot", "--dataset-option", "task=ranking")
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "opt.json").read_text()) == json.loads(
+        (tmp_path / "plain.json").read_text()
+    )
+    args = _cli(model_dir, tmp_path / "bad", "--no-plot", "--dataset-option", "nosuch=1")
+    result = runner.invoke(app, args)
+    assert result.exit_code != 0 and "unknown option(s) ['nosuch']" in str(result.exception)
+    assert not (tmp_path / "bad.json").exists()
 
 
 def test_cli_missing_key_is_one_clear_line(model_dir: Path, tmp_path: Path) -> None:

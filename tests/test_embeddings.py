@@ -26,7 +26,8 @@ from attnmatch.embeddings import (
     resolve_embeddings,
 )
 
-REAL_GLOVE = Path("/work/shared/data/embeddings/glove.6B.50d.txt.gz")
+# The real GloVe file, when a data folder holding it is named (a slow test; never downloaded).
+REAL_GLOVE = Path(os.environ.get("ATTNMATCH_GLOVE_DATA", "data")) / "embeddings/glove.6B.50d.txt.gz"
 WORDS = ["the", ",", "cat", "naïve", "日本"]
 THE = [0.418, 0.24968, -0.41242]
 

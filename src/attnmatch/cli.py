@@ -288,7 +288,9 @@ def score(
     for i, line in enumerate(lines, 1):
         parts = line.split("\t")
         if len(parts) != 2:
-            raise ValueError(f"{source}: pair {i}: expected LEFT<TAB>RIGHT, got {len(parts)} fields")
+            raise ValueError(
+                f"{source}: pair {i}: expected LEFT<TAB>RIGHT, got {len(parts)} fields"
+            )
         rows.append((parts[0], parts[1]))
     for value in load_matcher(model_dir).score(rows):
         print(f"{float(value):.6g}")

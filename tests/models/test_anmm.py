@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from attnmatch import configs
+from attnmatch.inputs import TokenEncoderConfig
 from attnmatch.models.anmm import ANMM, ANMMConfig, value_shared_bins
-from attnmatch.models.token_encoder import TokenEncoderConfig
 
 from .conftest import make_batch, random_pairs, tiny_model
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from attnmatch.inputs import TokenEncoderConfig
 from attnmatch.models.arc import (
     ARCIConfig,
     ARCIIConfig,
@@ -17,7 +18,6 @@ from attnmatch.models.arc import (
     masked_max_pool1d,
     masked_max_pool2d,
 )
-from attnmatch.models.token_encoder import TokenEncoderConfig
 
 from .conftest import VOCAB, make_batch, random_pairs, tiny_model
 

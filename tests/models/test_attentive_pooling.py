@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
+from attnmatch.inputs import TokenEncoderConfig
 from attnmatch.models.attentive_pooling import APCNNConfig, APLSTMConfig, AttentivePooling
-from attnmatch.models.token_encoder import TokenEncoderConfig
 
 from .conftest import DIM, VOCAB, make_batch, random_pairs, tiny_model
 

@@ -207,9 +207,7 @@ def _field_paths(config: object, prefix: str = "") -> set[str]:
 
 # Token-encoder fields a model need not read itself: its token encoder reads them (built from the
 # config by `attnmatch.inputs.build_token_encoder`), and a table ignores the transformer's.
-_ENCODER_FIELDS = {
-    "encoder." + f.name for f in dataclasses.fields(TokenEncoderConfig)
-}
+_ENCODER_FIELDS = {"encoder." + f.name for f in dataclasses.fields(TokenEncoderConfig)}
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -232,7 +230,11 @@ def test_a_preset_named_like_a_model_type_keeps_its_defaults() -> None:
         defaults = {f.name: f.default for f in dataclasses.fields(config_cls)}
         for key, value in get_preset(name).overrides.items():
             default = defaults[key]
-            same = list(value) == list(default) if isinstance(value, list | tuple) else (
-                value == default
+            same = (
+                list(value) == list(default)
+                if isinstance(value, list | tuple)
+                else (value == default)
             )
-            assert same, f"preset {name!r} sets {key}={value!r}; the model type's default is {default!r}"
+            assert same, (
+                f"preset {name!r} sets {key}={value!r}; the model type's default is {default!r}"
+            )

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import torch
 
+from attnmatch.inputs import TokenEncoderConfig
 from attnmatch.models import get_preset
 from attnmatch.models.decomposable import (
     DecomposableAttention,
@@ -17,7 +18,6 @@ from attnmatch.models.decomposable import (
     attend,
     distance_buckets,
 )
-from attnmatch.models.token_encoder import TokenEncoderConfig
 
 from .conftest import make_batch, random_pairs, tiny_model
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import torch
 
+from attnmatch.inputs import TokenEncoderConfig
 from attnmatch.models.esim import ESIM, ESIMConfig, mean_max_pool, soft_align
-from attnmatch.models.token_encoder import TokenEncoderConfig
 from attnmatch.nn.coattention import enhance
 from attnmatch.nn.recurrent import BiRNN
 

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
+from attnmatch.inputs import TokenEncoderConfig
 from attnmatch.models.hcrn import Affinity, HCRNConfig, HermitianIntraAttention
-from attnmatch.models.token_encoder import TokenEncoderConfig
 from attnmatch.nn.coattention import alignment_pool, extractive_pool
 
 from .conftest import make_batch, random_pairs, tiny_model

@@ -10,13 +10,13 @@ import torch
 import torch.nn.functional as F
 
 from attnmatch import configs
+from attnmatch.inputs import TokenEncoderConfig
 from attnmatch.models.matchpyramid import (
     MaskedConv2d,
     MatchPyramid,
     MatchPyramidConfig,
     interaction_matrix,
 )
-from attnmatch.models.token_encoder import TokenEncoderConfig
 
 from .conftest import make_batch, random_pairs, tiny_model
 

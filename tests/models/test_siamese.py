@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from attnmatch.configs import ConfigError
+from attnmatch.inputs import TokenEncoderConfig
 from attnmatch.models import resolve_model_config
 from attnmatch.models.siamese import (
     CBOWMLPConfig,
@@ -13,7 +14,6 @@ from attnmatch.models.siamese import (
     SiameseCNNConfig,
     SiameseLSTMConfig,
 )
-from attnmatch.models.token_encoder import TokenEncoderConfig
 from attnmatch.nn.masking import masked_mean
 
 from .conftest import DIM, VOCAB, make_batch, random_pairs, tiny_model
@@ -115,7 +115,10 @@ def test_cosine_head_with_three_outputs_raises(config_cls: type) -> None:
 def test_cosine_head_with_three_outputs_raises_from_a_dict(name: str) -> None:
     with pytest.raises(ConfigError, match="head='cosine'"):
         resolve_model_config(
-            name, vocab_size=VOCAB, embedding_dim=DIM, num_outputs=3, overrides={"head": "cosine"}
+            name,
+            encoder={"vocab_size": VOCAB, "embedding_dim": DIM},
+            num_outputs=3,
+            overrides={"head": "cosine"},
         )
 
 

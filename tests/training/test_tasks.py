@@ -13,10 +13,10 @@ from attnmatch.configs import ConfigError
 from attnmatch.data.encoding import EncodedPairs
 from attnmatch.data.protocol import RegressionProtocol
 from attnmatch.evaluation import report_from_outputs
+from attnmatch.matcher import Matcher
 from attnmatch.metrics import weighted_pearson
-from attnmatch.model_dir import load_model
 from attnmatch.models import _registry
-from attnmatch.predictor import Matcher
+from attnmatch.tasks import Task
 from attnmatch.training import ExperimentConfig, train
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -28,7 +28,7 @@ def experiment(folder: str, options: dict[str, Any], **train: Any) -> Experiment
             "model": "mvlstm",
             "model_overrides": {"hidden_size": 8, "k": 10},
             "data": {"dataset": "pairs", "data_dir": str(FIXTURES / folder), "options": options},
-            "embeddings": {"source": "random", "dim": 8},
+            "inputs": {"kind": "word_vectors", "vectors": "random", "dim": 8},
             "train": {"epochs": 3, "batch_size": 8, "lr": 0.01, "patience": 0, **train},
         }
     )
@@ -41,11 +41,11 @@ def test_regression_trains_and_predicts_scores(tmp_path: Path, loss: str) -> Non
     assert set(result.dev) == {"pearson", "spearman", "mse"}
     # The fixture's score is the share of shared content words: a working model learns it.
     assert result.dev["pearson"] > 0.5, result.history
-    loaded = load_model(result.model_dir)
-    assert loaded.task == "regression"
-    assert loaded.label_space == {"min_score": 0, "max_score": 5}
+    loaded = Matcher.load(result.model_dir)
+    assert loaded.task == Task(kind="regression", min_score=0, max_score=5)
+    assert (loaded.task.kind, loaded.task.min_score, loaded.task.max_score) == ("regression", 0, 5)
     assert loaded.model.config.num_outputs == (6 if loss == "kl" else 1)
-    scores = Matcher(loaded).score([("river stone", "river stone"), ("river", "lamp")])
+    scores = loaded.score([("river stone", "river stone"), ("river", "lamp")])
     assert scores.shape == (2,)
     if loss == "kl":  # an expectation over the levels 0..5
         assert np.all((scores >= 0) & (scores <= 5))
@@ -57,7 +57,8 @@ def test_auto_loss_for_classification(tmp_path: Path) -> None:
     result = train(exp, tmp_path / "run", progress=False)
     assert set(result.dev) == {"accuracy", "f1"}
     assert result.dev["accuracy"] > 0.75  # 1 in 4 candidates is relevant: beat the majority
-    matcher = Matcher(result.model_dir)
+    matcher = Matcher.load(result.model_dir)
+    assert matcher.task.kind == "classification" and matcher.task.class_names == ("0", "1")
     labels = matcher.classify([("what bridge window ?", "window for by is with bridge")])
     assert labels[0] in ("0", "1")
 
@@ -66,7 +67,8 @@ def test_pointwise_ranking_with_cross_entropy(tmp_path: Path) -> None:
     exp = experiment("pairs_tiny", {}, loss="cross_entropy", epochs=2)
     result = train(exp, tmp_path / "run", progress=False)
     assert "map" in result.dev
-    assert load_model(result.model_dir).model.config.num_outputs == 2
+    loaded = Matcher.load(result.model_dir)
+    assert loaded.model.config.num_outputs == 2 and loaded.task.kind == "ranking"
 
 
 def test_a_loss_that_cannot_train_the_task_is_refused(tmp_path: Path) -> None:
@@ -124,9 +126,11 @@ def test_cli_evaluate_with_dataset_options_and_task_check(tmp_path: Path) -> Non
     runner = CliRunner()
     args = ["evaluate", str(model_dir), "--dataset", "pairs:test"]
     args += ["--data-dir", str(FIXTURES / "pairs_sts_tiny"), "--json"]
-    result = runner.invoke(app, [*args, "-o", "task=regression"])
+    result = runner.invoke(app, [*args, "--dataset-option", "task=regression"])
     assert result.exit_code == 0, result.output
     assert '"pearson"' in result.output and '"protocol": "pairs-regression"' in result.output
     result = runner.invoke(app, args)  # evaluated as ranking: refused
     assert result.exit_code != 0
-    assert "is a regression model" in str(result.exception) + result.output
+    assert "a regression model cannot be evaluated on pairs:test, a ranking split" in (
+        str(result.exception) + result.output
+    )

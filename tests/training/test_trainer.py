@@ -188,7 +188,8 @@ def test_trigram_models_train_on_their_own_inputs_by_default(tmp_path: Path) -> 
     """`--model dssm` with no [inputs]: DSSM's own letter-trigram inputs, end to end."""
     base = tiny_experiment(epochs=2).to_dict()
     exp = ExperimentConfig.from_dict(
-        base | {"model": "cdssm", "model_overrides": {"filters": 4, "output_size": 5}, "inputs": None}
+        base
+        | {"model": "cdssm", "model_overrides": {"filters": 4, "output_size": 5}, "inputs": None}
     )
     with pytest.raises(ConfigError, match="window \\* filters = 12"):
         train(exp, tmp_path / "bad", progress=False)  # CDSSM's default dim is 3 x 300
@@ -197,7 +198,9 @@ def test_trigram_models_train_on_their_own_inputs_by_default(tmp_path: Path) -> 
     matcher = Matcher.load(result.model_dir)
     assert matcher.model.token_encoder.table.shape == (101, 12)
     assert matcher.inputs.encode(["hello world"])[0].shape[0] == 2  # (words, trigrams)
-    dssm = ExperimentConfig.from_dict(base | {"model": "dssm", "model_overrides": {}, "inputs": None})
+    dssm = ExperimentConfig.from_dict(
+        base | {"model": "dssm", "model_overrides": {}, "inputs": None}
+    )
     assert dssm.resolved_inputs().kind == "trigrams"
 
 

@@ -1,4 +1,4 @@
-"""Training, saving and serving with a transformer token encoder (a tiny random BERT on disk)."""
+"""Training, saving and serving on transformer inputs (a tiny random BERT on disk)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from attnmatch import Matcher
 from attnmatch.configs import ConfigError
 from attnmatch.data.subword import SubwordTokenizer
-from attnmatch.model_dir import load_model
-from attnmatch.models.build import transformer_encoder_of
+from attnmatch.inputs import TransformerInputs
+from attnmatch.inputs.transformer import TransformerTokenEncoder
+from attnmatch.matcher import Matcher
+from attnmatch.models import input_layer
 from attnmatch.reproduce import load_table, reproduce
-from attnmatch.training import ExperimentConfig, prepare, train
+from attnmatch.training import ExperimentConfig, build_experiment, train
 from tests.tiny_transformer import write_tiny_encoder
 from tests.training.test_trainer import tiny_experiment
 
@@ -40,27 +41,26 @@ def encoder_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def experiment(encoder: Path, *, model: str = "mvlstm", trainable: bool = False, **train_over):
-    """The trainer tests' tiny experiment, reading `encoder` (MV-LSTM keeps its tiny sizes)."""
+    """The trainer tests' tiny experiment on transformer inputs read from `encoder` (MV-LSTM
+    keeps its tiny sizes)."""
     data = tiny_experiment(**train_over).to_dict()
     if model != "mvlstm":
         data.update(model=model, model_overrides={})
-    data["model_overrides"]["encoder"] = {
-        "kind": "transformer",
-        "source": str(encoder),
-        "trainable": trainable,
-    }
+    data["inputs"] = {"kind": "transformer", "source": str(encoder), "trainable": trainable}
     return ExperimentConfig.from_dict(data)
 
 
-def test_prepare_uses_the_encoders_tokenizer_and_weights(encoder_dir: Path) -> None:
-    p = prepare(experiment(encoder_dir))
-    assert isinstance(p.tokenizer, SubwordTokenizer) and p.vocab is None
-    contextual = transformer_encoder_of(p.model)
-    assert contextual is not None and not contextual.config.trainable
+def test_build_experiment_uses_the_encoders_tokenizer_and_weights(encoder_dir: Path) -> None:
+    exp = build_experiment(experiment(encoder_dir))
+    inputs = exp.matcher.inputs
+    assert isinstance(inputs, TransformerInputs) and isinstance(inputs.tokenizer, SubwordTokenizer)
+    assert getattr(inputs, "vocab", None) is None  # no word vocabulary
+    contextual = input_layer(exp.model)
+    assert isinstance(contextual, TransformerTokenEncoder) and not contextual.config.trainable
     assert contextual.config.transformer_config["hidden_size"] == 8
     # Ids are the tokenizer's, with [CLS] ... [SEP]; the weights are the directory's.
-    cls, sep = p.tokenizer.token_id("[CLS]"), p.tokenizer.token_id("[SEP]")
-    assert all(t[0] == cls and t[-1] == sep for t in p.train.texts)
+    cls, sep = inputs.tokenizer.token_id("[CLS]"), inputs.tokenizer.token_id("[SEP]")
+    assert all(t[0] == cls and t[-1] == sep for t in exp.train.texts)
     from safetensors.torch import load_file
 
     saved = load_file(str(encoder_dir / "model.safetensors"))
@@ -68,24 +68,37 @@ def test_prepare_uses_the_encoders_tokenizer_and_weights(encoder_dir: Path) -> N
         contextual.transformer.embeddings.word_embeddings.weight,
         saved["bert.embeddings.word_embeddings.weight"],
     )
-    assert p.embedding_stats["kind"] == "transformer"
-    assert p.embedding_stats["ignored_weights"]  # the checkpoint's pooler
+    assert exp.inputs_stats["kind"] == "transformer"
+    assert exp.inputs_stats["ignored_weights"]  # the checkpoint's pooler
 
 
 def test_train_frozen_encoder_round_trips_and_serves(encoder_dir: Path, tmp_path: Path) -> None:
-    result = train(experiment(encoder_dir), tmp_path / "run", progress=False)
+    import shutil
+
+    source = shutil.copytree(encoder_dir, tmp_path / "encoder-copy")
+    result = train(experiment(source), tmp_path / "run", progress=False)
     model_dir = result.model_dir
     assert (model_dir / "tokenizer.json").is_file() and not (model_dir / "vocab.json").exists()
     header = json.loads((model_dir / "config.json").read_text())
-    assert header["tokenizer"] == {"kind": "subword", "max_length": 256}
+    assert header["format"] == "attnmatch.model/2"
+    assert header["inputs"] == {
+        "kind": "transformer",
+        "source": str(source),
+        "trainable": False,
+        "layer": -1,
+        "max_length": 256,
+        "dropout": 0.0,
+    }
     assert header["config"]["encoder"]["transformer_config"]["model_type"] == "bert"
     # The directory is self-contained: delete the encoder's source and it still loads.
-    loaded = load_model(model_dir)
-    assert loaded.vocab is None and isinstance(loaded.tokenizer, SubwordTokenizer)
-    matcher = Matcher(loaded)
+    shutil.rmtree(source)
+    matcher = Matcher.load(model_dir)
+    assert isinstance(matcher.inputs, TransformerInputs)
+    assert isinstance(matcher.inputs.tokenizer, SubwordTokenizer)
+    assert getattr(matcher.inputs, "vocab", None) is None
     pairs = [("what bridge window ?", "window for by is with bridge"), ("a", "b c")]
     first = matcher.score(pairs)
-    again = Matcher(load_model(model_dir)).score(pairs)
+    again = Matcher.load(model_dir).score(pairs)
     np.testing.assert_allclose(first, again, rtol=0, atol=1e-6)
     ranked = matcher.rank("what bridge window ?", ["apple music", "window bridge"])
     assert {r.index for r in ranked} == {0, 1}
@@ -120,12 +133,11 @@ def test_zero_epochs_evaluates_the_model_as_it_is(encoder_dir: Path, tmp_path: P
     result = train(exp, tmp_path / "zs", progress=False)
     assert result.best_epoch == 0 and result.history == []
     assert (tmp_path / "zs" / "model" / "model.safetensors").is_file()
-    # Mean-pooled cosine of the raw encoder, scored by hand for one dev pair.
-    p = prepare(exp)
-    from attnmatch.evaluation import predict
-
-    outputs = predict(load_model(result.model_dir).model, p.dev)
-    np.testing.assert_allclose(outputs, predict(p.model, p.dev), atol=1e-6)
+    # The saved model's outputs are the raw encoder's mean-pooled cosines.
+    built = build_experiment(exp)
+    assert built.dev is not None
+    outputs = Matcher.load(result.model_dir).predict(built.dev.data)
+    np.testing.assert_allclose(outputs, built.matcher.predict(built.dev.data), atol=1e-6)
     # Reusing the finished run does not retrain or re-evaluate.
     again = train(exp, tmp_path / "zs", resume=True, progress=False)
     assert again.dev == result.dev and again.test == result.test
@@ -138,40 +150,71 @@ def test_a_frozen_model_with_nothing_to_train_needs_zero_epochs(
         train(experiment(encoder_dir, model="minilm_zero_shot"), tmp_path / "x", progress=False)
 
 
-def test_missing_source_and_trigram_models_are_clear_errors(encoder_dir: Path) -> None:
+def test_moved_keys_empty_sources_and_unreadable_input_kinds_are_clear_errors(
+    encoder_dir: Path,
+) -> None:
+    data = {"model": "mvlstm", "data": {"dataset": "pairs", "data_dir": str(FIXTURE)}}
+    # The encoder is configured in [inputs], not in the model config.
+    with pytest.raises(ConfigError, match=r"model_overrides.encoder is now \[inputs\]"):
+        ExperimentConfig.from_dict(data | {"model_overrides": {"encoder": {"kind": "transformer"}}})
+    with pytest.raises(ConfigError, match="inputs: source is empty"):
+        ExperimentConfig.from_dict(data | {"inputs": {"kind": "transformer", "source": ""}})
+    # A model refuses an input kind it cannot read (the cross-encoder needs a transformer's joint
+    # sequence; the bi-encoder one id per token), naming what it reads.
+    refused = [
+        ("minilm_cross_encoder", {"kind": "word_vectors", "vectors": "random", "dim": 8}),
+        ("bi_encoder", {"kind": "trigrams", "dim": 8}),
+    ]
+    for model, inputs in refused:
+        exp = ExperimentConfig.from_dict(data | {"model": model, "inputs": inputs})
+        reads = "transformer" if model == "minilm_cross_encoder" else "word_vectors or transformer"
+        with pytest.raises(
+            ConfigError, match=f"'{model}' cannot read {inputs['kind']} inputs; it reads {reads}"
+        ):
+            build_experiment(exp)
+    # DSSM is a tower over token vectors now (trigrams by default): a transformer's will do.
     exp = ExperimentConfig.from_dict(
-        {
-            "model": "mvlstm",
-            "model_overrides": {"encoder": {"kind": "transformer"}},
-            "data": {"dataset": "pairs", "data_dir": str(FIXTURE)},
+        data
+        | {
+            "model": "dssm",
+            "model_overrides": {"hidden_sizes": [], "output_size": 5},
+            "inputs": {"kind": "transformer", "source": str(encoder_dir)},
         }
     )
-    with pytest.raises(ConfigError, match="encoder.source"):
-        prepare(exp)
-    exp = exp.with_overrides(
-        {"model": "dssm", "model_overrides": {"encoder": {"source": str(encoder_dir)}}}
-    )
-    with pytest.raises(ConfigError, match="letter trigrams"):
-        prepare(exp)
+    assert isinstance(input_layer(build_experiment(exp).model), TransformerTokenEncoder)
     missing = experiment(encoder_dir.parent / "nowhere")
     with pytest.raises(FileNotFoundError, match="neither a known name"):
-        prepare(missing)
+        build_experiment(missing)
 
 
 def test_cross_encoder_trains_on_regression(encoder_dir: Path, tmp_path: Path) -> None:
+    """Fine-tuning a cross-encoder with MSE fits the training pairs: the epochs' training loss
+    falls, and scored on those pairs (dev is a copy of train here) Pearson rises from the
+    untrained model's (about 0) to above 0.5."""
+    import shutil
+
+    from attnmatch.evaluation import evaluate
+
+    data = tmp_path / "sts"
+    data.mkdir()
+    for split, source in (("train", "train"), ("dev", "train"), ("test", "test")):
+        shutil.copyfile(STS_FIXTURE / f"{source}.tsv", data / f"{split}.tsv")
     exp = ExperimentConfig.from_dict(
         {
             "model": "minilm_cross_encoder",
-            "model_overrides": {"encoder": {"source": str(encoder_dir)}},
-            "data": {
-                "dataset": "pairs",
-                "data_dir": str(STS_FIXTURE),
-                "options": {"task": "regression"},
-            },
-            "train": {"epochs": 1, "batch_size": 8, "lr": 1e-3, "loss": "mse"},
+            "inputs": {"kind": "transformer", "source": str(encoder_dir), "trainable": True},
+            "data": {"dataset": "pairs", "data_dir": str(data), "options": {"task": "regression"}},
+            "train": {"epochs": 12, "batch_size": 8, "lr": 5e-3, "loss": "mse", "patience": 0},
         }
     )
+    built = build_experiment(exp)
+    assert built.dev is not None and input_layer(built.model).config.trainable
+    untrained = evaluate(built.matcher, built.dev.data, built.dev.protocol).metrics["pearson"]
     result = train(exp, tmp_path / "ce", progress=False)
+    losses = [h["train_loss"] for h in result.history]
+    assert len(losses) == 12 and losses[-1] < 0.8 * losses[0], losses
+    trained = result.dev["pearson"]
+    assert trained > 0.5 and trained > untrained + 0.3, (untrained, trained)
     assert result.test is not None and np.isfinite(result.test["pearson"])
 
 
@@ -192,7 +235,7 @@ id = "zs"
 label = "zero-shot"
 model = "minilm_zero_shot"
 seeds = [1]
-overrides = {{ model_overrides = {{ encoder = {{ source = "{encoder_dir}" }} }} }}
+overrides = {{ inputs = {{ kind = "transformer", source = "{encoder_dir}" }} }}
 """,
         encoding="utf-8",
     )
@@ -212,16 +255,17 @@ def test_cli_train_with_an_encoder_then_rank_and_evaluate(encoder_dir: Path, tmp
 
     runner = CliRunner()
     out = tmp_path / "run"
-    args = ["train", "--model", "mvlstm", "--dataset", "pairs", "--epochs", "1"]
-    args += ["--encoder", str(encoder_dir), "-o", str(out), "--no-progress"]
-    args += ["--set", f"data.data_dir={FIXTURE}", "--set", "model_overrides.hidden_size=4"]
-    args += ["--set", "train.num_negatives=2", "--set", "train.batch_size=4"]
+    common = ["train", "--model", "mvlstm", "--dataset", "pairs", "--no-progress"]
+    common += ["--set", f"data.data_dir={FIXTURE}", "--set", "model_overrides.hidden_size=4"]
+    common += ["--set", "train.num_negatives=2", "--set", "train.batch_size=4"]
+    args = [*common, "--epochs", "1", "--inputs", str(encoder_dir), "-o", str(out)]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     header = json.loads((out / "model" / "config.json").read_text())
     encoder = header["config"]["encoder"]
     assert encoder["kind"] == "transformer" and encoder["trainable"] is False
-    assert encoder["source"] == str(encoder_dir)
+    assert header["inputs"]["kind"] == "transformer" and header["inputs"]["trainable"] is False
+    assert header["inputs"]["source"] == str(encoder_dir)
     result = runner.invoke(
         app, ["rank", str(out / "model"), "-q", "what bridge ?", "--json"], input="a\nbridge\n"
     )
@@ -234,26 +278,37 @@ def test_cli_train_with_an_encoder_then_rank_and_evaluate(encoder_dir: Path, tmp
     )
     assert evaluated.exit_code == 0, evaluated.output
     assert json.loads(evaluated.output)["metrics"]["num_queries"] == 8
-    result = runner.invoke(app, ["train", "--fine-tune", "-o", str(tmp_path / "x")])
+    # --fine-tune makes the inputs trainable (0 epochs: the model is saved as it is).
+    tuned = tmp_path / "tuned"
+    args = [*common, "--epochs", "0", "--inputs", str(encoder_dir), "--fine-tune", "-o", str(tuned)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    header = json.loads((tuned / "model" / "config.json").read_text())
+    assert header["inputs"]["trainable"] is True and header["config"]["encoder"]["trainable"]
+    # The earlier --encoder option is gone (--inputs replaces it).
+    result = runner.invoke(app, [*common, "--encoder", str(encoder_dir), "-o", str(tmp_path / "x")])
     assert result.exit_code != 0 and "--encoder" in result.output
+    assert not (tmp_path / "x").exists()
 
 
 def test_encoder_lr_gives_the_fine_tuned_encoder_its_own_rate(encoder_dir: Path) -> None:
-    from attnmatch.training.trainer import learning_rate, make_optimizer, set_learning_rate
+    from attnmatch.training.optim import learning_rate, make_optimizer, set_learning_rate
 
     exp = experiment(encoder_dir, trainable=True, lr=1e-3, encoder_lr=2e-5, lr_decay=0.5)
     exp = exp.with_overrides({"train": {"lr_decay_steps": 1}})
-    p = prepare(exp)
-    optimizer = make_optimizer(p.model, exp)
+    model = build_experiment(exp).model
+    optimizer = make_optimizer(model, exp.train)
     own, enc = optimizer.param_groups
-    contextual = transformer_encoder_of(p.model)
-    assert contextual is not None
+    contextual = input_layer(model)
+    assert isinstance(contextual, TransformerTokenEncoder)
     assert {id(q) for q in enc["params"]} == {id(q) for q in contextual.parameters()}
     assert own["lr"] == pytest.approx(1e-3) and enc["lr"] == pytest.approx(2e-5)
-    set_learning_rate(optimizer, learning_rate(exp.train, 1), exp.train)  # decayed once
+    set_learning_rate(optimizer, learning_rate(exp.train, 1))  # decayed once
     assert own["lr"] == pytest.approx(5e-4) and enc["lr"] == pytest.approx(1e-5)
     # Without encoder_lr (or with a frozen encoder) there is one group at lr.
     frozen = experiment(encoder_dir, lr=1e-3, encoder_lr=2e-5)
-    assert len(make_optimizer(prepare(frozen).model, frozen).param_groups) == 1
+    assert len(make_optimizer(build_experiment(frozen).model, frozen.train).param_groups) == 1
+    untuned = experiment(encoder_dir, trainable=True, lr=1e-3)
+    assert len(make_optimizer(build_experiment(untuned).model, untuned.train).param_groups) == 1
     with pytest.raises(ConfigError, match="encoder_lr"):
         experiment(encoder_dir, encoder_lr=0.0)

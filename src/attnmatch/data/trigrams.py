@@ -50,4 +50,3 @@ def word_trigram_ids(tokens: Sequence[str], buckets: int) -> np.ndarray:
     for i, row in enumerate(rows):
         out[i, : len(row)] = row
     return out
-

@@ -2,8 +2,8 @@
 
 Paper:
     Yang, Ai, Guo, Croft, "aNMM: Ranking Short Answer Texts with Attention-Based Neural Matching
-    Model", CIKM 2016 (https://arxiv.org/abs/1801.01641). A baseline of paper 000's Table 3
-    (MODELS.md §6; WikiQA MAP .646 there).
+    Model", CIKM 2016 (https://arxiv.org/abs/1801.01641). A baseline in Table 3 of the
+    aMV-LSTM paper (WikiQA MAP .646 there); docs/models.md, aNMM.
 
 Summary: word vectors -> cosine matrix between every question (left) word and every answer
 (right) word -> value-shared weighting: each question word's row of cosines is binned by value
@@ -17,7 +17,7 @@ holds the exact matches (cosine >= 1 - EXACT_MATCH_TOLERANCE), as in the paper's
 bin and MatchZoo's binning: bin k < K - 1 covers [-1 + k w, -1 + (k + 1) w) with w = 2 / (K - 1).
 
 Deviations from the paper / decisions:
-- Bin inputs are sums of the signals (aNMM-1, and paper 000's "bin-sum" description), not counts
+- Bin inputs are sums of the signals (aNMM-1, and the aMV-LSTM paper's "bin-sum" description), not counts
   as in DRMM's histograms; a padded answer word never counts.
 - `bins` defaults to 200 (MatchZoo-py's default); the paper tunes the bin size per dataset.
 - Exact matches are found with a tolerance (1e-5) because the float32 cosine of a vector with
@@ -48,8 +48,8 @@ from torch import nn
 
 from attnmatch.configs import check_dropout, check_positive
 from attnmatch.data.schema import PairBatch
-from attnmatch.models._registry import register_model, register_preset
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
+from attnmatch.models._registry import register_model, register_preset
 from attnmatch.nn.masking import masked_softmax
 
 EXACT_MATCH_TOLERANCE = 1e-5

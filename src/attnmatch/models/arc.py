@@ -2,8 +2,8 @@
 
 Paper:
     Hu, Lu, Li, Chen, "Convolutional Neural Network Architectures for Matching Natural Language
-    Sentences", NIPS 2014 (https://arxiv.org/abs/1503.03244). Baselines of paper 000 (aMV-LSTM,
-    §2.1, §4.2, Table 3: WikiQA MAP ARC-I .588, ARC-II .561); MODELS.md §6.
+    Sentences", NIPS 2014 (https://arxiv.org/abs/1503.03244). Baselines of the aMV-LSTM paper
+    (§2.1, §4.2, Table 3: WikiQA MAP ARC-I .588, ARC-II .561); docs/models.md, ARC-I and ARC-II.
 
 Summary:
 - `arc_i` (representation-based): each text alone -> `num_layers` 1-D convolutions over word
@@ -33,8 +33,8 @@ each example's valid region is tracked as counts: valid windows/rows/columns):
   applied to the cropped valid region, vectorised; cells repeat when n < P).
 
 Deviations from the paper / decisions:
-- The ARC paper is not in shared/papers; paper 000 only says its baselines use "the
-  configuration of the best result published in the corresponding paper". Defaults: 3-word
+- The aMV-LSTM paper only says its baselines use "the configuration of the best result
+  published in the corresponding paper". Defaults: 3-word
   windows, ReLU everywhere and 2-max pooling (the ARC paper); 2 convolution layers for ARC-I;
   64 feature maps; MatchZoo-style rest (dropout 0.0, MLP with 128 hidden units).
 - Convolutions over words are "narrow" (valid windows only, as in the paper's layer-1 equation);
@@ -63,8 +63,8 @@ from torch import nn
 
 from attnmatch.configs import check_dropout, check_positive
 from attnmatch.data.schema import PairBatch
-from attnmatch.models._registry import register_model
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
+from attnmatch.models._registry import register_model
 from attnmatch.nn.masking import masked_max
 from attnmatch.nn.pooling import dynamic_max_pool2d
 

@@ -38,6 +38,7 @@ import torch
 from torch import nn
 
 from attnmatch.data.schema import PairBatch
+from attnmatch.inputs import build_token_encoder
 from attnmatch.models._registry import register_model
 from attnmatch.models.siamese import (
     BaselineConfig,
@@ -45,7 +46,6 @@ from attnmatch.models.siamese import (
     SiameseCNNConfig,
     WordProjection,
 )
-from attnmatch.inputs import build_token_encoder
 from attnmatch.nn.coattention import extractive_pool
 from attnmatch.nn.heads import PairHead
 from attnmatch.nn.recurrent import BiRNN, encode_pair

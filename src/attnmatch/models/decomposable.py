@@ -43,8 +43,8 @@ from torch import nn
 
 from attnmatch.configs import check_dropout, check_positive
 from attnmatch.data.schema import PairBatch
-from attnmatch.models._registry import register_model, register_preset
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
+from attnmatch.models._registry import register_model, register_preset
 from attnmatch.nn.coattention import alignment_pool
 from attnmatch.nn.masking import masked_softmax
 

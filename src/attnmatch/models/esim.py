@@ -2,7 +2,7 @@
 
 Paper:
     Chen, Zhu, Ling, Wei, Jiang, Inkpen, "Enhanced LSTM for Natural Language Inference",
-    ACL 2017 (https://arxiv.org/abs/1609.06038). Not in ../shared/papers.
+    ACL 2017 (https://arxiv.org/abs/1609.06038). See docs/models.md, ESIM.
 
 Summary: word vectors -> shared BiLSTM (input encoding, §3.1) -> soft alignment of each token to
 the other text and the enhancement m = [x; x~; x - x~; x * x~] (local inference, §3.2) -> ReLU
@@ -40,8 +40,8 @@ from torch import nn
 
 from attnmatch.configs import check_dropout, check_positive
 from attnmatch.data.schema import PairBatch
-from attnmatch.models._registry import register_model
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
+from attnmatch.models._registry import register_model
 from attnmatch.nn.coattention import alignment_pool, enhance
 from attnmatch.nn.masking import masked_max, masked_mean
 from attnmatch.nn.recurrent import BiRNN, encode_pair

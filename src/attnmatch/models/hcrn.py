@@ -31,7 +31,7 @@ with plain autograd; the tests check it against torch's complex dtype on hand ex
 Pooling (`pooling=`): "alignment" (eq. 4: beta_i = sum_j softmax_j(s_ij) b_j, alpha_j =
 sum_i softmax_i(s_ij) a_i) or "extractive" (eq. 5: softmax over max-pooled rows/columns).
 
-Deviations from the paper / decisions (see MODELS.md §2):
+Deviations from the paper / decisions (see docs/models.md, HCRN):
 - Aggregation: with alignment pooling the left vector is sum_i beta_i (the right text as aligned
   to each real left token) and the right vector sum_j alpha_j; the paper only says "sum".
 - Intra-attention (eq. 9) uses its own complexification layer p'(x) and has no distance bias;
@@ -55,8 +55,8 @@ import torch
 from torch import nn
 
 from attnmatch.data.schema import PairBatch
-from attnmatch.models._registry import register_model, register_preset
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
+from attnmatch.models._registry import register_model, register_preset
 from attnmatch.nn.coattention import alignment_pool, extractive_pool
 from attnmatch.nn.heads import HeadKind, PairHead, resolve_head
 from attnmatch.nn.masking import masked_softmax

@@ -38,7 +38,7 @@ Speed:
   step loop too, to time the fused kernel against it. tests/models/test_iarnn.py checks every
   path against a literal step-by-step reference of eq. 5-7 to 1e-5.
 
-Deviations from the paper / decisions (see MODELS.md §5):
+Deviations from the paper / decisions (see docs/models.md, IARNN):
 - The GRU cell is PyTorch's: h_t = (1 - z_t) n_t + z_t h_{t-1}, n_t = tanh(W_in x_t + b_in +
   r_t (W_hn h_{t-1} + b_hn)), with biases. Eq. 5 puts the reset gate f_t before W_hh and z_t on
   the new state; both are reparametrisations of the same family. GATE's M_qf adds to the reset
@@ -71,8 +71,8 @@ from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from attnmatch.data.schema import PairBatch
-from attnmatch.models._registry import register_model, register_preset
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
+from attnmatch.models._registry import register_model, register_preset
 from attnmatch.nn.heads import HeadKind, PairHead, resolve_head
 from attnmatch.nn.masking import masked_mean, masked_softmax
 from attnmatch.nn.recurrent import encode_pair

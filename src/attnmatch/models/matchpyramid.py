@@ -2,8 +2,8 @@
 
 Paper:
     Pang, Lan, Guo, Xu, Wan, Cheng, "Text Matching as Image Recognition", AAAI 2016
-    (https://arxiv.org/abs/1602.06359). A baseline of paper 000's Table 3 (MODELS.md §6; WikiQA
-    MAP .644 there).
+    (https://arxiv.org/abs/1602.06359). A baseline in Table 3 of the aMV-LSTM paper (WikiQA
+    MAP .644 there); docs/models.md, MatchPyramid.
 
 Summary: word vectors -> matching matrix M_ij = a_i . b_j ("dot") or cos(a_i, b_j) ("cosine")
 between every left and every right word -> 2-D convolutions over M seen as a one-channel image
@@ -46,8 +46,8 @@ from torch import nn
 
 from attnmatch.configs import check_dropout, check_positive
 from attnmatch.data.schema import PairBatch
-from attnmatch.models._registry import register_model, register_preset
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
+from attnmatch.models._registry import register_model, register_preset
 from attnmatch.nn.pooling import dynamic_max_pool2d
 
 

@@ -25,7 +25,7 @@ softmax(E^i), input^i[a] = [S^i[a]; A^i[a] S^i[a]] (2d) -> shared sentence model
 -> linear -> tanh -> linear -> logits (log-softmax over score levels or classes is applied by
 the losses; STS predicts the expected level).
 
-Deviations / decisions (see MODELS.md §4):
+Deviations / decisions (see docs/models.md, MP-CNN):
 - Masked convolutions and pooling: the inputs are zero beyond each text's real tokens; a window
   output counts when it starts within the first max(n - ws + 1, 1) positions (a text shorter
   than ws keeps one window, zero-padded); padding never wins a max or min and is not averaged.
@@ -56,8 +56,8 @@ from torch import nn
 
 from attnmatch.configs import check_dropout, check_positive
 from attnmatch.data.schema import PairBatch
-from attnmatch.models._registry import register_model, register_preset
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
+from attnmatch.models._registry import register_model, register_preset
 from attnmatch.nn.masking import masked_max, masked_mean, masked_min, masked_softmax
 from attnmatch.nn.similarity import euclidean_distance
 

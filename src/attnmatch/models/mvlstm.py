@@ -13,7 +13,7 @@ k-max pooling over the real cells -> linear layer (eq. 3) -> score.
 Attention gate (eq. 4): alpha_t = softmax_t(v . w_t) over one sentence's real words, with a learned
 vector v per gated side; w'_t = alpha_t * w_t.
 
-Deviations from the paper / decisions (see MODELS.md §1):
+Deviations from the paper / decisions (see docs/models.md, aMV-LSTM):
 - The softmax weights sum to 1, so gated vectors are ~1/L of their size; that is the paper's
   method and our default. `gate_scale="length"` multiplies them by the number of real tokens
   (an option, off by default).
@@ -39,8 +39,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnmatch.data.schema import PairBatch
-from attnmatch.models._registry import register_model, register_preset
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
+from attnmatch.models._registry import register_model, register_preset
 from attnmatch.nn.masking import masked_kmax, masked_softmax
 from attnmatch.nn.recurrent import BiRNN, encode_pair
 

@@ -28,8 +28,8 @@ from torch import nn
 
 from attnmatch import configs
 from attnmatch.data.schema import PairBatch
-from attnmatch.models._registry import register_model, register_preset
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
+from attnmatch.models._registry import register_model, register_preset
 from attnmatch.nn.masking import masked_mean
 
 
@@ -59,7 +59,10 @@ class BiEncoderConfig:
     config=BiEncoderConfig,
     tasks=("ranking", "classification", "regression"),
     paper="",
-    inputs=("word_vectors", "transformer"),  # one id per token (the batch's texts are deduplicated by ids)
+    inputs=(
+        "word_vectors",
+        "transformer",
+    ),  # one id per token (the batch's texts are deduplicated by ids)
     default_inputs={"kind": "transformer", "source": "minilm-l6"},
 )
 class BiEncoder(nn.Module):

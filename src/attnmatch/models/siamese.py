@@ -38,8 +38,8 @@ import torch
 from torch import nn
 
 from attnmatch.data.schema import PairBatch
-from attnmatch.models._registry import register_model
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
+from attnmatch.models._registry import register_model
 from attnmatch.nn.heads import HeadKind, PairHead, resolve_head
 from attnmatch.nn.masking import masked_max, masked_mean
 from attnmatch.nn.recurrent import BiRNN, encode_pair

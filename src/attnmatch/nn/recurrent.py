@@ -4,7 +4,7 @@ The backward direction of a bidirectional RNN must start at each sequence's last
 or padding leaks into every state. Every path below reads real tokens only, so a sequence's
 outputs do not depend on how much padding it carries.
 
-Why a hand-written LSTM. Measured on this project's 2-core CPU (torch 2.13, H=50, WikiQA training
+Why a hand-written LSTM. Measured on a 2-core x86 CPU (torch 2.13, H=50, WikiQA training
 batches: 320 sequences of length ~20-80, ~40% real tokens), `nn.LSTM` was ~80% of MV-LSTM's
 training step:
 - over a `PackedSequence`, autograd slices the packed input once per time step and each slice's
