@@ -1,6 +1,6 @@
 """Training and inference throughput per model on CPU (WikiQA batches by default; see --task).
 
-Configuration (the issue's reference setting): hidden size 50 (BiLSTM units per direction; for
+Configuration (the reference setting): hidden size 50 (BiLSTM units per direction; for
 HCRN and its baselines also the projection), MV-LSTM k-max 50, groups of 1 positive
 + 4 negatives, 32 groups a batch (160 pairs), each model's default inputs: GloVe 6B 50d (fixed)
 word vectors, letter trigrams for DSSM and CDSSM, the frozen MiniLM encoder for the MiniLM

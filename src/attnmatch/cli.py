@@ -304,10 +304,10 @@ def models_list() -> None:
     presets = [(n, get_preset(n).model, get_preset(n).description) for n in list_presets()]
     out.print(_table("presets", ("preset", "model", "description"), presets))
     models = [
-        (n, ", ".join(e.tasks), ", ".join(e.inputs), e.config_cls.__name__)
+        (n, ", ".join(e.tasks), ", ".join(e.inputs), e.paper)
         for n, e in ((n, get_model_entry(n)) for n in list_models())
     ]
-    out.print(_table("models", ("model", "tasks", "inputs", "config"), models))
+    out.print(_table("models", ("model", "tasks", "inputs", "paper"), models))
     from attnmatch.encoders import ENCODERS, cache_dir
 
     encoders = [(e.name, e.description, e.pip) for e in ENCODERS.values()]

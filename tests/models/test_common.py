@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,15 @@ NAMES = list_presets() + [m for m in list_models() if m not in list_presets()]
 
 def test_every_model_has_a_tiny_config() -> None:
     assert set(list_models()) <= set(TINY)
+
+
+@pytest.mark.parametrize("name", list_models())
+def test_every_model_cites_its_paper(name: str) -> None:
+    # A readable citation ("Wang et al. ACL 2016"), shown by `attnmatch models list`.
+    paper = get_model_entry(name).paper
+    assert re.search(r"[A-Za-z]{3,}", paper) and re.search(
+        r"\b(19|20)\d\d\b|draft|transformer", paper
+    )
 
 
 @pytest.mark.parametrize("name", NAMES)

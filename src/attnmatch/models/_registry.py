@@ -22,7 +22,7 @@ class ModelEntry:
     model_cls: type[nn.Module]
     config_cls: type
     tasks: tuple[str, ...]
-    paper: str
+    paper: str  # a short citation of the model's paper (docs/models.md has the full one)
     # The input kinds (attnmatch.inputs) the model reads, and the one it reads by default.
     inputs: tuple[str, ...] = ("word_vectors", "transformer", "trigrams")
     default_inputs: dict[str, Any] = field(default_factory=dict)

@@ -126,7 +126,10 @@ def value_shared_bins(cos: torch.Tensor, right_mask: torch.Tensor, bins: int) ->
 
 
 @register_model(
-    "anmm", config=ANMMConfig, tasks=("ranking", "classification", "regression"), paper=""
+    "anmm",
+    config=ANMMConfig,
+    tasks=("ranking", "classification", "regression"),
+    paper="Yang et al. CIKM 2016",
 )
 class ANMM(nn.Module):
     """aNMM (Yang et al. 2016). Returns (B, num_outputs) scores/logits."""

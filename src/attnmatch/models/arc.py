@@ -262,7 +262,7 @@ class PairwiseWindowConv(nn.Module):
         return torch.relu(za.unsqueeze(-1) + zb.unsqueeze(-2))  # (B, F, L', R')
 
 
-@register_model("arc_i", config=ARCIConfig, tasks=_TASKS, paper="000")
+@register_model("arc_i", config=ARCIConfig, tasks=_TASKS, paper="Hu et al. NIPS 2014")
 class ARCI(nn.Module):
     """ARC-I: one convolutional tower (shared by both texts) makes a vector per text; an MLP on
     [v_a; v_b] scores the pair. Returns (B, num_outputs) scores/logits."""
@@ -287,7 +287,7 @@ class ARCI(nn.Module):
         return self.mlp(torch.cat([left, right], dim=-1))  # (B, C)
 
 
-@register_model("arc_ii", config=ARCIIConfig, tasks=_TASKS, paper="000")
+@register_model("arc_ii", config=ARCIIConfig, tasks=_TASKS, paper="Hu et al. NIPS 2014")
 class ARCII(nn.Module):
     """ARC-II: a 2-D grid of pairwise window features, 2-D convolutions and max pooling over it,
     then an MLP. Returns (B, num_outputs) scores/logits."""

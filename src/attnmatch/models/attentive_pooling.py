@@ -107,7 +107,7 @@ class _AttentivePoolingMatcher(nn.Module):
         return {k: out[k] for k in ("affinity", "left_weights", "right_weights")}
 
 
-@register_model("ap_cnn", config=APCNNConfig, tasks=_TASKS, paper="001")
+@register_model("ap_cnn", config=APCNNConfig, tasks=_TASKS, paper="dos Santos et al. 2016")
 class APCNN(_AttentivePoolingMatcher):
     """AP-CNN: shared tanh CNN features per position, attentive pooling, then the head."""
 
@@ -132,7 +132,7 @@ class APCNN(_AttentivePoolingMatcher):
         return self.pooling(sides[0], batch.left_mask, sides[1], batch.right_mask)
 
 
-@register_model("ap_lstm", config=APLSTMConfig, tasks=_TASKS, paper="001")
+@register_model("ap_lstm", config=APLSTMConfig, tasks=_TASKS, paper="dos Santos et al. 2016")
 class APLSTM(_AttentivePoolingMatcher):
     """AP-LSTM: shared BiLSTM states per position, attentive pooling, then the head."""
 

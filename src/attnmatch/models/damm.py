@@ -227,7 +227,10 @@ class TextCNN(nn.Module):
 
 
 @register_model(
-    "damm", config=DAMMConfig, tasks=("ranking", "classification", "regression"), paper="002"
+    "damm",
+    config=DAMMConfig,
+    tasks=("ranking", "classification", "regression"),
+    paper="self- and co-attention draft (DAMM)",
 )
 class DAMM(nn.Module):
     """Deep attention matching model. Returns (B, num_outputs) logits / scores."""

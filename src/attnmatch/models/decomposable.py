@@ -167,7 +167,7 @@ class IntraSentenceAttention(nn.Module):
     "decomposable_attention",
     config=DecomposableAttentionConfig,
     tasks=("ranking", "classification", "regression"),
-    paper="",
+    paper="Parikh et al. EMNLP 2016",
 )
 class DecomposableAttention(nn.Module):
     """Decomposable attention (Parikh et al. 2016). Returns (B, num_outputs) scores/logits."""

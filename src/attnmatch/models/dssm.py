@@ -203,7 +203,7 @@ class CosineHead(nn.Module):
     "dssm",
     config=DSSMConfig,
     tasks=_TASKS,
-    paper="000",
+    paper="Huang et al. CIKM 2013",
     default_inputs={"kind": "trigrams", "dim": 300},
 )
 class DSSM(nn.Module):
@@ -247,7 +247,7 @@ class DSSM(nn.Module):
     "cdssm",
     config=CDSSMConfig,
     tasks=_TASKS,
-    paper="000",
+    paper="Shen et al. CIKM 2014",
     default_inputs={"kind": "trigrams", "dim": 900},
 )
 class CDSSM(nn.Module):

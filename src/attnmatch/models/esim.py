@@ -101,7 +101,10 @@ def mean_max_pool(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 @register_model(
-    "esim", config=ESIMConfig, tasks=("ranking", "classification", "regression"), paper=""
+    "esim",
+    config=ESIMConfig,
+    tasks=("ranking", "classification", "regression"),
+    paper="Chen et al. ACL 2017",
 )
 class ESIM(nn.Module):
     """Enhanced sequential inference model. Returns (B, num_outputs) scores/logits."""

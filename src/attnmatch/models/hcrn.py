@@ -186,7 +186,10 @@ class HermitianIntraAttention(nn.Module):
 
 
 @register_model(
-    "hcrn", config=HCRNConfig, tasks=("ranking", "classification", "regression"), paper="001"
+    "hcrn",
+    config=HCRNConfig,
+    tasks=("ranking", "classification", "regression"),
+    paper="Tay et al. IJCAI 2018",
 )
 class HCRN(nn.Module):
     """Hermitian co-attention recurrent network. Returns (B, num_outputs) scores/logits."""

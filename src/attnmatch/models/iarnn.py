@@ -208,7 +208,9 @@ def _gru_loop(
     return out, alpha_out
 
 
-@register_model("iarnn", config=IARNNConfig, tasks=("ranking", "classification"), paper="004")
+@register_model(
+    "iarnn", config=IARNNConfig, tasks=("ranking", "classification"), paper="Wang et al. ACL 2016"
+)
 class IARNN(nn.Module):
     """GRU, OARNN and the IARNN variants. Returns (B, num_outputs) scores/logits."""
 

@@ -127,7 +127,7 @@ class MaskedConv2d(nn.Module):
     "matchpyramid",
     config=MatchPyramidConfig,
     tasks=("ranking", "classification", "regression"),
-    paper="",
+    paper="Pang et al. AAAI 2016",
 )
 class MatchPyramid(nn.Module):
     """MatchPyramid (Pang et al. 2016). Returns (B, num_outputs) scores/logits."""

@@ -180,7 +180,10 @@ def similarity_feature_count(config: MPCNNConfig) -> int:
 
 
 @register_model(
-    "mpcnn", config=MPCNNConfig, tasks=("ranking", "classification", "regression"), paper="003"
+    "mpcnn",
+    config=MPCNNConfig,
+    tasks=("ranking", "classification", "regression"),
+    paper="He et al. EMNLP 2015; attention: He et al. SemEval 2016",
 )
 class MPCNN(nn.Module):
     """MP-CNN with the optional attention input layer. Returns (B, num_outputs) logits/scores."""

@@ -153,7 +153,10 @@ class Interaction(nn.Module):
 
 
 @register_model(
-    "mvlstm", config=MVLSTMConfig, tasks=("ranking", "classification", "regression"), paper="000"
+    "mvlstm",
+    config=MVLSTMConfig,
+    tasks=("ranking", "classification", "regression"),
+    paper="Wan et al. AAAI 2016; aMV-LSTM: Belkacem et al. SAC 2019",
 )
 class MVLSTM(nn.Module):
     """MV-LSTM with aMV-LSTM's optional attention gates. Returns (B, num_outputs) scores/logits."""

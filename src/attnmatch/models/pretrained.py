@@ -58,7 +58,7 @@ class BiEncoderConfig:
     "bi_encoder",
     config=BiEncoderConfig,
     tasks=("ranking", "classification", "regression"),
-    paper="",
+    paper="Reimers and Gurevych, EMNLP 2019",
     inputs=(
         "word_vectors",
         "transformer",
@@ -150,7 +150,7 @@ def pack_pairs(
     "cross_encoder",
     config=CrossEncoderConfig,
     tasks=("ranking", "classification", "regression"),
-    paper="",
+    paper="cross-encoder over a pretrained transformer",
     inputs=("transformer",),  # the joint sequence needs token types and special tokens
     default_inputs={"kind": "transformer", "source": "minilm-l6", "trainable": True},
 )

@@ -145,7 +145,12 @@ class ConvEncoder(nn.Module):
         return features * keep
 
 
-@register_model("cbow_mlp", config=CBOWMLPConfig, tasks=_TASKS, paper="001")
+@register_model(
+    "cbow_mlp",
+    config=CBOWMLPConfig,
+    tasks=_TASKS,
+    paper="a baseline of HCRN (Tay et al. IJCAI 2018)",
+)
 class CBOWMLP(nn.Module):
     """CBOW: the sum of each side's projected words, scored by a 2-layer ReLU MLP on [a; b]."""
 
@@ -173,7 +178,12 @@ class CBOWMLP(nn.Module):
         return self.head(left, right)  # (B, C)
 
 
-@register_model("lstm", config=SiameseLSTMConfig, tasks=_TASKS, paper="001")
+@register_model(
+    "lstm",
+    config=SiameseLSTMConfig,
+    tasks=_TASKS,
+    paper="a baseline of HCRN (Tay et al. IJCAI 2018)",
+)
 class SiameseLSTM(nn.Module):
     """A shared BiLSTM over each side's projected words, pooled over time, then the head."""
 
@@ -207,7 +217,9 @@ class SiameseLSTM(nn.Module):
         return self.head(left, right)  # (B, C)
 
 
-@register_model("cnn", config=SiameseCNNConfig, tasks=_TASKS, paper="001")
+@register_model(
+    "cnn", config=SiameseCNNConfig, tasks=_TASKS, paper="a baseline of HCRN (Tay et al. IJCAI 2018)"
+)
 class SiameseCNN(nn.Module):
     """A shared width-3 tanh CNN over each side's projected words, max-pooled, then the head."""
 
