@@ -93,22 +93,32 @@ def read(path: str | Path) -> ModelFiles:
         raise ValueError(f"{config_path}: invalid JSON at line {e.lineno}: {e.msg}") from e
     if not isinstance(header, dict):
         raise ValueError(f"{config_path}: not an attnmatch model (expected a JSON object)")
-    metrics: dict[str, Any] = {}
-    if (path / "metrics.json").is_file():
-        metrics = json.loads((path / "metrics.json").read_text(encoding="utf-8"))
-    state = safetensors.torch.load_file(str(path / "model.safetensors"))
     fmt = header.get("format")
-    if fmt == FORMAT_V1:
-        _check_keys(config_path, header, _KEYS_V1, _KEYS_V1_OPTIONAL)
-        header, state = _migrate_v1(header, state, metrics)
-    elif fmt == FORMAT:
-        _check_keys(config_path, header, _KEYS)
-    else:
+    if fmt not in (FORMAT, FORMAT_V1):  # checked first: a later format may store weights otherwise
         raise ValueError(
             f"{config_path}: model format {fmt!r} is not one this attnmatch "
             f"({__version__}) reads ({FORMAT}, or {FORMAT_V1} migrated on load): re-train the "
             "model or load it with the attnmatch version that wrote it"
         )
+    _check_keys(
+        config_path, header, *((_KEYS_V1, _KEYS_V1_OPTIONAL) if fmt == FORMAT_V1 else (_KEYS,))
+    )
+    metrics: dict[str, Any] = {}
+    if (path / "metrics.json").is_file():
+        try:
+            metrics = json.loads((path / "metrics.json").read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise ValueError(
+                f"{path / 'metrics.json'}: invalid JSON at line {e.lineno}: {e.msg}"
+            ) from e
+    try:
+        state = safetensors.torch.load_file(str(path / "model.safetensors"))
+    except Exception as e:  # safetensors raises its own error types for a damaged file
+        raise ValueError(
+            f"{path / 'model.safetensors'}: not a readable safetensors file ({e})"
+        ) from e
+    if fmt == FORMAT_V1:
+        header, state = _migrate_v1(header, state, metrics)
     return ModelFiles(path, header, state, metrics)
 
 
