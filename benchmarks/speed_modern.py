@@ -113,9 +113,7 @@ def main() -> None:
     for row in rows:
         config = experiment_for(spec, row)
         exp = build_experiment(config)  # turns on a frozen encoder's per-text cache: off here
-        disable_cache = getattr(input_layer(exp.model), "disable_cache", None)
-        if disable_cache is not None:
-            disable_cache()
+        exp.matcher.inputs.disable_cache(input_layer(exp.model))
         assert exp.test is not None
         infer = inference_pairs_per_s(
             exp.matcher, head(exp.test.data, args.pairs), args.batch_size, args.repeats

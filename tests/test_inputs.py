@@ -135,7 +135,7 @@ def test_merge_inputs_of_another_kind_replaces() -> None:
 
 
 def test_parse_inputs_shortcuts(tmp_path: Path) -> None:
-    assert parse_inputs("random") == WordVectorsConfig(vectors="random")
+    assert parse_inputs("random") == WordVectorsConfig(vectors="random", trainable=True)
     assert parse_inputs("trigrams") == TrigramInputsConfig()
     assert parse_inputs("glove-6b-50d") == WordVectorsConfig(vectors="glove-6b-50d")
     assert parse_inputs("minilm-l6") == TransformerInputsConfig(source="minilm-l6")
@@ -150,6 +150,31 @@ def test_parse_inputs_shortcuts(tmp_path: Path) -> None:
     assert parse_inputs({"kind": "trigrams", "dim": 8}) == TrigramInputsConfig(dim=8)
     config = TransformerInputsConfig(source="x", layer=2)
     assert parse_inputs(config) is config
+
+
+def test_a_short_name_keeps_the_other_settings_of_inputs_of_its_kind() -> None:
+    cdssm = {"kind": "trigrams", "dim": 900}
+    assert parse_inputs("trigrams", default=cdssm) == TrigramInputsConfig(dim=900)
+    mine = {"kind": "word_vectors", "vectors": "glove-6b-50d", "normalize": False, "min_freq": 3}
+    assert parse_inputs("vectors.txt", default=mine) == WordVectorsConfig(
+        vectors="vectors.txt", normalize=False, min_freq=3
+    )
+    tuned = {"kind": "transformer", "source": "minilm-l6", "trainable": True}
+    assert parse_inputs("minilm-l6", default=tuned).trainable
+    # Another kind starts from that kind's defaults.
+    assert parse_inputs("minilm-l6", default=mine) == TransformerInputsConfig(source="minilm-l6")
+    assert parse_inputs("trigrams", default=mine) == TrigramInputsConfig()
+
+
+def test_inputs_without_a_kind_complete_the_given_default() -> None:
+    assert inputs_config_from_dict({"dropout": 0.1}, default={"kind": "trigrams", "dim": 900}) == (
+        TrigramInputsConfig(dim=900, dropout=0.1)
+    )
+    assert inputs_config_from_dict({"dropout": 0.1}) == WordVectorsConfig(dropout=0.1)
+    with pytest.raises(ConfigError, match="inputs.kind: expected a string, got list"):
+        inputs_config_from_dict({"kind": ["x"]})
+    with pytest.raises(ConfigError, match="expected a name or a table"):
+        parse_inputs(3)  # type: ignore[arg-type]
 
 
 def test_token_encoder_config_kinds() -> None:
@@ -467,7 +492,17 @@ KIND_CLASSES = frozenset(
     }
 )
 # Attributes only one kind's encoder has: probing for them is asking the kind.
-KIND_ATTRIBUTES = frozenset({"transformer", "table", "embedding", "load_pretrained_transformer"})
+KIND_ATTRIBUTES = frozenset(
+    {
+        "transformer",
+        "table",
+        "embedding",
+        "load_pretrained_transformer",
+        "rescale_init",
+        "enable_cache",
+        "disable_cache",
+    }
+)
 # A comparison with a kind written in the source text (a second net under the AST check).
 KIND_COMPARISON = re.compile(
     r"""(?:[!=]=|\bin)\s*\(?\s*["'](?:word_vectors|transformer|trigrams)["']"""
@@ -581,6 +616,7 @@ def _source_files() -> list[Path]:
         ("ok = isinstance(inputs, TransformerInputs)", False),
         ('ok = hasattr(model.token_encoder, "transformer")', False),
         ('table = getattr(encoder, "table", None)', False),
+        ('rescale = getattr(self.token_encoder, "rescale_init", None)', False),
         ('match kind:\n    case "trigrams":\n        pass', False),
         ("match enc:\n    case TrigramEncoder():\n        pass", False),
     ],
@@ -601,7 +637,6 @@ def test_the_kind_branch_guard_catches_planted_branches(planted: str, grep_too: 
         'if kind == "cosine":\n    pass',
         'register(inputs=("word_vectors", "transformer"))',  # declaring, not branching
         'PRESET = {"kind": "transformer", "source": "minilm-l6"}',
-        'rescale = getattr(self.token_encoder, "rescale_init", None)',
         'if encoder.get("kind") == "static":\n    pass',  # the format-1 migration's old name
         "ok = isinstance(x, nn.Module)",
         '"""Docs may say kind = "transformer"."""',

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import safetensors.torch
+import torch
 from typer.testing import CliRunner
 
 from attnmatch import model_dir as model_dir_format
@@ -223,6 +224,62 @@ def test_fit_on_tuples_learns_a_toy_ranking() -> None:
         seed=1,
     )
     assert [untrained.rank(f"what about {t} ?", answers)[0].index for t in topics] != firsts
+
+
+def test_save_never_replaces_a_folder_that_is_not_a_model(model_dir: Path, tmp_path: Path) -> None:
+    matcher = Matcher.load(model_dir)
+    notes = tmp_path / "mine"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("keep me", encoding="utf-8")
+    with pytest.raises(FileExistsError, match="is not an attnmatch model directory"):
+        matcher.save(notes)
+    assert (notes / "notes.txt").read_text(encoding="utf-8") == "keep me"
+    (tmp_path / "file").write_text("x", encoding="utf-8")
+    with pytest.raises(FileExistsError, match="file exists and is not"):
+        matcher.save(tmp_path / "file")
+    saved = matcher.save(tmp_path / "m")  # a new folder, then a model directory: replaced
+    assert matcher.save(saved) == saved and Matcher.load(saved).model_type == "mvlstm"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert matcher.save(empty) == empty
+
+
+def test_fit_and_untrained_leave_the_callers_random_generators_alone() -> None:
+    import random
+
+    def states() -> tuple:
+        return random.getstate(), np.random.get_state()[1].tobytes(), torch.get_rng_state()
+
+    random.seed(123)
+    np.random.seed(123)
+    torch.manual_seed(123)
+    before = states()
+    data = [("q one", "a b", 1), ("q one", "c d", 0), ("q two", "e f", 1), ("q two", "g h", 0)]
+    Matcher.fit(data, model="mvlstm", inputs="random", epochs=1, batch_size=2, num_negatives=1)
+    Matcher.untrained("mvlstm", inputs="random", task=Task(kind="ranking"), train_texts=["a b"])
+    after = states()
+    assert before[0] == after[0] and before[1] == after[1] and torch.equal(before[2], after[2])
+
+
+def test_fit_errors_name_what_is_wrong() -> None:
+    with pytest.raises(ValueError, match="names a dataset: its own dev split and task are used"):
+        Matcher.fit("wikiqa", [("a", "b", 1)])
+    with pytest.raises(ValueError, match="names a dataset"):
+        Matcher.fit("wikiqa", task="classification")
+    with pytest.raises(ValueError, match="train: row 0: the label is NaN"):
+        Matcher.fit([("a", "b", float("nan"))])
+    with pytest.raises(ValueError, match="train: row 1: the label must be a number, got 'x'"):
+        Matcher.fit([("a", "b", 1), ("a", "c", "x")])
+
+
+def test_fit_takes_numpy_labels() -> None:
+    from attnmatch.training.api import as_examples
+
+    rows = [("q", "a", np.int64(1)), ("q", "b", np.float32(0.5)), ("q", "c", np.bool_(True))]
+    with pytest.raises(ValueError, match="row 2: the label must be a number"):
+        as_examples(rows, "train")
+    examples = as_examples(rows[:2], "train")
+    assert [ex.label for ex in examples] == [1, 0.5] and type(examples[0].label) is int
 
 
 def _tiny_matcher(num_outputs: int = 1, task: Task | None = None) -> Matcher:

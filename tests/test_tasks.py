@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 import torch
 
+from attnmatch.data.encoding import EncodedPairs
 from attnmatch.data.protocol import ClassificationProtocol, RankingProtocol, RegressionProtocol
+from attnmatch.evaluation import report_from_outputs
 from attnmatch.tasks import TASK_LOSSES, Task, ranking_scores, regression_predictions
 
 RANKING = Task(kind="ranking")
@@ -172,6 +175,36 @@ def test_check_evaluable() -> None:
         RANKING.check_evaluable("classification", "snli:test")
     with pytest.raises(ValueError, match="a classification model cannot be evaluated on sick"):
         NLI.check_evaluable("regression", "sick:test")
+
+
+def test_check_evaluable_compares_the_number_of_classes() -> None:
+    two = ClassificationProtocol(name="quora", num_classes=2)
+    three = ClassificationProtocol(name="snli", num_classes=3)
+    NLI.check_evaluable("classification", "snli:test", three)
+    with pytest.raises(ValueError, match="a model of 3 classes .* quora:test, which has 2"):
+        NLI.check_evaluable("classification", "quora:test", two)
+    BINARY.check_evaluable("ranking", "wikiqa:test", RankingProtocol(name="wikiqa"))
+    sick = RegressionProtocol(name="sick", min_score=1, max_score=5)
+    STS.check_evaluable("regression", "sick:test", sick)
+
+
+def test_a_regression_model_is_evaluated_on_its_own_score_range() -> None:
+    """A SICK model (1-5, five KL levels) evaluated on an STS split (0-5): its outputs are
+    read on its own range, so a model that predicts every gold score exactly has MSE 0."""
+    gold = np.array([1.0, 2.0, 3.0, 5.0], dtype=np.float32)
+    outputs = np.log(np.eye(5, dtype=np.float32)[(gold - 1).astype(int)] + 1e-12)  # (4, 5)
+    data = EncodedPairs(
+        texts=[np.array([2]), np.array([3])],
+        left=np.zeros(4, dtype=np.int64),
+        right=np.ones(4, dtype=np.int64),
+        labels=gold,
+        group_ids=np.zeros(4, dtype=np.int64),
+        group_names=["g"],
+    )
+    protocol = RegressionProtocol(name="sts", min_score=0, max_score=5, metrics=("pearson", "mse"))
+    own = report_from_outputs(outputs, data, protocol, task=SICK)
+    assert own.metrics["mse"] == pytest.approx(0.0, abs=1e-6)
+    assert report_from_outputs(outputs, data, protocol).metrics["mse"] > 0.9  # read as 0..4
 
 
 # --- saved with the model ---------------------------------------------------------------------

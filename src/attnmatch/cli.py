@@ -83,8 +83,12 @@ def train(
         ),
     ] = None,
     fine_tune: Annotated[
-        bool, typer.Option(help="Train the input layer too (e.g. fine-tune the transformer).")
-    ] = False,
+        bool | None,
+        typer.Option(
+            help="Train the input layer too (e.g. fine-tune the transformer), or keep it "
+            "frozen; default: as the inputs say."
+        ),
+    ] = None,
     epochs: Annotated[int | None, typer.Option(help="Maximum epochs.")] = None,
     seeds: Annotated[
         str | None, typer.Option(help="N (seeds 1..N) or a list 1,2,3: one run each, mean ± std.")
@@ -96,7 +100,6 @@ def train(
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
 ) -> None:
     """Train a model; the dev-selected model is saved to OUTPUT/model."""
-    from attnmatch.inputs import inputs_config_to_dict, parse_inputs
     from attnmatch.training import ExperimentConfig, train_seeds
     from attnmatch.training import train as train_run
     from attnmatch.training.config import load_experiment
@@ -105,12 +108,8 @@ def train(
     for key, value in (("model", model), ("data.dataset", dataset), ("train.epochs", epochs)):
         if value is not None:
             overrides = _merge_key(overrides, key, value)
-    if inputs is not None:
-        overrides["inputs"] = inputs_config_to_dict(parse_inputs(inputs))
     exp = load_experiment(config, overrides) if config else ExperimentConfig.from_dict(overrides)
-    if fine_tune:
-        base = inputs_config_to_dict(exp.resolved_inputs())
-        exp = exp.with_overrides({"inputs": {**base, "trainable": True}})
+    exp = exp.with_inputs(inputs, trainable=fine_tune)
     seed_list = _seeds(seeds)
     if seed_list:
         summary = train_seeds(exp, output, seed_list, resume=resume, progress=progress, console=err)

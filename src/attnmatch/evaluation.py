@@ -17,7 +17,7 @@ from attnmatch.data.protocol import (
     RegressionProtocol,
 )
 from attnmatch.metrics import classification_metrics, ranking_metrics, regression_metrics
-from attnmatch.tasks import ranking_scores, regression_predictions
+from attnmatch.tasks import Task, ranking_scores, regression_predictions
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnmatch.matcher import Matcher
@@ -61,11 +61,16 @@ def evaluate(matcher: Matcher, data: EncodedPairs, protocol: Protocol) -> Report
     """
     if len(data) == 0:
         raise ValueError(NO_PAIRS)
-    return report_from_outputs(matcher.predict(data), data, protocol)
+    return report_from_outputs(matcher.predict(data), data, protocol, task=matcher.task)
 
 
-def report_from_outputs(outputs: np.ndarray, data: EncodedPairs, protocol: Protocol) -> Report:
+def report_from_outputs(
+    outputs: np.ndarray, data: EncodedPairs, protocol: Protocol, *, task: Task | None = None
+) -> Report:
     """The protocol's metrics for `outputs` ((N, num_outputs), e.g. from `predict`) on `data`.
+
+    `task` is the model's: a regression model's outputs become scores on its own range
+    (`min_score`), which may differ from the split's (default: the protocol's).
 
     Raises:
         ValueError: `data` has no pairs.
@@ -85,14 +90,16 @@ def report_from_outputs(outputs: np.ndarray, data: EncodedPairs, protocol: Proto
         )
         return Report(metrics, protocol.name, protocol.primary, len(data))
     if isinstance(protocol, RegressionProtocol):
-        return _regression_report(outputs, data, protocol)
+        own = task is not None and task.kind == "regression"
+        min_score = task.min_score if own and task is not None else protocol.min_score
+        return _regression_report(outputs, data, protocol, min_score)
     raise TypeError(f"unsupported protocol {protocol!r}")
 
 
 def _regression_report(
-    outputs: np.ndarray, data: EncodedPairs, protocol: RegressionProtocol
+    outputs: np.ndarray, data: EncodedPairs, protocol: RegressionProtocol, min_score: int
 ) -> Report:
-    predictions = regression_predictions(torch.from_numpy(outputs), protocol.min_score).numpy()
+    predictions = regression_predictions(torch.from_numpy(outputs), min_score).numpy()
     groups = [data.group_names[g] for g in data.group_ids] if protocol.by_group else None
     metrics = regression_metrics(predictions, data.labels, metrics=protocol.metrics, groups=groups)
     rows: list[dict[str, Any]] = []

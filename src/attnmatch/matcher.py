@@ -128,9 +128,9 @@ class Matcher:
         """A new model (preset or model type) on fitted inputs (`train_texts` fit the
         vocabulary), initialised from pretrained weights where the inputs have them."""
         from attnmatch.inputs import build_inputs
-        from attnmatch.models import model_type_of
+        from attnmatch.models import default_inputs, model_type_of
 
-        config = parse_inputs(inputs)
+        config = parse_inputs(inputs, default=default_inputs(model))
         check_accepts(model, get_model_entry(model_type_of(model)).inputs, config)
         built = build_inputs(config)
         built.fit(train_texts, eval_texts, seed=seed)
@@ -140,8 +140,9 @@ class Matcher:
             num_outputs=task.num_outputs(task.resolve_loss(loss)),
             overrides=overrides,
         )
-        torch.manual_seed(seed)
-        net = build_model(model_type, model_config)
+        with torch.random.fork_rng(devices=[]):  # the caller's generator is left as it was
+            torch.manual_seed(seed)
+            net = build_model(model_type, model_config)
         built.init_encoder(input_layer(net))
         return cls(model=net.eval(), model_type=model_type, inputs=built, task=task)
 
@@ -167,8 +168,13 @@ class Matcher:
                 left, right, label (and optionally group), or a dataset name ("wikiqa"). With
                 no dev split nothing is selected: the last epoch is kept.
             model: a preset or model type.
-            inputs: "glove-6b-50d" (default), "random", "trigrams", "minilm-l6", or an
-                `[inputs]` dict.
+            inputs: the model's own by default (GloVe 6B 50d word vectors for most models,
+                trigrams for DSSM and CDSSM, MiniLM for the MiniLM presets); or
+                "glove-6b-50d", "random" (trained word vectors), "trigrams", "minilm-l6", a
+                vectors file or encoder directory, or an `[inputs]` dict (a dict without
+                "kind" changes the model's own inputs).
+            train, dev, task: with a dataset name as `train`, its dev split and task are
+                used; `dev` and `task` are then errors.
             task: "ranking", "classification" or "regression"; inferred when omitted (pairs
                 grouped by query with 0/1 labels rank; other integer labels classify; real
                 labels regress).
@@ -329,9 +335,9 @@ class Matcher:
         split = load_split(name, split_name, data_dir=data_dir, **options)
         if split.protocol is None:
             raise ValueError(f"{name}:{split_name} has no evaluation protocol")
-        self.task.check_evaluable(split.task, f"{name}:{split_name}")
+        self.task.check_evaluable(split.task, f"{name}:{split_name}", split.protocol)
         data = self.encode(split.examples)
-        return report_from_outputs(self.predict(data), data, split.protocol)
+        return report_from_outputs(self.predict(data), data, split.protocol, task=self.task)
 
 
 def load_matcher(spec: str | Path) -> Matcher:

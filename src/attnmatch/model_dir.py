@@ -51,7 +51,18 @@ def write(
     metrics: dict[str, Any] | None,
 ) -> Path:
     """Writes a model directory atomically. `save_inputs(tmp_dir)` writes the inputs' files
-    and returns the header's `inputs` entry."""
+    and returns the header's `inputs` entry.
+
+    Raises:
+        FileExistsError: `path` exists and is neither an empty folder nor a model directory
+            (which is replaced as a whole): nothing else is ever deleted.
+    """
+    path = Path(path)
+    if path.exists() and not (path.is_dir() and (is_model_dir(path) or not any(path.iterdir()))):
+        raise FileExistsError(
+            f"{path} exists and is not an attnmatch model directory: not replacing it "
+            "(choose another path, or remove it first)"
+        )
     with atomic_directory(path) as tmp:
         full = {"format": FORMAT, "attnmatch_version": __version__, **header}
         full["inputs"] = save_inputs(tmp)

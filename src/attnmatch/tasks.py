@@ -132,15 +132,25 @@ class Task:
             raise ValueError(f"class labels need a classification model; this one is {self.kind}")
         return [self.class_names[int(i)] for i in outputs.argmax(dim=-1)]
 
-    def check_evaluable(self, split_kind: str, where: str) -> None:
+    def check_evaluable(self, split_kind: str, where: str, protocol: Any = None) -> None:
         """ValueError unless a model of this task can be evaluated on a `split_kind` split
-        (its own kind; a classification head also ranks, by P(last class))."""
+        (its own kind; a classification head also ranks, by P(last class)) whose protocol
+        has as many classes as the model (a regression model may be evaluated on another
+        score range: its predictions stay on its own)."""
         if split_kind != self.kind and not (
             self.kind == "classification" and split_kind == "ranking"
         ):
             raise ValueError(
                 f"a {self.kind} model cannot be evaluated on {where}, a {split_kind} split"
             )
+        classes = getattr(protocol, "num_classes", None) if split_kind == self.kind else None
+        if self.kind == "classification" and classes is not None:
+            if classes != len(self.class_names):
+                raise ValueError(
+                    f"a model of {len(self.class_names)} classes "
+                    f"({', '.join(self.class_names)}) cannot be evaluated on {where}, which "
+                    f"has {classes}"
+                )
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind}

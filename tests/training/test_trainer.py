@@ -11,6 +11,7 @@ import safetensors.torch
 import torch
 
 from attnmatch.configs import ConfigError
+from attnmatch.inputs import TransformerInputsConfig, TrigramInputsConfig, WordVectorsConfig
 from attnmatch.matcher import Matcher
 from attnmatch.training import ExperimentConfig, train, train_seeds
 from attnmatch.training.config import load_experiment
@@ -235,3 +236,53 @@ def test_a_smaller_is_better_primary_metric_selects_the_minimum(tmp_path: Path) 
     finally:
         loop.evaluate_split = original
     assert saved == [0.9, 0.5, 0.4] and state.best_epoch == 4 and state.best_score == 0.4
+
+
+def test_inputs_without_a_kind_change_the_models_own_inputs() -> None:
+    dssm = ExperimentConfig.from_dict({"model": "dssm", "inputs": {"dropout": 0.1}})
+    assert dssm.resolved_inputs() == TrigramInputsConfig(dim=300, dropout=0.1)
+    bi = ExperimentConfig.from_dict({"model": "minilm_bi_encoder", "inputs": {"max_length": 128}})
+    assert bi.resolved_inputs() == TransformerInputsConfig(
+        source="minilm-l6", trainable=True, max_length=128
+    )
+
+
+def test_with_inputs_reads_a_name_on_top_of_the_current_inputs() -> None:
+    cdssm = ExperimentConfig.from_dict({"model": "cdssm"})
+    assert cdssm.with_inputs("trigrams").resolved_inputs() == TrigramInputsConfig(dim=900)
+    mine = ExperimentConfig.from_dict(
+        {"model": "mvlstm", "inputs": {"kind": "word_vectors", "normalize": False}}
+    )
+    other = mine.with_inputs("vectors.txt")
+    assert other.resolved_inputs() == WordVectorsConfig(vectors="vectors.txt", normalize=False)
+    assert mine.with_inputs("trigrams").resolved_inputs() == TrigramInputsConfig()
+    assert mine.with_inputs(None) is mine
+    # --fine-tune / --no-fine-tune: both ways, whatever the preset says.
+    tuned = ExperimentConfig.from_dict({"model": "minilm_bi_encoder"})
+    assert tuned.resolved_inputs().trainable
+    assert not tuned.with_inputs(None, trainable=False).resolved_inputs().trainable
+    assert mine.with_inputs(None, trainable=True).resolved_inputs() == WordVectorsConfig(
+        normalize=False, trainable=True
+    )
+
+
+def test_set_inputs_on_a_toml_config_merges_with_its_inputs(tmp_path: Path) -> None:
+    path = tmp_path / "exp.toml"
+    path.write_text(
+        'model = "mvlstm"\n[inputs]\nkind = "word_vectors"\nnormalize = false\nmin_freq = 3\n',
+        encoding="utf-8",
+    )
+    exp = load_experiment(path, {"inputs": {"dropout": 0.2}})
+    assert exp.resolved_inputs() == WordVectorsConfig(normalize=False, min_freq=3, dropout=0.2)
+    exp = load_experiment(path, {"inputs": {"kind": "trigrams"}})  # another kind: its defaults
+    assert exp.resolved_inputs() == TrigramInputsConfig()
+
+
+def test_a_run_made_before_inputs_existed_is_refused_in_one_line() -> None:
+    from attnmatch.training.run_dir import check_resumable
+
+    current = tiny_experiment().to_dict()
+    saved = {k: v for k, v in current.items() if k != "inputs"}
+    saved["embeddings"] = {"source": "glove-6b-50d", "dim": 50}
+    with pytest.raises(ValueError, match="earlier attnmatch .*train it again in a new folder"):
+        check_resumable(saved, current)

@@ -50,11 +50,22 @@ def build_token_encoder(config: TokenEncoderConfig) -> nn.Module:
     return inputs_class(config.kind).encoder_cls(config)
 
 
-def inputs_config_from_dict(data: dict[str, Any], *, path: str = "inputs") -> InputsConfig:
-    """The `[inputs]` section as its kind's config; keys of another kind are errors."""
+def inputs_config_from_dict(
+    data: dict[str, Any], *, path: str = "inputs", default: dict[str, Any] | None = None
+) -> InputsConfig:
+    """The `[inputs]` section as its kind's config; keys of another kind are errors.
+
+    A section without `kind` completes `default` (a model's own inputs,
+    `attnmatch.models.default_inputs`; word vectors when None): `{"dropout": 0.1}` for DSSM
+    keeps its trigrams.
+    """
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a table/object, got {type(data).__name__}")
+    if "kind" not in data:
+        data = configs.merge(dict(default or {"kind": "word_vectors"}), data)
     kind = data.get("kind", "word_vectors")
+    if not isinstance(kind, str):
+        raise ConfigError(f"{path}.kind: expected a string, got {type(kind).__name__}")
     cls = inputs_class(kind).config_cls
     return configs.from_dict(cls, {**data, "kind": kind}, path=path)  # type: ignore[no-any-return]
 
@@ -73,26 +84,47 @@ def merge_inputs(base: dict[str, Any] | None, overrides: dict[str, Any] | None) 
     return configs.merge(base, overrides)
 
 
-def parse_inputs(spec: str | dict[str, Any] | InputsConfig) -> InputsConfig:
-    """An inputs config from a config, a dict, or a short name:
+def shortcut(name: str) -> dict[str, Any]:
+    """The `[inputs]` keys a short name sets:
 
-    - "random": word vectors without pretrained values;
-    - "trigrams": letter trigrams with the default sizes;
-    - an encoder source ("minilm-l6" or a Hugging Face model directory): a frozen transformer;
+    - "random": word vectors without pretrained values, trained with the model;
+    - "trigrams": letter trigrams;
+    - an encoder source ("minilm-l6" or a Hugging Face model directory): a transformer;
     - anything else: word vectors from that source ("glove-6b-50d" or a vectors file).
+    """
+    from attnmatch.encoders import ENCODERS
+
+    if name == "random":
+        return {"kind": "word_vectors", "vectors": "random", "trainable": True}
+    if name == "trigrams":
+        return {"kind": "trigrams"}
+    path = Path(name).expanduser()
+    if name in ENCODERS or (path.is_dir() and (path / "config.json").is_file()):
+        return {"kind": "transformer", "source": name}
+    return {"kind": "word_vectors", "vectors": name}
+
+
+def parse_inputs(
+    spec: str | dict[str, Any] | InputsConfig, *, default: dict[str, Any] | None = None
+) -> InputsConfig:
+    """An inputs config from a config, an `[inputs]` dict, or a short name (`shortcut`).
+
+    `default` is what the inputs are read against (a model's own inputs, or an experiment's
+    current ones): a dict without `kind` completes it, and a short name of the same kind keeps
+    its other settings (`"trigrams"` for CDSSM keeps its 900 dimensions; `"minilm-l6"` for a
+    fine-tuned bi-encoder stays fine-tuned). A short name of another kind starts from that
+    kind's defaults.
     """
     if isinstance(spec, WordVectorsConfig | TransformerInputsConfig | TrigramInputsConfig):
         return spec
     if isinstance(spec, dict):
-        return inputs_config_from_dict(spec)
-    from attnmatch.encoders import ENCODERS
-
-    if spec == "trigrams":
-        return TrigramInputsConfig()
-    path = Path(spec).expanduser()
-    if spec in ENCODERS or (path.is_dir() and (path / "config.json").is_file()):
-        return TransformerInputsConfig(source=spec)
-    return WordVectorsConfig(vectors=spec)
+        return inputs_config_from_dict(spec, default=default)
+    if not isinstance(spec, str):
+        raise ConfigError(f"inputs: expected a name or a table/object, got {type(spec).__name__}")
+    keys = shortcut(spec)
+    if default is not None and default.get("kind", "word_vectors") == keys["kind"]:
+        keys = configs.merge(dict(default), keys)
+    return inputs_config_from_dict(keys)
 
 
 def build_inputs(config: InputsConfig) -> Inputs:
@@ -139,4 +171,5 @@ __all__ = [
     "merge_inputs",
     "migrate_v1",
     "parse_inputs",
+    "shortcut",
 ]

@@ -95,6 +95,9 @@ class Inputs:
     def enable_cache(self, encoder: nn.Module) -> None:
         """Lets a frozen encoder memoise its outputs per distinct text (no-op by default)."""
 
+    def disable_cache(self, encoder: nn.Module) -> None:
+        """Turns `enable_cache` off: every text is encoded again (no-op by default)."""
+
     def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Id arrays of texts: (n,) token ids, or (n, K) per-token ids (trigrams)."""
         raise NotImplementedError

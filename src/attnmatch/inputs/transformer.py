@@ -131,6 +131,10 @@ class TransformerTokenEncoder(nn.Module):
             self._cache = None  # the weights changed
         return info
 
+    def rescale_init(self, fan_in: int, fan_out: int) -> None:
+        """A no-op: the initial values are the pretrained encoder's, not a random table to scale to a
+        model's first-layer fans (`TrigramEncoder.rescale_init`)."""
+
     def enable_cache(self, max_mb: int = 4096) -> None:
         """Memoise outputs per distinct text (frozen encoders only; a no-op when trainable).
 
@@ -294,6 +298,9 @@ class TransformerInputs(Inputs):
 
     def enable_cache(self, encoder: nn.Module) -> None:
         encoder.enable_cache()  # type: ignore[operator]  # a no-op when fine-tuned
+
+    def disable_cache(self, encoder: nn.Module) -> None:
+        encoder.disable_cache()  # type: ignore[operator]
 
     def _tokenizer(self) -> SubwordTokenizer:
         if self.tokenizer is None:

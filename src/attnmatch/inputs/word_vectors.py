@@ -78,6 +78,10 @@ class WordVectorEncoder(nn.Module):
         vectors = self.embedding(ids)  # (B, L, E)
         return self.dropout(vectors) * mask.unsqueeze(-1)
 
+    def rescale_init(self, fan_in: int, fan_out: int) -> None:
+        """A no-op: the initial values are the word vectors', not a random table to scale to a
+        model's first-layer fans (`TrigramEncoder.rescale_init`)."""
+
     @torch.no_grad()
     def load_pretrained(self, matrix: np.ndarray | torch.Tensor) -> None:
         """Copies an aligned (vocab_size, E) matrix into the table."""

@@ -262,9 +262,9 @@ class CDSSM(nn.Module):
         super().__init__()
         self.config = config
         self.token_encoder = build_token_encoder(config.encoder)  # [W_1 f_t; ...; W_w f_t]
-        rescale = getattr(self.token_encoder, "rescale_init", None)
-        if rescale is not None:  # a trigram table: Xavier over the convolution's fans
-            rescale(config.window * config.encoder.vocab_size, config.filters)
+        # Xavier over the convolution's fans (a trigram table; pretrained inputs keep theirs).
+        fan_in = config.window * config.encoder.vocab_size
+        self.token_encoder.rescale_init(fan_in, config.filters)  # type: ignore[operator]
         self.conv = TrigramConv(config.window, config.filters)
         self.dropout = nn.Dropout(config.dropout)
         self.semantic = _linear(config.filters, config.output_size)

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import math
+import numbers
+import random
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+import torch
 
 from attnmatch import configs
 from attnmatch.data.datasets import Split
@@ -19,6 +25,7 @@ from attnmatch.data.protocol import (
 from attnmatch.data.schema import Example
 from attnmatch.inputs import parse_inputs
 from attnmatch.matcher import Matcher
+from attnmatch.models import default_inputs
 from attnmatch.training.config import DataConfig, ExperimentConfig, TrainConfig
 from attnmatch.training.experiment import experiment_from_splits
 from attnmatch.training.trainer import train as train_run
@@ -46,8 +53,11 @@ def as_examples(data: Any, name: str) -> list[Example]:
         left, right, label = row[0], row[1], row[2]
         if not isinstance(left, str) or not isinstance(right, str):
             raise ValueError(f"{name}: row {i}: left and right must be strings, got {row!r}")
-        if not isinstance(label, int | float) or isinstance(label, bool) or math.isnan(label):
+        if not isinstance(label, numbers.Real) or isinstance(label, bool | np.bool_):
             raise ValueError(f"{name}: row {i}: the label must be a number, got {label!r}")
+        label = int(label) if isinstance(label, numbers.Integral) else float(label)
+        if math.isnan(label):
+            raise ValueError(f"{name}: row {i}: the label is NaN")
         group = str(row[3]) if len(row) == 4 else left
         examples.append(Example(left=left, right=right, label=label, group=group))
     if not examples:
@@ -107,15 +117,33 @@ def fit_matcher(
     train_settings = {"seed": seed, **train_options}
     if epochs is not None:
         train_settings["epochs"] = epochs
+    if isinstance(train, str) and (dev is not None or task is not None):
+        raise ValueError(
+            f"train={train!r} names a dataset: its own dev split and task are used, so dev and "
+            "task must not be given (pass pairs to choose them)"
+        )
     base: dict[str, Any] = {"model": model, "train": train_settings}
     if inputs is not None:
-        base["inputs"] = parse_inputs(inputs)
-    if output_dir is None:  # a temporary run folder; the Matcher is kept in memory
-        with tempfile.TemporaryDirectory(prefix="attnmatch-fit-") as tmp:
-            matcher = _fit(train, dev, base, task, Path(tmp), progress)
-            matcher.path = None
-            return matcher
-    return _fit(train, dev, base, task, Path(output_dir), progress)
+        base["inputs"] = parse_inputs(inputs, default=default_inputs(model))
+    with _caller_rng_kept():  # training seeds the global generators; the caller's come back
+        if output_dir is None:  # a temporary run folder; the Matcher is kept in memory
+            with tempfile.TemporaryDirectory(prefix="attnmatch-fit-") as tmp:
+                matcher = _fit(train, dev, base, task, Path(tmp), progress)
+                matcher.path = None
+                return matcher
+        return _fit(train, dev, base, task, Path(output_dir), progress)
+
+
+@contextmanager
+def _caller_rng_kept() -> Iterator[None]:
+    """The states of Python's, numpy's and torch's global random generators, restored after."""
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=[]):
+        try:
+            yield
+        finally:
+            random.setstate(python_state)
+            np.random.set_state(numpy_state)
 
 
 def _fit(

@@ -1,4 +1,4 @@
-"""The experiment config: model + data + embeddings + training, loaded strictly from TOML.
+"""The experiment config: model + inputs + data + training, loaded strictly from TOML.
 
 Example TOML (every key optional; unknown keys are errors)::
 
@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from attnmatch import configs
-from attnmatch.inputs import InputsConfig, inputs_config_from_dict, merge_inputs
+from attnmatch.inputs import (
+    InputsConfig,
+    inputs_config_from_dict,
+    inputs_config_to_dict,
+    merge_inputs,
+    parse_inputs,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,7 +147,12 @@ class ExperimentConfig:
         rest = {k: v for k, v in data.items() if k != "inputs"}
         exp = configs.from_dict(cls, rest)
         if data.get("inputs") is not None:
-            exp = dataclasses.replace(exp, inputs=inputs_config_from_dict(data["inputs"]))
+            from attnmatch.models import default_inputs
+
+            own = default_inputs(exp.model)  # what an [inputs] without `kind` completes
+            exp = dataclasses.replace(
+                exp, inputs=inputs_config_from_dict(data["inputs"], default=own)
+            )
         return exp
 
     def to_dict(self) -> dict[str, Any]:
@@ -153,6 +164,21 @@ class ExperimentConfig:
         if "inputs" in overrides:
             merged["inputs"] = merge_inputs(current.get("inputs"), overrides["inputs"])
         return ExperimentConfig.from_dict(merged)
+
+    def with_inputs(self, name: str | None, *, trainable: bool | None = None) -> ExperimentConfig:
+        """The experiment with the inputs a short name gives (`attnmatch.inputs.shortcut`:
+        "glove-6b-50d", "random", "trigrams", "minilm-l6", a vectors file or an encoder
+        directory), read on top of its current ones (or its model's own): a name of the same
+        kind keeps their other settings. `trainable` fine-tunes or freezes the input layer;
+        None leaves both as they are."""
+        if name is None and trainable is None:
+            return self
+        chosen = inputs_config_to_dict(self.resolved_inputs())
+        if name is not None:
+            chosen = inputs_config_to_dict(parse_inputs(name, default=chosen))
+        if trainable is not None:
+            chosen["trainable"] = trainable
+        return dataclasses.replace(self, inputs=parse_inputs(chosen))
 
     def resolved_inputs(self) -> InputsConfig:
         """The inputs this experiment reads: its own, or its model's default."""
@@ -172,8 +198,12 @@ def load_experiment(path: str | Path, overrides: dict[str, Any] | None = None) -
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as e:
         raise configs.ConfigError(f"{path}: invalid TOML: {e}") from e
+    overrides = dict(overrides or {})
+    merged = configs.merge(data, {k: v for k, v in overrides.items() if k != "inputs"})
+    if "inputs" in overrides:
+        merged["inputs"] = merge_inputs(data.get("inputs"), overrides["inputs"])
     try:
-        exp = ExperimentConfig.from_dict(configs.merge(data, overrides or {}))
+        exp = ExperimentConfig.from_dict(merged)
     except configs.ConfigError as e:
         raise configs.ConfigError(f"{path}: {e}") from e
     return exp

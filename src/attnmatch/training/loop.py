@@ -55,7 +55,9 @@ def batch_loss(exp: Experiment, batch: PairBatch) -> torch.Tensor:
 
 
 def evaluate_split(exp: Experiment, split: EvalSplit) -> Report:
-    return report_from_outputs(exp.matcher.predict(split.data), split.data, split.protocol)
+    return report_from_outputs(
+        exp.matcher.predict(split.data), split.data, split.protocol, task=exp.matcher.task
+    )
 
 
 def progress_bar(console: Console, enabled: bool) -> Progress:

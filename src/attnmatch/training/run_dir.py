@@ -128,7 +128,8 @@ class RunDir:
         """FileExistsError when the folder holds a previous run and `resume` is False."""
         if self.path.exists() and any(self.path.iterdir()) and not resume:
             raise FileExistsError(
-                f"{self.path} is not empty: pass resume=True (--resume) or choose another folder"
+                f"{self.path} is not empty: resume the run there (--resume) or choose another "
+                "folder"
             )
 
     def finished(self, config: ExperimentConfig) -> TrainResult | None:
@@ -220,6 +221,12 @@ def check_resumable(saved: dict[str, Any], current: dict[str, Any]) -> None:
     """Refuse to resume under a different experiment, except for train.epochs. A key the saved
     config lacks (a field added to the config since that run) counts as its default, which keeps
     the earlier behaviour."""
+    if "embeddings" in saved:  # input settings in [embeddings] and [data]: before [inputs]
+        raise ValueError(
+            "cannot resume: the run was made by an earlier attnmatch whose experiment config "
+            "kept input settings in [embeddings] and [data] (now [inputs]); its model/ still "
+            "loads, but the run cannot continue: train it again in a new folder"
+        )
     a, b = _flatten(saved), _flatten(current)
     defaults = _flatten(ExperimentConfig().to_dict())
     changed = sorted(
