@@ -87,9 +87,26 @@ def test_seeds_summary(tmp_path: Path) -> None:
 
 
 def test_same_seed_same_result(tmp_path: Path) -> None:
+    """Same seed: the same run to the last digit (benchmarks/compare_runs.py checks metrics,
+    the epoch log and every weight bit); another seed is told apart."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "compare_runs", Path(__file__).parents[2] / "benchmarks" / "compare_runs.py"
+    )
+    assert spec is not None and spec.loader is not None
+    compare_runs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare_runs)
+
     a = train(tiny_experiment(epochs=2), tmp_path / "a", progress=False)
     b = train(tiny_experiment(epochs=2), tmp_path / "b", progress=False)
     assert a.dev == b.dev and a.test == b.test
+    assert all(same for _, same, _ in compare_runs.compare(a.output_dir, b.output_dir))
+    c = train(tiny_experiment(epochs=2, seed=7), tmp_path / "c", progress=False)
+    differs = {
+        name for name, same, _ in compare_runs.compare(a.output_dir, c.output_dir) if not same
+    }
+    assert "weights bit-equal" in differs and "epoch log (loss, dev)" in differs
 
 
 def test_toml_config_errors_name_the_key(tmp_path: Path) -> None:
