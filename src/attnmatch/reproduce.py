@@ -28,7 +28,7 @@ interrupted reproduction continues where it stopped.
 Results: `results/<table>.json` (for machines, one schema for every table) and `<table>.md`,
 then `results/README.md` (an index of every table, `attnmatch.results_index`). Each row records the
 commit each of its runs was trained at (`commits`, one per seed) and each run's own training time
-(`train_time_s`: the sum of its epoch times over all its sessions), read from the run's
+(`train_time_s`: the sum of its epoch times over all its launches), read from the run's
 `result.json`: a finished run that is reused keeps the commit and time of its training, and the
 table's `commit` is the code that wrote the table.
 """
@@ -243,9 +243,9 @@ def run_provenance(run_dir: str | Path) -> dict[str, Any]:
     """{"commit", "train_time_s"} of the run in `run_dir`, from its result.json.
 
     The trainer writes both as top-level keys. For older result.json files: the commit from
-    metrics.environment (the code that wrote the file, i.e. its last training session), and the
+    metrics.environment (the code that wrote the file, i.e. its last training launch), and the
     training time as the sum of epoch_time_s over the run's history (result.json's, else the
-    run's log.jsonl, which holds every epoch of every session); None when neither is there.
+    run's log.jsonl, which holds every epoch of every launch); None when neither is there.
     """
     run_dir = Path(run_dir)
     try:

@@ -121,10 +121,7 @@ def parse_inputs(
         return inputs_config_from_dict(spec, default=default)
     if not isinstance(spec, str):
         raise ConfigError(f"inputs: expected a name or a table/object, got {type(spec).__name__}")
-    keys = shortcut(spec)
-    if default is not None and default.get("kind", "word_vectors") == keys["kind"]:
-        keys = configs.merge(dict(default), keys)
-    return inputs_config_from_dict(keys)
+    return inputs_config_from_dict(merge_inputs(default, shortcut(spec)))
 
 
 def build_inputs(config: InputsConfig) -> Inputs:

@@ -159,7 +159,7 @@ def fit(
 
 
 def _with_wall(state: TrainState, wall: float) -> TrainState:
-    """`state` as checkpointed: its wall time including this session's."""
+    """`state` as checkpointed: its wall time including that of this launch (since the last start or resume)."""
     from dataclasses import replace
 
     return replace(state, wall_time_s=wall)

@@ -37,7 +37,7 @@ class TrainState:
         best_score, best_epoch: the best dev primary metric so far and its epoch.
         bad_epochs: epochs since the last improvement (early stopping).
         history: one dict per epoch (train loss, dev metrics, time, pairs).
-        wall_time_s: seconds spent by the run in earlier sessions (when resumed).
+        wall_time_s: seconds spent by the run in earlier launches (when resumed).
     """
 
     epoch: int = 0
@@ -50,7 +50,7 @@ class TrainState:
 
     @property
     def train_time_s(self) -> float:
-        """Seconds spent in training epochs, over every session of the run."""
+        """Seconds spent in training epochs, over every launch of the run (the first and each resume)."""
         return round(sum(h["epoch_time_s"] for h in self.history), 3)
 
     @property
