@@ -235,13 +235,15 @@ def test_word_vector_inputs_random_fit_encode(tmp_path: Path) -> None:
     vocab = Vocab.build(tok.tokenize(t) for t in TEXTS)
     assert inputs.vocab == vocab  # the training texts' words; no vectors, so no eval words
     assert inputs.vocab is not None and "unseen" not in inputs.vocab.tokens
-    assert inputs.matrix is None and inputs.stats == {"kind": "word_vectors", "source": "random"}
+    assert inputs.matrix is None and inputs.stats["source"] == "random"
+    assert inputs.stats["eval_unknown_rate"] == 1.0  # every eval word is unknown
     assert inputs.encoder_config() == {
         "kind": "word_vectors",
         "vocab_size": len(vocab),
         "embedding_dim": 7,
         "trainable": False,
         "dropout": 0.2,
+        "pretrained_rows": 0,
     }
     TokenEncoderConfig(**inputs.encoder_config())  # a valid model-config entry
     encoded = inputs.encode(["Glacier caves, unseen!", ""])

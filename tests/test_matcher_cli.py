@@ -150,7 +150,7 @@ def test_cli_score_from_file_and_stdin(model_dir: Path, tmp_path: Path) -> None:
     file.write_text("a\tb\nno tab here\n")
     result = runner.invoke(app, ["score", str(model_dir), "-p", str(file)])
     assert result.exit_code != 0
-    assert "pair 2: expected LEFT<TAB>RIGHT, got 1 fields" in str(result.exception)
+    assert "pairs.tsv:2: expected LEFT<TAB>RIGHT, got 1 fields" in str(result.exception)
 
 
 def test_cli_rank_and_score_a_hugging_face_encoder_zero_shot(encoder_dir: Path) -> None:

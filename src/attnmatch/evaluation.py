@@ -97,7 +97,7 @@ def report_from_outputs(
 
 
 def _regression_report(
-    outputs: np.ndarray, data: EncodedPairs, protocol: RegressionProtocol, min_score: int
+    outputs: np.ndarray, data: EncodedPairs, protocol: RegressionProtocol, min_score: float
 ) -> Report:
     predictions = regression_predictions(torch.from_numpy(outputs), min_score).numpy()
     groups = [data.group_names[g] for g in data.group_ids] if protocol.by_group else None

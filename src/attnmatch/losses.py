@@ -20,7 +20,7 @@ LOSSES = ("rank_hinge", "listwise", "cross_entropy", "kl", "mse")
 
 
 def sparse_score_distribution(
-    scores: torch.Tensor, min_score: int, num_levels: int
+    scores: torch.Tensor, min_score: float, num_levels: int
 ) -> torch.Tensor:
     """Tai et al. (2015) target: the gold score's mass split between its two nearest levels.
 
@@ -43,7 +43,7 @@ def sparse_score_distribution(
     return target
 
 
-def kl_score_loss(logits: torch.Tensor, scores: torch.Tensor, min_score: int) -> torch.Tensor:
+def kl_score_loss(logits: torch.Tensor, scores: torch.Tensor, min_score: float) -> torch.Tensor:
     """KL(p || p_hat) from the sparse target distribution to softmax(logits), batch mean.
 
     Shape:
@@ -105,7 +105,7 @@ def compute_loss(
     batch: PairBatch,
     *,
     margin: float = 1.0,
-    min_score: int = 0,
+    min_score: float = 0,
 ) -> torch.Tensor:
     """The named loss for a model's outputs on `batch`.
 

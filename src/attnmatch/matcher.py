@@ -10,12 +10,17 @@ Example:
     >>> m.rank("how are glacier caves formed?", ["A glacier cave is ...", "The Alps ..."])  # doctest: +SKIP
     [Ranked(index=0, text='A glacier cave is ...', score=0.61), Ranked(index=1, ...)]
     >>> m.save("my-matcher"); Matcher.load("my-matcher")            # doctest: +SKIP
+    >>> Matcher.from_lexical("bm25").rank("caves", ["The Alps", "Caves ..."])  # doctest: +SKIP
+    [Ranked(index=1, text='Caves ...', score=0.28), Ranked(index=0, text='The Alps', score=0.0)]
+
+Zero-shot matchers (`from_encoder`, `from_lexical`) give one similarity per pair; for a
+classification or regression task it is calibrated on labelled pairs (`attnmatch.zero_shot`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,9 +41,14 @@ from attnmatch.models import (
     resolve_model_config,
 )
 from attnmatch.tasks import Task
+from attnmatch.zero_shot import fit_head
 
 if TYPE_CHECKING:  # pragma: no cover
+    from attnmatch.data.protocol import Protocol
     from attnmatch.evaluation import Report
+
+# Labelled pairs that calibrate a zero-shot matcher: Examples or (left, right, label) tuples.
+Calibration = Sequence[Example] | Sequence[tuple[str, str, int | float]]
 
 
 @dataclass(frozen=True)
@@ -54,7 +64,8 @@ class Ranked:
 class Matcher:
     """A text-pair model with its inputs and task.
 
-    Build one with `Matcher.load(path)`, `Matcher.fit(...)` or `Matcher.from_encoder(source)`.
+    Build one with `Matcher.load(path)`, `Matcher.fit(...)`, `Matcher.from_encoder(source)` or
+    `Matcher.from_lexical(kind)`.
 
     Args:
         model: a registered model (`attnmatch.models`).
@@ -102,15 +113,93 @@ class Matcher:
 
     @classmethod
     def from_encoder(
-        cls, source: str = "minilm-l6", *, layer: int = -1, max_length: int = 256
+        cls,
+        source: str = "minilm-l6",
+        *,
+        task: Task | None = None,
+        calibration: Calibration | None = None,
+        metric: str = "accuracy",
+        layer: int = -1,
+        max_length: int = 256,
     ) -> Matcher:
-        """A zero-shot ranker: the cosine of mean-pooled sentence vectors of a pretrained
-        encoder ("minilm-l6" or a Hugging Face / sentence-transformers directory); no dataset,
-        no training."""
+        """A zero-shot matcher: the cosine of mean-pooled sentence vectors of a pretrained
+        encoder ("minilm-l6" or a Hugging Face / sentence-transformers directory); no training.
+
+        Args:
+            task: ranking (default: the cosine), classification of 2 classes (the last class
+                above a threshold) or regression (a line onto the score range); see
+                `attnmatch.zero_shot`.
+            calibration: labelled pairs, Examples or (left, right, label) tuples, that fit the
+                threshold or the line (required to classify; without them a regression maps
+                cosines [-1, 1] onto [min_score, max_score]).
+            metric: what the threshold maximises: "accuracy", "f1" or "macro_f1".
+
+        The head is the model config's scale, shift and cosine_logits (`BiEncoderConfig`), so
+        `save` / `load` round-trip it.
+
+        Raises:
+            ValueError: a task of more than 2 classes, classification without calibration, or
+                calibration for a ranking task.
+        """
         from attnmatch.inputs import TransformerInputsConfig
 
         config = TransformerInputsConfig(source=source, layer=layer, max_length=max_length)
-        return cls.untrained("bi_encoder", inputs=config, task=Task(kind="ranking"))
+        cosine = cls.untrained("bi_encoder", inputs=config, task=Task(kind="ranking"))
+        task = _zero_shot_task(task, calibration)
+        if task.kind == "ranking":
+            return cosine
+        pairs, labels = _labelled_pairs(calibration or ())
+        head = fit_head(
+            cosine.score(pairs) if pairs else None,
+            labels,
+            task,
+            metric=metric,
+            similarity_range=(-1.0, 1.0),
+        )
+        cosine_config: Any = cosine.model.config  # a BiEncoderConfig
+        model_config = replace(
+            cosine_config,
+            num_outputs=head.num_outputs,
+            scale=head.scale,
+            shift=head.shift,
+            cosine_logits=head.num_outputs == 2,
+        )
+        net = build_model("bi_encoder", model_config)
+        net.load_state_dict(cosine.model.state_dict())  # the same encoder, a weightless head
+        return cls(model=net.eval(), model_type="bi_encoder", inputs=cosine.inputs, task=task)
+
+    @classmethod
+    def from_lexical(
+        cls,
+        kind: str = "bm25",
+        *,
+        task: Task | None = None,
+        calibration: Calibration | None = None,
+        metric: str = "accuracy",
+        corpus: Sequence[str] = (),
+    ) -> Matcher:
+        """A lexical matcher: "bm25", "overlap" or "idf_overlap" (`attnmatch.lexical`); no
+        weights, nothing to save.
+
+        Args:
+            task, calibration, metric: as `from_encoder` (a regression without calibration maps
+                the overlaps' [0, 1] onto the score range; BM25 has no fixed range and needs
+                calibration).
+            corpus: background texts that join every scored collection for BM25 and IDF
+                statistics; the calibration pairs' right texts are added to it.
+        """
+        from attnmatch.lexical import LexicalModel, LexicalScorer, TextInputs
+
+        task = _zero_shot_task(task, calibration)
+        pairs, labels = _labelled_pairs(calibration or ())
+        scorer = LexicalScorer(kind).fit([*corpus, *(right for _, right in pairs)])
+        similarities = scorer.score(pairs) if pairs and task.kind != "ranking" else None
+        head = fit_head(
+            similarities, labels, task, metric=metric, similarity_range=scorer.similarity_range
+        )
+        return cls(
+            model=LexicalModel(scorer, head), model_type=kind, inputs=TextInputs(scorer), task=task
+        )
 
     @classmethod
     def untrained(
@@ -197,7 +286,13 @@ class Matcher:
         )
 
     def save(self, path: str | Path, *, metrics: dict[str, Any] | None = None) -> Path:
-        """Writes the model directory (atomically) and returns its path."""
+        """Writes the model directory (atomically) and returns its path.
+
+        Raises:
+            ValueError: a lexical matcher (it has no weights; build it again instead).
+        """
+        if _text_scorer(self.model) is not None:
+            self.inputs.save(Path(path))  # raises the one-line reason
         header = {
             "model_type": self.model_type,
             "config": model_dir.config_dict(self.model),
@@ -224,6 +319,11 @@ class Matcher:
         forward pass runs: (0, num_outputs).
         """
         model = self.model
+        if _text_scorer(model) is not None:
+            raise TypeError(
+                f"a {self.model_type} matcher scores texts, not ids: use outputs, score, rank, "
+                "evaluate or evaluate_examples"
+            )
         if len(data) == 0:
             return np.zeros((0, int(getattr(model.config, "num_outputs", 1))), dtype=np.float32)
         device = device or str(next(model.parameters()).device)
@@ -249,6 +349,9 @@ class Matcher:
                 raise ValueError(f"pair {i} is not a (str, str) tuple: {pair!r}")
         if len(pairs) == 0:
             return np.zeros((0, 1), dtype=np.float32)
+        score_texts = _text_scorer(self.model)
+        if score_texts is not None:
+            return score_texts(pairs)
         return self.predict(self.encode([Example(left=a, right=b, label=0) for a, b in pairs]))
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
@@ -328,22 +431,78 @@ class Matcher:
             ValueError: the split has no protocol, or this model's task cannot be evaluated on
                 it (e.g. a regression model on a ranking split).
         """
-        from attnmatch.data.datasets import load_split, parse_dataset_ref
-        from attnmatch.evaluation import report_from_outputs
+        from attnmatch.data.datasets import load_split, resolve_dataset_ref
 
-        name, split_name = parse_dataset_ref(dataset, default_split="test")
-        split = load_split(name, split_name, data_dir=data_dir, **options)
+        name, split_name, folder = resolve_dataset_ref(dataset, default_split="test")
+        split = load_split(name, split_name, data_dir=folder or data_dir, **options)
         if split.protocol is None:
             raise ValueError(f"{name}:{split_name} has no evaluation protocol")
         self.task.check_evaluable(split.task, f"{name}:{split_name}", split.protocol)
-        data = self.encode(split.examples)
-        return report_from_outputs(self.predict(data), data, split.protocol, task=self.task)
+        return self.evaluate_examples(split.examples, split.protocol)
+
+    def evaluate_examples(self, examples: Sequence[Example], protocol: Protocol) -> Report:
+        """The protocol's metrics of this matcher on `examples` (`report_from_outputs`).
+
+        Raises:
+            ValueError: no examples, or this model's task cannot be evaluated under `protocol`.
+        """
+        from attnmatch.evaluation import NO_PAIRS, report_from_outputs
+
+        if not examples:
+            raise ValueError(NO_PAIRS)
+        self.task.check_evaluable(protocol.task, f"the {protocol.name} examples", protocol)
+        data = self.encode(examples)
+        score_texts = _text_scorer(self.model)
+        if score_texts is None:
+            outputs = self.predict(data)
+        else:
+            outputs = score_texts([(e.left, e.right) for e in examples])
+        return report_from_outputs(outputs, data, protocol, task=self.task)
+
+
+def _text_scorer(model: nn.Module) -> Callable[[Sequence[tuple[str, str]]], np.ndarray] | None:
+    """The model's `score_texts(pairs) -> (N, num_outputs)` when it reads texts, not ids (a
+    lexical model)."""
+    score_texts = getattr(model, "score_texts", None)
+    return score_texts if callable(score_texts) else None
+
+
+def _zero_shot_task(task: Task | None, calibration: Calibration | None) -> Task:
+    task = task or Task(kind="ranking")
+    if task.kind == "ranking" and calibration is not None:
+        raise ValueError(
+            "calibration fits a classification threshold or a regression line; a ranking "
+            "task needs none"
+        )
+    return task
+
+
+def _labelled_pairs(calibration: Calibration) -> tuple[list[tuple[str, str]], np.ndarray]:
+    """(left, right) pairs and their labels from Examples or (left, right, label) tuples."""
+    pairs: list[tuple[str, str]] = []
+    labels: list[float] = []
+    for i, item in enumerate(calibration):
+        if isinstance(item, Example):
+            left, right, label = item.left, item.right, item.label
+        elif isinstance(item, tuple | list) and len(item) == 3:
+            left, right, label = item
+        else:
+            raise ValueError(f"calibration pair {i}: expected an Example or (left, right, label)")
+        if not (isinstance(left, str) and isinstance(right, str)):
+            raise ValueError(f"calibration pair {i}: left and right must be strings")
+        if isinstance(label, bool) or not isinstance(label, int | float | np.number):
+            raise ValueError(f"calibration pair {i}: the label must be a number, got {label!r}")
+        pairs.append((left, right))
+        labels.append(float(label))
+    return pairs, np.asarray(labels, dtype=np.float64)
 
 
 def load_matcher(spec: str | Path) -> Matcher:
-    """A saved model directory (`Matcher.load`), or an encoder source to use zero-shot
-    (`Matcher.from_encoder`: "minilm-l6" or a Hugging Face model directory)."""
+    """A saved model directory (`Matcher.load`), an encoder source to use zero-shot
+    (`Matcher.from_encoder`: "minilm-l6" or a Hugging Face model directory), or a lexical
+    scorer ("bm25", "overlap", "idf_overlap": `Matcher.from_lexical`)."""
     from attnmatch.encoders import ENCODERS
+    from attnmatch.lexical import LEXICAL_KINDS
 
     path = Path(spec)
     if (path / "config.json").is_file() and (path / "model.safetensors").is_file():
@@ -352,4 +511,6 @@ def load_matcher(spec: str | Path) -> Matcher:
         return Matcher.from_encoder(str(spec))
     if str(spec) in ENCODERS:
         return Matcher.from_encoder(str(spec))
+    if str(spec) in LEXICAL_KINDS:
+        return Matcher.from_lexical(str(spec))
     return Matcher.load(path)  # a clear error naming what is missing

@@ -5,7 +5,7 @@
 - classification: one logit per class (`class_names`); loss cross_entropy.
 - regression: a similarity score in [min_score, max_score] (STS 0-5, SICK 1-5), predicted as a
   distribution over the integer levels (loss kl, the default, Tai et al. 2015) or as one value
-  (loss mse).
+  (loss mse, the default when a bound is not an integer, e.g. 0.5..2.5).
 
 A `Task` is saved with the model (config.json "task") and decides how outputs become scores
 (`Task.scores`), class names (`Task.labels`), and on which splits a model may be evaluated.
@@ -19,7 +19,12 @@ from typing import Any, Literal
 import torch
 import torch.nn.functional as F
 
-from attnmatch.data.protocol import ClassificationProtocol, Protocol, RegressionProtocol
+from attnmatch.data.protocol import (
+    ClassificationProtocol,
+    Protocol,
+    RegressionProtocol,
+    integral,
+)
 
 TaskKind = Literal["ranking", "classification", "regression"]
 # The losses each task accepts; the first is the default ("auto").
@@ -60,18 +65,21 @@ class Task:
     Args:
         kind: "ranking", "classification" or "regression".
         class_names: classification: the name of each class index.
-        min_score, max_score: regression: the gold score range (integers: the KL head predicts
-            one output per integer level).
+        min_score, max_score: regression: the gold score range, real numbers kept as ints when
+            integral (only integer bounds allow the KL head: one output per integer level).
     """
 
     kind: TaskKind
     class_names: tuple[str, ...] = ()
-    min_score: int = 0
-    max_score: int = 1
+    min_score: float = 0
+    max_score: float = 1
 
     def __post_init__(self) -> None:
         if self.kind not in TASK_LOSSES:
             raise ValueError(f"unknown task {self.kind!r}; choose one of {', '.join(TASK_LOSSES)}")
+        # 5.0 is stored as 5: equal tasks compare equal and save alike (config.json "max_score": 5).
+        object.__setattr__(self, "min_score", integral(self.min_score))
+        object.__setattr__(self, "max_score", integral(self.max_score))
         if self.kind == "classification" and len(self.class_names) < 2:
             raise ValueError("a classification task needs at least 2 class names")
         if self.kind == "regression" and not self.min_score < self.max_score:
@@ -90,12 +98,24 @@ class Task:
         return cls(kind="ranking")
 
     @property
+    def integer_bounds(self) -> bool:
+        """Regression: whether both score bounds are integers (what a KL head needs)."""
+        return isinstance(self.min_score, int) and isinstance(self.max_score, int)
+
+    @property
     def num_levels(self) -> int:
         """Regression: the integer score levels (the output size of a KL head)."""
-        return self.max_score - self.min_score + 1
+        if not self.integer_bounds:
+            raise ValueError(
+                f"the score range {self.min_score}..{self.max_score} has no integer levels"
+            )
+        return int(self.max_score - self.min_score) + 1
 
     def default_loss(self) -> str:
-        """The loss "auto" stands for: rank_hinge, cross_entropy or kl."""
+        """The loss "auto" stands for: rank_hinge, cross_entropy, or kl (mse when a regression
+        bound is not an integer)."""
+        if self.kind == "regression" and not self.integer_bounds:
+            return "mse"
         return TASK_LOSSES[self.kind][0]
 
     def resolve_loss(self, loss: str) -> str:
@@ -105,6 +125,12 @@ class Task:
             raise ValueError(
                 f"loss {resolved!r} cannot train a {self.kind} task; use one of "
                 f"{', '.join(TASK_LOSSES[self.kind])}"
+            )
+        if resolved == "kl" and not self.integer_bounds:
+            raise ValueError(
+                f"loss 'kl' needs integer score bounds (one output per integer level), but the "
+                f"range is {self.min_score}..{self.max_score}; use loss mse, or set integer "
+                "min_score and max_score"
             )
         return resolved
 
@@ -170,6 +196,6 @@ class Task:
         return cls(
             kind=data["kind"],
             class_names=tuple(data.get("class_names", ())),
-            min_score=int(data.get("min_score", 0)),
-            max_score=int(data.get("max_score", 1)),
+            min_score=data.get("min_score", 0),
+            max_score=data.get("max_score", 1),
         )

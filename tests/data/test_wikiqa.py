@@ -18,6 +18,7 @@ from attnmatch.data.datasets import (
     DatasetFormatError,
     DatasetNotFoundError,
     Split,
+    _spec,
     find_dataset_dir,
     get_dataset,
     is_available,
@@ -251,6 +252,8 @@ def test_data_dir_resolution_order(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     shutil.rmtree(places["env"])
     assert find_dataset_dir(SPEC).resolve() == places["cwd"].resolve()
     shutil.rmtree(places["cwd"])
+    assert find_dataset_dir(SPEC) == WIKIQA  # the bundled copy of the source checkout
+    monkeypatch.setattr(_spec, "checkout_data_dir", lambda: None)  # an installed package
     assert find_dataset_dir(SPEC) == places["cache"]
     shutil.rmtree(places["cache"])
     with pytest.raises(DatasetNotFoundError) as info:

@@ -129,7 +129,7 @@ def test_cli_evaluate_with_dataset_options_and_task_check(tmp_path: Path) -> Non
     result = runner.invoke(app, [*args, "--dataset-option", "task=regression"])
     assert result.exit_code == 0, result.output
     assert '"pearson"' in result.output and '"protocol": "pairs-regression"' in result.output
-    result = runner.invoke(app, args)  # evaluated as ranking: refused
+    result = runner.invoke(app, [*args, "--dataset-option", "task=ranking"])  # refused
     assert result.exit_code != 0
     assert "a regression model cannot be evaluated on pairs:test, a ranking split" in (
         str(result.exception) + result.output

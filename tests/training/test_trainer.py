@@ -231,6 +231,7 @@ def test_a_smaller_is_better_primary_metric_selects_the_minimum(tmp_path: Path) 
         def __init__(self) -> None:
             self.dev = EvalSplit(data=None, protocol=None)  # type: ignore[arg-type]
             self.matcher = None
+            self.config = ExperimentConfig()
 
     state, saved = TrainState(), []
     run = RunDir(tmp_path)

@@ -201,7 +201,7 @@ def test_cross_encoder_trains_on_regression(encoder_dir: Path, tmp_path: Path) -
         shutil.copyfile(STS_FIXTURE / f"{source}.tsv", data / f"{split}.tsv")
     exp = ExperimentConfig.from_dict(
         {
-            "model": "minilm_cross_encoder",
+            "model": "cross_encoder",  # the model type: no preset recipe (encoder_lr 2e-5)
             "inputs": {"kind": "transformer", "source": str(encoder_dir), "trainable": True},
             "data": {"dataset": "pairs", "data_dir": str(data), "options": {"task": "regression"}},
             "train": {"epochs": 12, "batch_size": 8, "lr": 5e-3, "loss": "mse", "patience": 0},

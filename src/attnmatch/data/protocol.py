@@ -6,6 +6,8 @@ it. Nothing else decides which queries are scored.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
@@ -83,9 +85,9 @@ class RegressionProtocol:
 
     Args:
         name: a short id written into results.
-        min_score, max_score: the gold score range (STS 0-5, SICK 1-5). Integer bounds: the
-            KL objective of Tai et al. (2015) predicts a distribution over the integer scores
-            min_score .. max_score.
+        min_score, max_score: the gold score range (STS 0-5, SICK 1-5); real numbers, kept as
+            ints when integral. Only integer bounds allow the KL objective of Tai et al.
+            (2015), a distribution over the integer scores min_score .. max_score.
         metrics: among "pearson", "spearman", "mse".
         primary: the metric used for model selection.
         by_group: also report Pearson per group (the example's `group`, e.g. SemEval's
@@ -95,8 +97,8 @@ class RegressionProtocol:
     """
 
     name: str
-    min_score: int
-    max_score: int
+    min_score: float
+    max_score: float
     metrics: tuple[str, ...] = REGRESSION_METRICS
     primary: str = "pearson"
     by_group: bool = False
@@ -104,13 +106,38 @@ class RegressionProtocol:
     task: str = "regression"
 
     def __post_init__(self) -> None:
+        # Integral bounds are stored as ints, so that 5.0 and 5 are one protocol and print alike.
+        object.__setattr__(self, "min_score", integral(self.min_score))
+        object.__setattr__(self, "max_score", integral(self.max_score))
         if not self.min_score < self.max_score:
             raise ValueError(f"{self.name}: min_score must be < max_score")
 
     @property
+    def integer_bounds(self) -> bool:
+        """Whether both bounds are integers (what a KL-trained head needs)."""
+        return isinstance(self.min_score, int) and isinstance(self.max_score, int)
+
+    @property
     def num_levels(self) -> int:
         """The number of integer score levels, the output size of a KL-trained head."""
-        return self.max_score - self.min_score + 1
+        if not self.integer_bounds:
+            raise ValueError(
+                f"{self.name}: score range {self.min_score}..{self.max_score} has no integer "
+                "levels (integer bounds needed)"
+            )
+        return int(self.max_score - self.min_score) + 1
+
+
+def integral(value: float) -> float:
+    """`value` as an int when it is integral (5.0 -> 5), else unchanged; bools are refused.
+
+    Raises:
+        ValueError: `value` is a bool, or not a finite real number.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ValueError(f"a score bound must be a finite number, got {value!r}")
+    number = float(value)
+    return int(number) if number.is_integer() else number
 
 
 Protocol = RankingProtocol | ClassificationProtocol | RegressionProtocol

@@ -6,6 +6,10 @@ exactly the batches an uninterrupted run would.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+from typing import Literal
+
 import numpy as np
 
 from attnmatch.data.collate import pair_lengths
@@ -129,3 +133,230 @@ class PairBatchSampler:
 
     def group_index(self, batch: np.ndarray) -> np.ndarray:
         return np.arange(len(batch))
+
+
+NegativeSource = Literal["random", "bm25", "in_batch"]
+
+
+class SampledNegativesSampler:
+    """Ranking groups whose negatives are answers of other queries (positive pairs only).
+
+    Every positive pair starts one group per epoch, [positive, k negatives], as in
+    `RankingGroupSampler`; a query with negatives of its own draws them from those. A query
+    without draws from the pool of every other query's positive answers (never one of its own
+    positive texts):
+    - "random": k answers uniformly;
+    - "bm25": k of the `hard_top` answers that BM25 ranks highest for the query (lexical hard
+      negatives, `hard` candidates computed once), topped up at random;
+    - "in_batch": the other groups' positives of the same batch (k = batch groups - 1; the
+      listwise loss over them is the in-batch softmax of sentence-transformers'
+      MultipleNegativesRankingLoss); an answer equal to one of the query's own positives is
+      replaced by a random one.
+
+    The negative pairs of an epoch are appended to the split's pairs: `data` is the split
+    with them, valid after `epoch(e)` (texts are shared; nothing is re-encoded).
+
+    Args:
+        data: the encoded training split (labels > 0 are positives).
+        source: "random", "bm25" or "in_batch".
+        num_negatives: k (not used by "in_batch").
+        groups_per_batch: groups in a batch.
+        seed: base seed; epoch e uses `epoch_rng(seed, e)`.
+        bucket_pool: batches per length-sorting pool (0 disables).
+        hard: for "bm25", {query text index: answer text indices, best first}.
+    """
+
+    def __init__(
+        self,
+        data: EncodedPairs,
+        *,
+        source: NegativeSource = "random",
+        num_negatives: int = 4,
+        groups_per_batch: int = 32,
+        seed: int = 0,
+        bucket_pool: int = 50,
+        hard: dict[int, np.ndarray] | None = None,
+    ) -> None:
+        if source not in ("random", "bm25", "in_batch"):
+            raise ValueError(f"unknown negative source {source!r}; use random, bm25 or in_batch")
+        if source == "bm25" and hard is None:
+            raise ValueError("bm25 negatives need the BM25 candidates of each query (hard=)")
+        if num_negatives < 1 or groups_per_batch < 1:
+            raise ValueError("num_negatives and groups_per_batch must be >= 1")
+        self.base = data
+        self.data = data
+        self.source = source
+        self.num_negatives = num_negatives
+        self.groups_per_batch = groups_per_batch
+        self.seed = seed
+        self.bucket_pool = bucket_pool
+        self.hard = hard or {}
+        self._lengths = data.text_lengths
+        self._positives: list[int] = []  # pair index of every positive, in group order
+        self._own: dict[int, np.ndarray] = {}  # group id -> its own negative pair indices
+        self._excluded: dict[int, set[int]] = {}  # group id -> its positive answer texts
+        for members in data.groups():
+            pos = members[data.labels[members] > 0]
+            neg = members[data.labels[members] <= 0]
+            if not len(pos):
+                continue
+            g = int(data.group_ids[pos[0]])
+            self._positives.extend(int(p) for p in pos)
+            self._excluded[g] = {int(t) for t in data.right[pos]}
+            if len(neg):
+                self._own[g] = neg
+        if not self._positives:
+            raise ValueError("no query has a positive candidate: nothing to rank")
+        self._pool = np.unique(data.right[np.asarray(self._positives)])  # answer texts
+        if len(self._pool) < 2:
+            raise ValueError(
+                "every query has the same single answer: negatives cannot come from other "
+                "queries' answers"
+            )
+        self._group_size = 1 + num_negatives
+
+    def num_groups(self) -> int:
+        return len(self._positives)
+
+    def __len__(self) -> int:
+        return -(-self.num_groups() // self.groups_per_batch)
+
+    def _random_answers(self, rng: np.random.Generator, group: int, n: int) -> list[int]:
+        """n answer texts of other queries (with replacement only when too few exist)."""
+        excluded = self._excluded[group]
+        out: list[int] = []
+        for _ in range(20):  # rejection sampling; the pool is mostly other queries' answers
+            for t in rng.choice(self._pool, size=max(n, 4)):
+                if int(t) not in excluded:
+                    out.append(int(t))
+                    if len(out) == n:
+                        return out
+        allowed = [int(t) for t in self._pool if int(t) not in excluded]
+        if not allowed:
+            raise ValueError(
+                f"query {self.base.group_names[group]!r}: every answer of the split is one of its "
+                "own positives, so it has no negative"
+            )
+        return [int(t) for t in rng.choice(allowed, size=n - len(out))] + out
+
+    def _negatives(self, rng: np.random.Generator, pos: int, k: int) -> list[int] | np.ndarray:
+        """k negatives for positive pair `pos`: pair indices of its own (int64 array), or
+        answer texts (a list) for new pairs."""
+        group = int(self.base.group_ids[pos])
+        own = self._own.get(group)
+        if own is not None:
+            return rng.choice(own, size=k, replace=len(own) < k)
+        if self.source == "bm25":
+            query = int(self.base.left[pos])
+            ranked = self.hard.get(query, np.zeros(0, dtype=np.int64))
+            excluded = self._excluded[group]
+            hard = [int(t) for t in ranked if int(t) not in excluded]
+            chosen = [int(t) for t in rng.permutation(hard)[:k]] if hard else []
+            if len(chosen) < k:
+                chosen += self._random_answers(rng, group, k - len(chosen))
+            return chosen
+        return self._random_answers(rng, group, k)
+
+    def epoch(self, epoch: int) -> list[np.ndarray]:
+        """The batches of `epoch` (pair indices into `data`, groups contiguous)."""
+        rng = epoch_rng(self.seed, epoch)
+        positives = np.asarray(self._positives)[rng.permutation(len(self._positives))]
+        if self.bucket_pool > 0:
+            cost = np.maximum(
+                self._lengths[self.base.left[positives]], self._lengths[self.base.right[positives]]
+            )
+            pool = self.groups_per_batch * self.bucket_pool
+            for start in range(0, len(positives), pool):
+                block = slice(start, start + pool)
+                positives[block] = positives[block][np.argsort(cost[block], kind="stable")]
+        chunks = [
+            positives[i : i + self.groups_per_batch]
+            for i in range(0, len(positives), self.groups_per_batch)
+        ]
+        new_left: list[int] = []
+        new_right: list[int] = []
+        new_group: list[int] = []
+        n = len(self.base)
+
+        def add_pair(query_pair: int, answer_text: int) -> int:
+            new_left.append(int(self.base.left[query_pair]))
+            new_right.append(answer_text)
+            new_group.append(int(self.base.group_ids[query_pair]))
+            return n + len(new_left) - 1
+
+        batches: list[np.ndarray] = []
+        for chunk in chunks:
+            rows: list[list[int]] = []
+            if self.source == "in_batch":
+                k = max(1, len(chunk) - 1)
+                answers = [int(self.base.right[p]) for p in chunk]
+                for i, p in enumerate(chunk):
+                    group = int(self.base.group_ids[p])
+                    own = self._own.get(group)
+                    if own is not None:
+                        negs = [int(q) for q in rng.choice(own, size=k, replace=len(own) < k)]
+                        rows.append([int(p), *negs])
+                        continue
+                    excluded = self._excluded[group]
+                    others = [a for j, a in enumerate(answers) if j != i and a not in excluded]
+                    if len(others) < k:
+                        others += self._random_answers(rng, group, k - len(others))
+                    rows.append([int(p), *(add_pair(int(p), a) for a in others)])
+            else:
+                k = self.num_negatives
+                for p in chunk:
+                    drawn = self._negatives(rng, int(p), k)
+                    if isinstance(drawn, np.ndarray):
+                        rows.append([int(p), *(int(q) for q in drawn)])
+                    else:
+                        rows.append([int(p), *(add_pair(int(p), a) for a in drawn)])
+            batches.append(np.asarray(rows, dtype=np.int64).reshape(-1))
+        self.data = EncodedPairs(
+            self.base.texts,
+            np.concatenate([self.base.left, np.asarray(new_left, dtype=np.int64)]),
+            np.concatenate([self.base.right, np.asarray(new_right, dtype=np.int64)]),
+            np.concatenate([self.base.labels, np.zeros(len(new_left), dtype=np.float32)]),
+            np.concatenate([self.base.group_ids, np.asarray(new_group, dtype=np.int64)]),
+            self.base.group_names,
+        )
+        return [batches[i] for i in rng.permutation(len(batches))]
+
+    def group_index(self, batch: np.ndarray) -> np.ndarray:
+        """Groups are contiguous and of equal size within a batch: 1 + k, where in-batch
+        negatives make k = groups - 1, so a batch of G > 1 groups has G * G pairs (one group:
+        1 + 1)."""
+        size = self._group_size
+        if self.source == "in_batch":
+            root = math.isqrt(len(batch))
+            size = root if root > 1 and root * root == len(batch) else 2
+        return np.repeat(np.arange(len(batch) // size), size)
+
+
+def bm25_candidates(
+    data: EncodedPairs, texts: Sequence[str], *, top: int = 20
+) -> dict[int, np.ndarray]:
+    """For every query of `data`'s positive pairs, the `top` positive answers of the split
+    that BM25 (the `bm25s` library, over the split's distinct answers, words lower-cased)
+    ranks highest for it, best first: the candidates of "bm25" hard negatives.
+
+    Args:
+        data: the encoded training split.
+        texts: the distinct texts of `data`, in `data.texts` order.
+    """
+    import bm25s
+
+    from attnmatch.data.tokenize import Tokenizer
+
+    tokenizer = Tokenizer(lowercase=True)
+    positive = data.labels > 0
+    answers = np.unique(data.right[positive])
+    queries = np.unique(data.left[positive])
+    k = min(top + 1, len(answers))  # + 1: a query's own answer is usually among the best
+    index = bm25s.BM25()
+    index.index([tokenizer.tokenize(texts[a]) or ["<empty>"] for a in answers], show_progress=False)
+    query_tokens = [tokenizer.tokenize(texts[q]) or ["<empty>"] for q in queries]
+    found, _ = index.retrieve(query_tokens, k=k, show_progress=False, n_threads=1)
+    return {
+        int(q): answers[np.asarray(row, dtype=np.int64)]
+        for q, row in zip(queries, found, strict=True)
+    }

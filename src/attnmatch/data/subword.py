@@ -8,6 +8,7 @@ transformer encoder never reads the padded ids.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +68,29 @@ class SubwordTokenizer:
 
     def token_id(self, token: str) -> int | None:
         return self._tok.token_to_id(token)
+
+    def unknown_pieces(self, texts: list[str]) -> tuple[list[str], int]:
+        """The text behind each unknown sub-word of `texts` (the model's unknown token,
+        `[UNK]`), and the number of sub-words, special tokens not counted.
+
+        A tokenizer without an unknown token (byte-level BPE) has no unknown sub-words.
+        """
+        model = json.loads(self._json).get("model", {})
+        unk_id = model.get("unk_id") if model.get("type") == "Unigram" else None
+        if unk_id is None and model.get("unk_token") is not None:
+            unk_id = self._tok.token_to_id(model["unk_token"])
+        unknown: list[str] = []
+        total = 0
+        for text, enc in zip(texts, self._tok.encode_batch(texts), strict=True):
+            for i, special, (start, end) in zip(
+                enc.ids, enc.special_tokens_mask, enc.offsets, strict=True
+            ):
+                if special:
+                    continue
+                total += 1
+                if i == unk_id:
+                    unknown.append(text[start:end])
+        return unknown, total
 
     @property
     def vocab_size(self) -> int:

@@ -64,10 +64,12 @@ class Vocab:
             ordered = ordered[:max_size]
         return cls([PAD, UNK, *ordered])
 
-    def extend(self, tokens: Iterable[str]) -> Vocab:
-        """Returns a new Vocab with `tokens` not yet present appended (in sorted order)."""
-        new = sorted({t for t in tokens if t not in self._index})
-        return Vocab(self._tokens + new)
+    def extend(self, tokens: Iterable[str], *, sort: bool = True) -> Vocab:
+        """Returns a new Vocab with `tokens` not yet present appended: in sorted order, or with
+        `sort=False` in the given order (first occurrence). The ids of the tokens already
+        present do not change."""
+        new = dict.fromkeys(t for t in tokens if t not in self._index)
+        return Vocab(self._tokens + (sorted(new) if sort else list(new)))
 
     def __len__(self) -> int:
         return len(self._tokens)

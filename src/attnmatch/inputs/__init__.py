@@ -11,7 +11,8 @@ save/load with the model):
 
 Configs have one tagged `[inputs]` section (`kind = "word_vectors" | "transformer" |
 "trigrams"`) whose other keys must belong to that kind. No code outside this package asks which
-kind it has: it calls the methods of `Inputs` and `build_token_encoder`.
+kind it has: it calls the methods of `Inputs` and `build_token_encoder`. `unknown_note` turns
+any kind's unknown tokens (`Inputs.unknown_tokens`) into a one-line warning.
 """
 
 from __future__ import annotations
@@ -24,7 +25,13 @@ from torch import nn
 
 from attnmatch import configs
 from attnmatch.configs import ConfigError
-from attnmatch.inputs.base import InputKind, Inputs, TokenEncoderConfig
+from attnmatch.inputs.base import (
+    UNKNOWN_NOTE_THRESHOLD,
+    InputKind,
+    Inputs,
+    TokenEncoderConfig,
+    unknown_note,
+)
 from attnmatch.inputs.migrate import migrate_v1
 from attnmatch.inputs.transformer import TransformerInputs, TransformerInputsConfig
 from attnmatch.inputs.trigrams import TrigramInputs, TrigramInputsConfig
@@ -148,6 +155,7 @@ def check_accepts(model: str, accepted: Iterable[str], config: InputsConfig) -> 
 
 __all__ = [
     "KINDS",
+    "UNKNOWN_NOTE_THRESHOLD",
     "InputKind",
     "Inputs",
     "InputsConfig",
@@ -169,4 +177,5 @@ __all__ = [
     "migrate_v1",
     "parse_inputs",
     "shortcut",
+    "unknown_note",
 ]

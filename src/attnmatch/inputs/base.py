@@ -2,12 +2,13 @@
 
 A model never asks which kind of input it reads: it builds `build_token_encoder(config.encoder)`
 and calls it as ``token_encoder(ids, mask) -> (B, L, E)``. Everything that differs between kinds
-(tokenizing, the vocabulary, pretrained weights, what is saved with a model) is a method of the
-kind's `Inputs` class.
+(tokenizing, the vocabulary, pretrained weights, what is saved with a model, which tokens it does
+not know) is a method of the kind's `Inputs` class.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,9 @@ import numpy as np
 from torch import nn
 
 InputKind = Literal["word_vectors", "transformer", "trigrams"]
+
+UNKNOWN_NOTE_THRESHOLD = 0.02
+"""`unknown_note` speaks up above this share of unknown tokens."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,6 +39,9 @@ class TokenEncoderConfig:
         max_length: transformer: sub-words per text, special tokens included.
         transformer_config: transformer: the Hugging Face config.json of the encoder, kept here
             so a saved model rebuilds the architecture without the original files.
+        pretrained_rows: word vectors: the last rows of the table hold words taken from the
+            pretrained file beyond the fitted vocabulary (`WordVectorsConfig.pretrained_vocab`);
+            they keep their pretrained vectors even when `trainable`.
     """
 
     kind: InputKind = "word_vectors"
@@ -45,10 +52,13 @@ class TokenEncoderConfig:
     layer: int = -1
     max_length: int = 256
     transformer_config: dict[str, Any] = field(default_factory=dict)
+    pretrained_rows: int = 0
 
     def __post_init__(self) -> None:
         if self.embedding_dim < 1:
             raise ValueError(f"embedding_dim must be >= 1, got {self.embedding_dim}")
+        if self.pretrained_rows < 0:
+            raise ValueError(f"pretrained_rows must be >= 0, got {self.pretrained_rows}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         from attnmatch.inputs import inputs_class  # the kinds register there
@@ -81,9 +91,35 @@ class Inputs:
     def fit(
         self, train_texts: Iterable[str], eval_texts: Iterable[str] = (), *, seed: int = 0
     ) -> None:
-        """Prepares the inputs for a new model (vocabulary, pretrained weights); a no-op by
-        default. `eval_texts` may add words of dev/test texts that have a pretrained vector
-        (texts only, never labels)."""
+        """Prepares the inputs for a new model (vocabulary, pretrained weights) and records in
+        `stats` the unknown tokens of the distinct `eval_texts` (`record_eval_unknown`); only
+        the latter by default. `eval_texts` may add words of dev/test texts that have a
+        pretrained vector (texts only, never labels)."""
+        self.record_eval_unknown(*self.unknown_tokens(dict.fromkeys(eval_texts)))
+
+    def unknown_tokens(self, texts: Iterable[str]) -> tuple[Counter[str], int]:
+        """The tokens of `texts` the inputs do not know, with their counts, and the number of
+        tokens (special tokens such as `[CLS]` not counted). Needs fitted inputs."""
+        raise NotImplementedError
+
+    def unknown_rate(self, texts: Iterable[str]) -> tuple[int, int]:
+        """(unknown tokens, tokens) of `texts` (`unknown_tokens`)."""
+        unknown, total = self.unknown_tokens(texts)
+        return sum(unknown.values()), total
+
+    def record_eval_unknown(self, unknown: Counter[str], total: int) -> None:
+        """Keeps the unknown tokens of the dev/test texts in `stats` (nothing without texts):
+        `eval_tokens`, `eval_unknown_tokens`, `eval_unknown_rate` and `eval_unknown_top` (the
+        5 most frequent unknown tokens), so that run results carry them."""
+        if not total:
+            return
+        n = sum(unknown.values())
+        self.stats.update(
+            eval_tokens=total,
+            eval_unknown_tokens=n,
+            eval_unknown_rate=round(n / total, 6),
+            eval_unknown_top=most_frequent(unknown, 5),
+        )
 
     def encoder_config(self) -> dict[str, Any]:
         """The model config's `encoder` values (a `TokenEncoderConfig` as a dict)."""
@@ -115,3 +151,40 @@ class Inputs:
     def load(cls, directory: Path, entry: dict[str, Any]) -> Inputs:
         """The inputs saved by `save` in `directory` (`entry` is what `save` returned)."""
         raise NotImplementedError
+
+
+def most_frequent(counts: Counter[str], k: int) -> list[str]:
+    """The `k` most frequent keys of `counts`, ties in sorted order."""
+    return [w for w, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:k]]
+
+
+def unknown_note(
+    inputs: Inputs,
+    texts: Iterable[str],
+    where: str,
+    *,
+    threshold: float = UNKNOWN_NOTE_THRESHOLD,
+) -> str | None:
+    """A one-line warning when more than `threshold` of the tokens of `texts` are unknown to
+    the inputs (`Inputs.unknown_tokens`), naming up to 5 of the most frequent; None otherwise.
+
+    Args:
+        inputs: fitted or loaded inputs.
+        texts: the texts about to be scored.
+        where: what the texts are, as the sentence says it ("the candidates").
+        threshold: the share of unknown tokens above which to speak.
+
+    Example:
+        >>> unknown_note(matcher.inputs, candidates, "the candidates")  # doctest: +SKIP
+        "6.1% of the tokens of the candidates are unknown to this model's vocabulary (e.g.
+        python, password, app)"
+    """
+    unknown, total = inputs.unknown_tokens(texts)
+    n = sum(unknown.values())
+    if not total or n / total <= threshold:
+        return None
+    examples = ", ".join(w if w.isprintable() else ascii(w) for w in most_frequent(unknown, 5))
+    return (
+        f"{100 * n / total:.1f}% of the tokens of {where} are unknown to this model's "
+        f"vocabulary (e.g. {examples})"
+    )

@@ -10,8 +10,8 @@ tokenizer is saved as `tokenizer.json` in the model directory.
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -264,6 +264,8 @@ class TransformerInputs(Inputs):
 
     def fit(self, train_texts: Any = (), eval_texts: Any = (), *, seed: int = 0) -> None:
         self._resolve()
+        self.stats = {"kind": self.kind, "source": self.config.source}
+        self.record_eval_unknown(*self.unknown_tokens(dict.fromkeys(eval_texts)))
 
     def encoder_config(self) -> dict[str, Any]:
         if self.transformer_config is None:
@@ -286,15 +288,15 @@ class TransformerInputs(Inputs):
         self._resolve()
         assert self.directory is not None
         info = encoder.load_pretrained_transformer(self.directory)  # type: ignore[operator]
-        self.stats = {
-            "source": self.config.source,
-            "kind": self.kind,
-            "directory": str(self.directory),
-            "weights_sha256": source_fingerprint(self.directory),
-            "ignored_weights": info["ignored"],
-            "trainable": self.config.trainable,
-            "layer": self.config.layer,
-        }
+        self.stats.update(  # after what `fit` recorded
+            source=self.config.source,
+            kind=self.kind,
+            directory=str(self.directory),
+            weights_sha256=source_fingerprint(self.directory),
+            ignored_weights=info["ignored"],
+            trainable=self.config.trainable,
+            layer=self.config.layer,
+        )
 
     def enable_cache(self, encoder: nn.Module) -> None:
         encoder.enable_cache()  # type: ignore[operator]  # a no-op when fine-tuned
@@ -313,6 +315,12 @@ class TransformerInputs(Inputs):
 
     def tokens(self, text: str) -> list[str]:
         return self._tokenizer().tokenize(text)
+
+    def unknown_tokens(self, texts: Iterable[str]) -> tuple[Counter[str], int]:
+        """The text behind each unknown sub-word (`[UNK]`) of `texts`, and the number of
+        sub-words, special tokens not counted (after truncation to `max_length`)."""
+        unknown, total = self._tokenizer().unknown_pieces(list(texts))
+        return Counter(unknown), total
 
     def save(self, directory: Path) -> dict[str, Any]:
         (directory / "tokenizer.json").write_text(self._tokenizer().to_json(), encoding="utf-8")

@@ -12,7 +12,8 @@ Ids per text are (n, K) arrays (K trigrams per word, zero-padded), so batches ca
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -144,6 +145,10 @@ class TrigramInputs(Inputs):
 
     def tokens(self, text: str) -> list[str]:
         return self.tokenizer.tokenize(text)
+
+    def unknown_tokens(self, texts: Iterable[str]) -> tuple[Counter[str], int]:
+        """No word is unknown (every word hashes to known trigram ids); the number of words."""
+        return Counter(), sum(len(self.tokenizer.tokenize(t)) for t in texts)
 
     def save(self, directory: Path) -> dict[str, Any]:
         return configs.to_dict(self.config)

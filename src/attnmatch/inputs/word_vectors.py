@@ -1,13 +1,17 @@
 """Word-vector inputs: word tokens -> a vocabulary -> a (pretrained) word-vector table.
 
-The vocabulary is the training texts' words (at least `min_freq` times), plus, with
-`vocab_from_eval_splits`, dev/test words that have a pretrained vector, so fixed pretrained
-vectors are not lost to `<unk>` at evaluation. Pretrained vectors (GloVe, a vectors file) are
-aligned to it by `attnmatch.embeddings` and kept fixed, as the papers do, unless `trainable`.
+The vocabulary is, in id order: the training texts' words (at least `min_freq` times); with
+`vocab_from_eval_splits`, the dev/test words that have a pretrained vector, so fixed pretrained
+vectors are not lost to `<unk>` at evaluation; and, with `pretrained_vocab`, the most frequent
+words of the pretrained file not yet in it, so that a model keeps knowing words its training
+texts never held (`python`, `password` for a model trained on WikiQA). Pretrained vectors (GloVe,
+a vectors file) are aligned to it by `attnmatch.embeddings` and kept fixed, as the papers do,
+unless `trainable`; the rows of the words added from the file stay fixed even then.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,11 +19,12 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from attnmatch import configs
 from attnmatch.data.tokenize import Tokenizer
-from attnmatch.data.vocab import Vocab
+from attnmatch.data.vocab import UNK_ID, Vocab
 from attnmatch.inputs.base import Inputs, TokenEncoderConfig
 
 
@@ -37,7 +42,11 @@ class WordVectorsConfig:
         lowercase, max_length: word tokenizer settings.
         min_freq: minimum training-set frequency of a vocabulary word.
         vocab_from_eval_splits: also add dev/test words that have a pretrained vector.
-        trainable: fine-tune the table.
+        pretrained_vocab: also add the words among the first `pretrained_vocab` rows of the
+            pretrained file (its most frequent words) that the tokenizer gives as one token,
+            with their pretrained vectors, kept fixed; "all" reads the whole file, 0 adds none.
+            A bound on the table: 100,000 rows of 50 dimensions are 20 MB of float32.
+        trainable: fine-tune the table (the rows added by `pretrained_vocab` stay fixed).
         dropout: dropout on the word vectors.
     """
 
@@ -50,6 +59,7 @@ class WordVectorsConfig:
     max_length: int | None = None
     min_freq: int = 1
     vocab_from_eval_splits: bool = True
+    pretrained_vocab: int | Literal["all"] = 100_000
     trainable: bool = False
     dropout: float = 0.0
 
@@ -58,24 +68,51 @@ class WordVectorsConfig:
         configs.check_dropout(self.dropout)
         if self.max_length is not None and self.max_length < 1:
             raise ValueError(f"max_length must be >= 1 or unset, got {self.max_length}")
+        n = self.pretrained_vocab
+        if n != "all" and (not isinstance(n, int) or isinstance(n, bool) or n < 0):
+            raise ValueError(f'pretrained_vocab must be >= 0 or "all", got {n!r}')
+
+    @property
+    def pretrained_limit(self) -> int | None:
+        """The rows of the pretrained file `pretrained_vocab` reads (None: all of them)."""
+        n = self.pretrained_vocab
+        return n if isinstance(n, int) else None
 
 
 class WordVectorEncoder(nn.Module):
     """A word-vector table; the `<pad>` row is zero.
 
+    The table is `embedding`, the fitted vocabulary's rows (trained when `trainable`), followed
+    by `pretrained`, a buffer of `config.pretrained_rows` rows (the words added from the
+    pretrained file), never trained: a fine-tuned model moves the vectors of the words it was
+    trained on and keeps the pretrained vectors of the others. The buffer starts at zero (no
+    random draws, so the rest of a model is initialised as without it) and is filled by
+    `load_pretrained`; without pretrained rows the module is exactly an `nn.Embedding`.
+
     Shape:
         ids: (B, L) long, mask: (B, L) bool -> (B, L, E), zero on padding.
     """
 
+    pretrained: torch.Tensor | None
+
     def __init__(self, config: TokenEncoderConfig) -> None:
         super().__init__()
         self.config = config
-        self.embedding = nn.Embedding(config.vocab_size, config.embedding_dim, padding_idx=0)
+        self.fitted_rows = config.vocab_size - config.pretrained_rows
+        self.embedding = nn.Embedding(self.fitted_rows, config.embedding_dim, padding_idx=0)
         self.embedding.weight.requires_grad_(config.trainable)
+        pretrained = torch.zeros(config.pretrained_rows, config.embedding_dim)  # (P, E)
+        self.register_buffer("pretrained", pretrained if config.pretrained_rows else None)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        vectors = self.embedding(ids)  # (B, L, E)
+        if self.pretrained is None:
+            vectors = self.embedding(ids)  # (B, L, E)
+        else:
+            added = ids >= self.fitted_rows  # (B, L)
+            fitted = self.embedding(ids.masked_fill(added, 0))  # (B, L, E); <pad>: no gradient
+            rows = (ids - self.fitted_rows).clamp_min(0)  # (B, L)
+            vectors = torch.where(added.unsqueeze(-1), F.embedding(rows, self.pretrained), fitted)
         return self.dropout(vectors) * mask.unsqueeze(-1)
 
     def rescale_init(self, fan_in: int, fan_out: int) -> None:
@@ -84,14 +121,17 @@ class WordVectorEncoder(nn.Module):
 
     @torch.no_grad()
     def load_pretrained(self, matrix: np.ndarray | torch.Tensor) -> None:
-        """Copies an aligned (vocab_size, E) matrix into the table."""
+        """Copies an aligned (vocab_size, E) matrix into the table (and its pretrained rows)."""
         weight = torch.as_tensor(np.asarray(matrix), dtype=self.embedding.weight.dtype)
-        if tuple(weight.shape) != tuple(self.embedding.weight.shape):
+        expected = (self.config.vocab_size, self.config.embedding_dim)
+        if tuple(weight.shape) != expected:
             raise ValueError(
-                f"pretrained matrix has shape {tuple(weight.shape)}, expected "
-                f"{tuple(self.embedding.weight.shape)} (vocab_size, embedding_dim)"
+                f"pretrained matrix has shape {tuple(weight.shape)}, expected {expected} "
+                f"(vocab_size, embedding_dim)"
             )
-        self.embedding.weight.copy_(weight)
+        self.embedding.weight.copy_(weight[: self.fitted_rows])
+        if self.pretrained is not None:
+            self.pretrained.copy_(weight[self.fitted_rows :])
 
 
 class WordVectorInputs(Inputs):
@@ -106,31 +146,58 @@ class WordVectorInputs(Inputs):
         self.tokenizer = Tokenizer(lowercase=config.lowercase, max_length=config.max_length)
         self.vocab = vocab
         self.matrix: np.ndarray | None = None
+        self.pretrained_rows = 0  # the last rows of the vocabulary: words added from the file
 
     @staticmethod
     def check_encoder_config(config: TokenEncoderConfig) -> None:
         if config.vocab_size < 2:
             raise ValueError(f"vocab_size must be >= 2 (<pad>, <unk>), got {config.vocab_size}")
+        if config.pretrained_rows > config.vocab_size - 2:
+            raise ValueError(
+                f"pretrained_rows ({config.pretrained_rows}) must leave <pad> and <unk> among "
+                f"the vocab_size ({config.vocab_size}) rows"
+            )
 
     def fit(
         self, train_texts: Iterable[str], eval_texts: Iterable[str] = (), *, seed: int = 0
     ) -> None:
-        from attnmatch.embeddings import build_embedding_matrix, load_named_vectors
+        """The vocabulary and, with pretrained vectors, its matrix (see the module docstring).
+
+        The training words keep the ids and vectors they have without `pretrained_vocab`; the
+        aligned matrix of the fitted words goes through the embedding cache as before, and the
+        rows of the added words are read from the already loaded vectors.
+        """
+        from attnmatch.embeddings import build_embedding_matrix, frequent_words, load_named_vectors
 
         c, tok = self.config, self.tokenizer
         vocab = Vocab.build((tok.tokenize(t) for t in train_texts), min_freq=c.min_freq)
+        eval_counts = _token_counts(tok, dict.fromkeys(eval_texts))  # distinct texts
         self.stats = {"kind": self.kind, "source": c.vectors}
+        self.matrix, self.pretrained_rows = None, 0
         if c.vectors != "random":
-            if c.vocab_from_eval_splits:
-                known = load_named_vectors(c.vectors).index()
-                vocab = vocab.extend(
-                    w for text in eval_texts for w in tok.tokenize(text) if w in known
-                )
+            read_file = c.vocab_from_eval_splits or c.pretrained_limit != 0
+            vectors = load_named_vectors(c.vectors) if read_file else None
+            if vectors is not None and c.vocab_from_eval_splits:
+                known = vectors.index()
+                vocab = vocab.extend(w for w in eval_counts if w in known)
             self.matrix, align = build_embedding_matrix(
-                c.vectors, vocab, oov=c.oov, normalize=c.normalize, seed=seed
+                c.vectors, vocab, oov=c.oov, normalize=c.normalize, seed=seed, vectors=vectors
             )
             self.stats.update(vars(align))
+            if vectors is not None and c.pretrained_limit != 0:
+                words, rows = frequent_words(
+                    vectors,
+                    c.pretrained_limit,
+                    skip=vocab,
+                    accept=lambda w: tok.tokenize(w) == [w],
+                    normalize=c.normalize,
+                )
+                vocab = vocab.extend(words, sort=False)
+                self.matrix = np.concatenate([self.matrix, rows])  # (V, D)
+                self.pretrained_rows = len(words)
+                self.stats["pretrained_words"] = len(words)
         self.vocab = vocab
+        self.record_eval_unknown(*_unknown_of(eval_counts, vocab))
 
     def encoder_config(self) -> dict[str, Any]:
         if self.vocab is None:
@@ -142,6 +209,7 @@ class WordVectorInputs(Inputs):
             "embedding_dim": dim,
             "trainable": self.config.trainable,
             "dropout": self.config.dropout,
+            "pretrained_rows": self.pretrained_rows,
         }
 
     def init_encoder(self, encoder: nn.Module) -> None:
@@ -154,13 +222,19 @@ class WordVectorInputs(Inputs):
         vocab, tok = self.vocab, self.tokenizer
         return [np.asarray(vocab.encode(tok.tokenize(t)), dtype=np.int64) for t in texts]
 
+    def unknown_tokens(self, texts: Iterable[str]) -> tuple[Counter[str], int]:
+        """The words of `texts` that `encode` maps to `<unk>`, and the number of words."""
+        if self.vocab is None:
+            raise RuntimeError("word-vector inputs have no vocabulary yet: call fit() first")
+        return _unknown_of(_token_counts(self.tokenizer, texts), self.vocab)
+
     def tokens(self, text: str) -> list[str]:
         return self.tokenizer.tokenize(text)
 
     def save(self, directory: Path) -> dict[str, Any]:
         if self.vocab is None:
             raise RuntimeError("word-vector inputs have no vocabulary yet: call fit() first")
-        (directory / "vocab.json").write_text(self.vocab.to_json(), encoding="utf-8")
+        self.vocab.save(directory / "vocab.json")
         return configs.to_dict(self.config)
 
     @classmethod
@@ -169,4 +243,17 @@ class WordVectorInputs(Inputs):
         if not file.is_file():
             raise FileNotFoundError(f"{file} is missing: not a complete attnmatch model directory")
         config = configs.from_dict(WordVectorsConfig, entry, path="inputs")
-        return cls(config, Vocab.load(file))
+        return cls(config, Vocab.load(file))  # the saved vocabulary, whatever built it
+
+
+def _token_counts(tokenizer: Tokenizer, texts: Iterable[str]) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for text in texts:
+        counts.update(tokenizer.tokenize(text))
+    return counts
+
+
+def _unknown_of(counts: Counter[str], vocab: Vocab) -> tuple[Counter[str], int]:
+    """(the counts of the tokens `vocab` maps to `<unk>`, the number of tokens)."""
+    unknown = Counter({w: n for w, n in counts.items() if vocab.id(w) == UNK_ID})
+    return unknown, sum(counts.values())

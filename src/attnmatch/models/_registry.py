@@ -31,13 +31,17 @@ class ModelEntry:
 @dataclass(frozen=True)
 class Preset:
     """A named configuration of a registered model (e.g. a paper's table row), with the
-    `[inputs]` it reads unless an experiment names others (empty: the model's default)."""
+    `[inputs]` it reads unless an experiment names others (empty: the model's default), and
+    optionally its training recipe: `recipe(task)` gives the {"train": ..., "model_overrides":
+    ...} settings that apply where an experiment keeps the defaults (e.g. a pretrained
+    encoder's fine-tuning learning rate, warm-up and loss)."""
 
     name: str
     model: str
     overrides: dict[str, Any] = field(default_factory=dict)
     description: str = ""
     inputs: dict[str, Any] = field(default_factory=dict)
+    recipe: Callable[[Any], dict[str, Any]] | None = None
 
 
 _MODELS: dict[str, ModelEntry] = {}
@@ -72,12 +76,13 @@ def register_preset(
     overrides: dict[str, Any],
     description: str,
     inputs: dict[str, Any] | None = None,
+    recipe: Callable[[Any], dict[str, Any]] | None = None,
 ) -> None:
     if name in _PRESETS:
         raise ValueError(f"preset {name!r} is already registered")
     if model not in _MODELS:
         raise ValueError(f"preset {name!r} refers to unknown model {model!r}")
-    _PRESETS[name] = Preset(name, model, dict(overrides), description, dict(inputs or {}))
+    _PRESETS[name] = Preset(name, model, dict(overrides), description, dict(inputs or {}), recipe)
 
 
 def _ensure_loaded() -> None:

@@ -6,7 +6,10 @@ sentence-transformers does) and the pair is scored by the cosine of the two vect
 `scale * cos + shift`. Used zero-shot (a frozen encoder, no training: all-MiniLM-L6-v2 was
 trained for exactly this score) or fine-tuned (ranking: rank hinge or listwise softmax over a
 question's candidates; regression: squared error of the scaled cosine, SBERT's cosine loss).
-With `num_outputs > 1` the head is SBERT's classifier over [u; v; |u - v|] instead.
+With `num_outputs > 1` the head is SBERT's classifier over [u; v; |u - v|] instead, or, with
+`cosine_logits`, the two logits [0, scale * cos + shift]: a classifier with no weights that
+predicts the last class when cos > -shift / scale (zero-shot classification with a threshold
+fitted on labelled pairs, `attnmatch.zero_shot`; `Matcher.from_encoder(task=..., calibration=...)`).
 
 Cross-encoder (Nogueira & Cho 2019; sentence-transformers' CrossEncoder): both texts in one
 sequence, `[CLS] left [SEP] right [SEP]` with token types 0 / 1, and a linear head on the
@@ -20,7 +23,9 @@ batching and model directory; the cross-encoder head reads the `[CLS]` hidden st
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -40,18 +45,26 @@ class BiEncoderConfig:
     num_outputs: 1 scores a pair by its scaled cosine; > 1 uses a linear classifier over
         [u; v; |u - v|] (SBERT's classification objective).
     scale, shift: the score is `scale * cos + shift` (e.g. scale 20 for a listwise softmax,
-        as sentence-transformers' MultipleNegativesRankingLoss; 5 for STS's 0-5 range with MSE).
+        as sentence-transformers' MultipleNegativesRankingLoss; 5 for STS's 0-5 range with MSE;
+        a least-squares line fitted zero-shot, whose slope may be negative).
+    cosine_logits: with num_outputs = 2, the logits are [0, scale * cos + shift] instead of
+        the classifier's: no weights, the last class when cos > -shift / scale.
     """
 
     encoder: TokenEncoderConfig
     num_outputs: int = 1
     scale: float = 1.0
     shift: float = 0.0
+    cosine_logits: bool = False
 
     def __post_init__(self) -> None:
         configs.check_positive(self, "num_outputs")
-        if self.scale <= 0:
-            raise ValueError(f"scale must be > 0, got {self.scale}")
+        if not (math.isfinite(self.scale) and math.isfinite(self.shift)) or self.scale == 0:
+            raise ValueError(
+                f"scale must be finite and != 0, shift finite: {self.scale}, {self.shift}"
+            )
+        if self.cosine_logits and self.num_outputs != 2:
+            raise ValueError(f"cosine_logits needs num_outputs = 2, got {self.num_outputs}")
 
 
 @register_model(
@@ -77,7 +90,8 @@ class BiEncoder(nn.Module):
         self.config = config
         self.token_encoder = build_token_encoder(config.encoder)
         dim = config.encoder.output_dim
-        self.classifier = nn.Linear(3 * dim, config.num_outputs) if config.num_outputs > 1 else None
+        classify = not config.cosine_logits and config.num_outputs > 1
+        self.classifier = nn.Linear(3 * dim, config.num_outputs) if classify else None
 
     def embed(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Sentence vectors: (B, T), (B, T) -> (B, E). A text repeated in the batch (a question
@@ -98,7 +112,10 @@ class BiEncoder(nn.Module):
         if self.classifier is not None:
             return self.classifier(torch.cat([u, v, (u - v).abs()], dim=-1))  # (B, C)
         cos = F.cosine_similarity(u, v, dim=-1, eps=1e-8)  # (B,)
-        return (self.config.scale * cos + self.config.shift).unsqueeze(-1)  # (B, 1)
+        z = self.config.scale * cos + self.config.shift  # (B,)
+        if self.config.cosine_logits:
+            return torch.stack([torch.zeros_like(z), z], dim=-1)  # (B, 2)
+        return z.unsqueeze(-1)  # (B, 1)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -186,17 +203,64 @@ register_preset(
     inputs={**_MINILM, "trainable": False},
     description="all-MiniLM-L6-v2 zero-shot: cosine of mean-pooled embeddings, no training",
 )
+
+
+def fine_tuning_recipe(task: Any) -> dict[str, Any]:
+    """How the MiniLM presets fine-tune (chosen on dev: docs/training.md, "Fine-tuning a
+    pretrained encoder"): AdamW with weight decay 0.01, the encoder at 2e-5 and the layers
+    on top at 1e-3, 10% linear warm-up then linear decay, gradient clipping at 1, 16 groups
+    or pairs a batch, a budget of at least 100 steps and 1 epoch, patience 3; ranking trains a
+    listwise softmax (sentence-transformers' MultipleNegativesRankingLoss)."""
+    train: dict[str, Any] = {
+        "optimizer": "adamw",
+        "lr": 1e-3,
+        "encoder_lr": 2e-5,
+        "weight_decay": 0.01,
+        "warmup": 0.1,
+        "lr_schedule": "linear",
+        "grad_clip": 1.0,
+        "batch_size": 16,
+        "eval_batch_size": 128,
+        "min_steps": 100,
+        "min_epochs": 1,
+        "patience": 3,
+    }
+    if task.kind == "ranking":
+        train["loss"] = "listwise"
+    return {"train": train}
+
+
+def bi_encoder_recipe(task: Any) -> dict[str, Any]:
+    """`fine_tuning_recipe` with the bi-encoder's cosine head: 20 x cosine for the listwise
+    softmax (ranking); the cosine mapped onto the score range, trained by squared error
+    (regression)."""
+    recipe = fine_tuning_recipe(task)
+    if task.kind == "ranking":
+        recipe["model_overrides"] = {"scale": 20.0}
+    elif task.kind == "regression":
+        recipe["train"]["loss"] = "mse"
+        recipe["model_overrides"] = {
+            "scale": float(task.max_score - task.min_score),
+            "shift": float(task.min_score),
+        }
+    return recipe
+
+
 register_preset(
     "minilm_bi_encoder",
     model="bi_encoder",
     overrides={},
     inputs={**_MINILM, "trainable": True},
-    description="all-MiniLM-L6-v2 bi-encoder, fine-tuned",
+    description="all-MiniLM-L6-v2 bi-encoder, fine-tuned with its recipe (AdamW, warm-up, "
+    "encoder lr 2e-5)",
+    recipe=bi_encoder_recipe,
 )
 register_preset(
     "minilm_cross_encoder",
     model="cross_encoder",
     overrides={},
     inputs={**_MINILM, "trainable": True},
-    description="all-MiniLM-L6-v2 cross-encoder (joint input, linear head on [CLS]), fine-tuned",
+    description="all-MiniLM-L6-v2 cross-encoder (joint input, linear head on [CLS]), "
+    "fine-tuned with its recipe",
+    recipe=fine_tuning_recipe,
 )

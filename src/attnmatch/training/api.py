@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import numbers
 import random
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -16,12 +14,7 @@ import torch
 
 from attnmatch import configs
 from attnmatch.data.datasets import Split
-from attnmatch.data.protocol import (
-    ClassificationProtocol,
-    Protocol,
-    RankingProtocol,
-    RegressionProtocol,
-)
+from attnmatch.data.labels import Labels, LabelScheme, choose_task, read_labels
 from attnmatch.data.schema import Example
 from attnmatch.inputs import parse_inputs
 from attnmatch.matcher import Matcher
@@ -30,12 +23,11 @@ from attnmatch.training.config import DataConfig, ExperimentConfig, TrainConfig
 from attnmatch.training.experiment import experiment_from_splits
 from attnmatch.training.trainer import train as train_run
 
-TASKS = ("ranking", "classification", "regression")
 
-
-def as_examples(data: Any, name: str) -> list[Example]:
-    """(left, right, label[, group]) tuples, Examples, or a DataFrame with columns left, right,
-    label (and optionally group) as Examples. Ranking groups default to the left text."""
+def read_pairs(data: Any, name: str) -> tuple[list[tuple[str, str, str]], Labels]:
+    """(left, right, label[, group]) tuples, or a DataFrame with columns left, right, label (and
+    optionally group), as `(left, right, group)` triples and their labels (`read_labels`:
+    numbers, or class names such as "duplicate"). Ranking groups default to the left text."""
     if hasattr(data, "to_dict") and hasattr(data, "columns"):  # a pandas DataFrame
         missing = {"left", "right", "label"} - set(data.columns)
         if missing:
@@ -43,61 +35,47 @@ def as_examples(data: Any, name: str) -> list[Example]:
         has_group = "group" in data.columns
         cols = ["left", "right", "label"] + (["group"] if has_group else [])
         data = list(data[cols].itertuples(index=False, name=None))
-    examples: list[Example] = []
+    texts: list[tuple[str, str, str]] = []
+    raw_labels: list[object] = []
     for i, row in enumerate(data):
         if isinstance(row, Example):
-            examples.append(row)
-            continue
-        if not isinstance(row, Sequence) or len(row) not in (3, 4):
+            row = (row.left, row.right, row.label, row.group if row.group is not None else row.left)
+        if not isinstance(row, Sequence) or isinstance(row, str) or len(row) not in (3, 4):
             raise ValueError(f"{name}: row {i} is not (left, right, label[, group]): {row!r}")
-        left, right, label = row[0], row[1], row[2]
+        left, right = row[0], row[1]
         if not isinstance(left, str) or not isinstance(right, str):
             raise ValueError(f"{name}: row {i}: left and right must be strings, got {row!r}")
-        if not isinstance(label, numbers.Real) or isinstance(label, bool | np.bool_):
-            raise ValueError(f"{name}: row {i}: the label must be a number, got {label!r}")
-        label = int(label) if isinstance(label, numbers.Integral) else float(label)
-        if math.isnan(label):
-            raise ValueError(f"{name}: row {i}: the label is NaN")
-        group = str(row[3]) if len(row) == 4 else left
-        examples.append(Example(left=left, right=right, label=label, group=group))
-    if not examples:
+        texts.append((left, right, str(row[3]) if len(row) == 4 else left))
+        raw_labels.append(row[2])
+    if not texts:
         raise ValueError(f"{name}: no pairs")
+    return texts, read_labels(raw_labels, [f"{name}: row {i}" for i in range(len(texts))])
+
+
+def as_examples(data: Any, name: str, scheme: LabelScheme | None = None) -> list[Example]:
+    """`data` (see `read_pairs`) as Examples labelled by `scheme` (class indices for
+    classification); without a scheme, labels must be numbers (ints when integral)."""
+    return _labelled(*read_pairs(data, name), scheme, name)
+
+
+def _labelled(
+    texts: list[tuple[str, str, str]], labels: Labels, scheme: LabelScheme | None, name: str
+) -> list[Example]:
+    examples = []
+    for i, ((left, right, group), value) in enumerate(zip(texts, labels, strict=True)):
+        where = f"{name}: row {i}"
+        if scheme is not None:
+            label = scheme.label(value, where)
+        elif isinstance(value, str):
+            raise ValueError(f"{where}: the label must be a number, got {value!r}")
+        else:
+            label = int(value) if value.is_integer() else value
+        examples.append(Example(left=left, right=right, label=label, group=group))
     return examples
 
 
-def infer_task(examples: Sequence[Example]) -> str:
-    """ranking for 0/1 labels where some query has several candidates; classification for
-    other integer labels (or 0/1 labels with one candidate per query); regression otherwise."""
-    labels = [float(ex.label) for ex in examples]
-    if any(y != int(y) for y in labels):
-        return "regression"
-    groups: dict[str | None, int] = {}
-    for ex in examples:
-        groups[ex.group] = groups.get(ex.group, 0) + 1
-    if set(labels) <= {0.0, 1.0} and max(groups.values()) > 1:
-        return "ranking"
-    return "classification"
-
-
-def protocol_for(task: str, examples: Sequence[Example]) -> Protocol:
-    labels = [float(ex.label) for ex in examples]
-    if task == "ranking":
-        return RankingProtocol(name="pairs-ranking", description="your pairs, ranked per query")
-    if task == "classification":
-        n = max(2, int(max(labels)) + 1)
-        return ClassificationProtocol(
-            name="pairs-classification",
-            num_classes=n,
-            metrics=("accuracy", "f1") if n == 2 else ("accuracy", "macro_f1"),
-        )
-    if task == "regression":
-        lo, hi = math.floor(min(labels)), math.ceil(max(labels))
-        return RegressionProtocol(name="pairs-regression", min_score=lo, max_score=max(hi, lo + 1))
-    raise ValueError(f"task must be one of {', '.join(TASKS)}, got {task!r}")
-
-
-def _split(examples: list[Example], name: str, task: str, protocol: Protocol) -> Split:
-    return Split("pairs", name, task, examples, protocol, {})
+def _split(examples: list[Example], name: str, scheme: LabelScheme) -> Split:
+    return Split("pairs", name, scheme.task, examples, scheme.protocol(), {}, (scheme.reason,))
 
 
 def fit_matcher(
@@ -152,18 +130,12 @@ def _fit(
     if isinstance(train, str):  # a registered dataset, its standard splits
         config = _config(base, DataConfig(dataset=train))
         return Matcher.load(train_run(config, out, progress=progress).model_dir)
-    train_examples = as_examples(train, "train")
-    kind = task or infer_task(train_examples)
-    protocol = protocol_for(kind, train_examples)
-    dev_split = None
-    if dev is not None:
-        dev_examples = as_examples(dev, "dev")
-        dev_protocol = protocol_for(kind, train_examples + dev_examples)
-        dev_split = _split(dev_examples, "dev", kind, dev_protocol)
+    texts, labels = read_pairs(train, "train")
+    scheme = choose_task(labels, [group for _, _, group in texts], task=task or "auto")
+    train_split = _split(_labelled(texts, labels, scheme, "train"), "train", scheme)
+    dev_split = None if dev is None else _split(as_examples(dev, "dev", scheme), "dev", scheme)
     config = _config(base, DataConfig(dataset="pairs", test_split=None))
-    exp = experiment_from_splits(
-        config, _split(train_examples, "train", kind, protocol), dev_split, None
-    )
+    exp = experiment_from_splits(config, train_split, dev_split, None)
     return Matcher.load(train_run(config, out, progress=progress, experiment=exp).model_dir)
 
 

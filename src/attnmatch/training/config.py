@@ -50,11 +50,56 @@ class DataConfig:
     options: dict[str, Any] = field(default_factory=dict)
 
 
+DEFAULT_EPOCHS = 40
+EVAL_MIN_STEPS = 25  # the automatic budget evaluates dev at most once per this many steps
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long a run trains: `epochs` epochs of `steps_per_epoch` steps, dev evaluated after
+    every `eval_every`-th epoch and after the last."""
+
+    epochs: int
+    steps_per_epoch: int
+    eval_every: int
+
+    @property
+    def steps(self) -> int:
+        return self.epochs * self.steps_per_epoch
+
+    def evaluates(self, epoch: int) -> bool:
+        return epoch % self.eval_every == 0 or epoch == self.epochs
+
+
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
     """Args:
     epochs: maximum epochs; 0 evaluates the initial model without training (zero-shot
-        baselines such as `minilm_zero_shot`).
+        baselines such as `minilm_zero_shot`); None (the default): at least 40, and as many
+        more as `min_steps` optimiser steps need, so that a small training set still gets a
+        real budget.
+    steps: a budget in optimiser steps instead of epochs (rounded up to whole epochs);
+        overrides `epochs`.
+    min_steps, min_epochs: the automatic budget (epochs and steps None): at least
+        min_epochs epochs and min_steps optimiser steps.
+    eval_every: epochs between dev evaluations; None: every epoch, or under the automatic
+        budget with short epochs (fewer than `EVAL_MIN_STEPS` steps), every
+        ceil(EVAL_MIN_STEPS / steps per epoch) epochs. Patience counts evaluations.
+    select_metric: the dev metric the best model is selected on (one of the dev protocol's
+        metrics, e.g. "f1", "macro_f1", "spearman", "mrr"); None: the protocol's primary.
+    negatives: where a ranking group's negatives come from. "auto": the query's own
+        negatives where it has some, else answers of other queries ("random"); "random":
+        answers of other queries drawn at random; "bm25": other queries' answers that BM25
+        ranks highest for the query (lexical hard negatives); "in_batch": the other answers of
+        the batch (a listwise loss over the batch). Queries that have negatives of their own
+        keep them under "auto", "random" and "bm25".
+    warmup: the fraction of the step budget over which the learning rate rises linearly
+        from 0 (0: none).
+    lr_schedule: "staircase" (lr_decay every lr_decay_steps) or "linear" (decays linearly
+        to 0 at the end of the step budget, after warm-up; the recipe of BERT fine-tuning).
+    floors: print and record the no-training baselines beside dev/test metrics
+        (`attnmatch.floors`): "all" (random, word overlap, BM25 and the MiniLM zero-shot
+        encoder when installed), "lexical" (without the encoder) or "none".
     seed: seeds Python, numpy, torch and sampling.
     loss: "auto" (the task's default: rank_hinge, cross_entropy or kl), "rank_hinge" or
         "listwise" (ranking groups), "cross_entropy" (classification; or pointwise ranking with
@@ -71,13 +116,23 @@ class TrainConfig:
         every parameter. Decays with `lr`.
     lr_decay, lr_decay_steps: staircase decay, lr * lr_decay ** (step // lr_decay_steps)
         (HCRN: 0.96 every 10,000 steps); lr_decay = 1 (the default) keeps lr constant.
-    patience: stop after this many epochs without a dev improvement (0: never stop early).
+    patience: stop after this many dev evaluations without an improvement (0: never stop
+        early).
     eval_batch_size: pairs per inference batch.
     bucket_pool: length-bucketing pool in batches (0 disables).
     threads: torch CPU threads (0: torch's default).
     """
 
-    epochs: int = 40
+    epochs: int | None = None
+    steps: int | None = None
+    min_steps: int = 1000
+    min_epochs: int = DEFAULT_EPOCHS
+    eval_every: int | None = None
+    select_metric: str | None = None
+    negatives: Literal["auto", "random", "bm25", "in_batch"] = "auto"
+    warmup: float = 0.0
+    lr_schedule: Literal["staircase", "linear"] = "staircase"
+    floors: Literal["all", "lexical", "none"] = "all"
     seed: int = 1
     loss: Literal["auto", "rank_hinge", "listwise", "cross_entropy", "kl", "mse"] = "auto"
     margin: float = 1.0
@@ -96,8 +151,15 @@ class TrainConfig:
     threads: int = 0
 
     def __post_init__(self) -> None:
-        if self.epochs < 0:
+        if self.epochs is not None and self.epochs < 0:
             raise ValueError(f"epochs must be >= 0, got {self.epochs}")
+        for name in ("steps", "eval_every"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1 or unset, got {getattr(self, name)}")
+        if self.min_steps < 0 or self.min_epochs < 1:
+            raise ValueError("min_steps must be >= 0 and min_epochs >= 1")
+        if not 0.0 <= self.warmup < 1.0:
+            raise ValueError(f"warmup must be a fraction in [0, 1), got {self.warmup}")
         for name in ("num_negatives", "batch_size", "eval_batch_size", "lr_decay_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -107,6 +169,21 @@ class TrainConfig:
             raise ValueError(f"encoder_lr must be > 0 or unset, got {self.encoder_lr}")
         if not 0.0 < self.lr_decay <= 1.0:
             raise ValueError(f"lr_decay must be in (0, 1], got {self.lr_decay}")
+
+    def budget(self, steps_per_epoch: int) -> Budget:
+        """The run's length for epochs of `steps_per_epoch` optimiser steps."""
+        spe = max(1, steps_per_epoch)
+        automatic = self.epochs is None and self.steps is None
+        if self.steps is not None:
+            epochs = -(-self.steps // spe)
+        elif self.epochs is not None:
+            epochs = self.epochs
+        else:
+            epochs = max(self.min_epochs, -(-self.min_steps // spe))
+        every = self.eval_every
+        if every is None:
+            every = -(-EVAL_MIN_STEPS // spe) if automatic and spe < EVAL_MIN_STEPS else 1
+        return Budget(epochs=epochs, steps_per_epoch=spe, eval_every=every)
 
 
 # Keys of earlier configs that now live in [inputs]: where they went.
@@ -187,6 +264,30 @@ class ExperimentConfig:
         from attnmatch.models import default_inputs
 
         return inputs_config_from_dict(default_inputs(self.model))
+
+
+OWN_DATA_MODEL = "minilm_bi_encoder"
+OWN_DATA_FALLBACK = "amvlstm_q"
+
+
+def own_data_model() -> tuple[str, str]:
+    """The model trained on a user's own pairs when none is named, and a line saying so:
+    the fine-tuned MiniLM bi-encoder where the minilm extra is installed (it beats word
+    overlap and BM25 on small sets where models trained from scratch do not: docs/training.md,
+    "Your own data"), else aMV-LSTM (Q) on GloVe."""
+    import importlib.util
+
+    from attnmatch.encoders import ENCODERS
+
+    if importlib.util.find_spec(ENCODERS["minilm-l6"].package) is not None:
+        return OWN_DATA_MODEL, (
+            f"model: {OWN_DATA_MODEL} (fine-tuned MiniLM, the default for your own pairs; "
+            "--model to choose another)"
+        )
+    return OWN_DATA_FALLBACK, (
+        f"model: {OWN_DATA_FALLBACK} (the default for your own pairs without MiniLM; "
+        "pip install 'attnmatch[minilm]' for the better default, a fine-tuned MiniLM)"
+    )
 
 
 def load_experiment(path: str | Path, overrides: dict[str, Any] | None = None) -> ExperimentConfig:

@@ -7,17 +7,19 @@ inputs + task) ready to train, the loss, and the encoded splits with their proto
 
 from __future__ import annotations
 
+import dataclasses
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
 from attnmatch.configs import ConfigError
-from attnmatch.data.datasets import Split, load_split
+from attnmatch.data.datasets import Split, load_train_dev_test
 from attnmatch.data.encoding import EncodedPairs
 from attnmatch.data.protocol import Protocol
+from attnmatch.data.schema import Example
 from attnmatch.inputs import Inputs, build_inputs, check_accepts
 from attnmatch.matcher import Matcher
 from attnmatch.models import (
@@ -28,7 +30,7 @@ from attnmatch.models import (
     resolve_model_config,
 )
 from attnmatch.tasks import Task
-from attnmatch.training.config import ExperimentConfig
+from attnmatch.training.config import ExperimentConfig, TrainConfig
 
 
 def seed_everything(seed: int) -> None:
@@ -43,6 +45,7 @@ class EvalSplit:
 
     data: EncodedPairs
     protocol: Protocol
+    examples: list[Example] = field(default_factory=list)
 
 
 @dataclass
@@ -56,6 +59,10 @@ class Experiment:
         train: the encoded training split.
         dev: the selection split (None: no selection, the last epoch is kept).
         test: evaluated once at the end (None: no test split).
+        train_texts: the training split's distinct texts, in `train.texts` order.
+        notes: what loading the splits decided (inferred task, carved dev split ...), said
+            when the run starts.
+        fit_examples: the labelled pairs the floors' calibrations are fitted on (train).
     """
 
     config: ExperimentConfig
@@ -64,6 +71,9 @@ class Experiment:
     train: EncodedPairs
     dev: EvalSplit | None
     test: EvalSplit | None
+    train_texts: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    fit_examples: list[Example] = field(default_factory=list)
 
     @property
     def model(self) -> torch.nn.Module:
@@ -75,16 +85,15 @@ class Experiment:
 
 
 def load_splits(config: ExperimentConfig) -> tuple[Split, Split, Split | None]:
-    """The train, dev and (optional) test splits of the configured dataset."""
+    """The train, dev and (optional) test splits of the configured dataset.
+
+    Your own pairs (`dataset = "pairs:FOLDER"`) need only train: a missing dev split is held out
+    of it, a missing test split is None (see `load_train_dev_test`; each says so in its notes).
+    """
     d = config.data
-    train = load_split(d.dataset, d.train_split, data_dir=d.data_dir, **d.options)
-    dev = load_split(d.dataset, d.dev_split, data_dir=d.data_dir, **d.options)
-    test = (
-        load_split(d.dataset, d.test_split, data_dir=d.data_dir, **d.options)
-        if d.test_split
-        else None
+    return load_train_dev_test(
+        d.dataset, d.train_split, d.dev_split, d.test_split, data_dir=d.data_dir, **d.options
     )
-    return train, dev, test
 
 
 def build_experiment(config: ExperimentConfig) -> Experiment:
@@ -126,6 +135,7 @@ def experiment_from_splits(
     """An experiment on splits already loaded (the config's data section names them only)."""
     inputs = inputs or check_model_inputs(config)
     task = experiment_task(train, dev)
+    config = with_recipe(config, task)
     model_type = model_type_of(config.model)
     if task.kind not in get_model_entry(model_type).tasks:
         raise ValueError(
@@ -146,13 +156,69 @@ def experiment_from_splits(
     inputs.enable_cache(input_layer(model))  # frozen encoders: each text encoded once
     matcher = Matcher(model=model, model_type=model_type, inputs=inputs, task=task)
     matcher.batch_size = config.train.eval_batch_size
+    dev_split = _eval_split(matcher, dev)
+    _check_select_metric(config, dev_split)
+    notes = [n for split in (train, dev, test) if split is not None for n in split_notes(split)]
     return Experiment(
         config=config,
         matcher=matcher,
         loss=loss,
         train=matcher.encode(train.examples),
-        dev=_eval_split(matcher, dev),
+        dev=dev_split,
         test=_eval_split(matcher, test),
+        train_texts=distinct_texts(train.examples),
+        notes=list(dict.fromkeys(notes)),
+        fit_examples=list(train.examples),
+    )
+
+
+def split_notes(split: Split) -> tuple[str, ...]:
+    """What loading `split` decided, to be said (`Split.notes`)."""
+    return tuple(getattr(split, "notes", ()))
+
+
+def distinct_texts(examples: list[Example]) -> list[str]:
+    """The distinct texts of `examples` in the order `encode_examples` numbers them."""
+    return list(dict.fromkeys(t for ex in examples for t in (ex.left, ex.right)))
+
+
+def _check_select_metric(config: ExperimentConfig, dev: EvalSplit | None) -> None:
+    chosen = config.train.select_metric
+    if chosen is None or dev is None:
+        return
+    if chosen not in dev.protocol.metrics:
+        raise ConfigError(
+            f"train.select_metric = {chosen!r} is not a metric of the dev protocol "
+            f"{dev.protocol.name!r}; choose one of {', '.join(dev.protocol.metrics)}"
+        )
+
+
+def with_recipe(config: ExperimentConfig, task: Task) -> ExperimentConfig:
+    """`config` with its preset's training recipe for `task` (`Preset.recipe`) filled in
+    where the experiment keeps the default: a `[train]` key equal to its default value, a
+    model override not given."""
+    from attnmatch.models import get_preset, list_presets
+
+    if config.model not in list_presets() or get_preset(config.model).recipe is None:
+        return config
+    recipe = get_preset(config.model).recipe(task)  # type: ignore[misc]
+    defaults = TrainConfig()
+    train = {
+        k: v
+        for k, v in recipe.get("train", {}).items()
+        if getattr(config.train, k) == getattr(defaults, k)
+    }
+    model = {
+        k: v
+        for k, v in recipe.get("model_overrides", {}).items()
+        if k not in config.model_overrides
+    }
+    if not train and not model:
+        return config
+    return dataclasses.replace(
+        config,
+        train=dataclasses.replace(config.train, **train),
+        model_overrides={**config.model_overrides, **model},
     )
 
 
@@ -167,4 +233,4 @@ def _eval_split(matcher: Matcher, split: Split | None) -> EvalSplit | None:
         return None
     if split.protocol is None:
         raise ConfigError(f"{split.dataset}:{split.split} has no evaluation protocol")
-    return EvalSplit(matcher.encode(split.examples), split.protocol)
+    return EvalSplit(matcher.encode(split.examples), split.protocol, list(split.examples))

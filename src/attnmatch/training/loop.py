@@ -16,28 +16,63 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from attnmatch.data.collate import collate
-from attnmatch.data.sampling import PairBatchSampler, RankingGroupSampler
+from attnmatch.data.sampling import (
+    NegativeSource,
+    PairBatchSampler,
+    RankingGroupSampler,
+    SampledNegativesSampler,
+    bm25_candidates,
+)
 from attnmatch.data.schema import PairBatch
 from attnmatch.evaluation import Report, report_from_outputs
 from attnmatch.losses import auxiliary_loss, compute_loss
 from attnmatch.metrics import greater_is_better
+from attnmatch.training.config import Budget
 from attnmatch.training.experiment import EvalSplit, Experiment
 from attnmatch.training.optim import learning_rate, set_learning_rate
 from attnmatch.training.run_dir import RunDir, TrainState
 
-Sampler = RankingGroupSampler | PairBatchSampler
+Sampler = RankingGroupSampler | PairBatchSampler | SampledNegativesSampler
+
+# Where a positive-only split's negatives come from under negatives = "auto" (chosen on dev:
+# docs/training.md, "Positive pairs only").
+AUTO_NEGATIVES: NegativeSource = "random"
+
+
+def negative_source(exp: Experiment) -> NegativeSource | None:
+    """None: the queries' own negatives (`RankingGroupSampler`); else where negatives are
+    drawn from. "auto" keeps the own negatives of a split that has any (the benchmarks'
+    setting: queries without are left out), and draws `AUTO_NEGATIVES` for a split of
+    positive pairs only."""
+    t = exp.config.train
+    if t.negatives != "auto":
+        return t.negatives
+    has_negative = bool((exp.train.labels <= 0).any())
+    return None if has_negative else AUTO_NEGATIVES
 
 
 def make_sampler(exp: Experiment) -> Sampler:
     """Ranking groups (a positive and its negatives) for pairwise/listwise losses, else pairs."""
     t = exp.config.train
     if exp.matcher.task.kind == "ranking" and exp.loss in ("rank_hinge", "listwise"):
-        return RankingGroupSampler(
+        source = negative_source(exp)
+        if source is None:
+            return RankingGroupSampler(
+                exp.train,
+                num_negatives=t.num_negatives,
+                groups_per_batch=t.batch_size,
+                seed=t.seed,
+                bucket_pool=t.bucket_pool,
+            )
+        hard = bm25_candidates(exp.train, exp.train_texts) if source == "bm25" else None
+        return SampledNegativesSampler(
             exp.train,
+            source=source,
             num_negatives=t.num_negatives,
             groups_per_batch=t.batch_size,
             seed=t.seed,
             bucket_pool=t.bucket_pool,
+            hard=hard,
         )
     return PairBatchSampler(
         exp.train, batch_size=t.batch_size, seed=t.seed, bucket_pool=t.bucket_pool
@@ -80,21 +115,23 @@ def run_epoch(
     state: TrainState,
     epoch: int,
     bar: Progress,
+    budget: Budget,
 ) -> dict[str, Any]:
     """One epoch of optimiser steps; returns its history entry (without dev metrics)."""
     t = exp.config.train
     torch.manual_seed(t.seed * 1_000_003 + epoch)
     batches = sampler.epoch(epoch)
-    task_id = bar.add_task(f"epoch {epoch}/{t.epochs}", total=len(batches), info="")
+    data = getattr(sampler, "data", exp.train)  # with the epoch's drawn negatives, if any
+    task_id = bar.add_task(f"epoch {epoch}/{budget.epochs}", total=len(batches), info="")
     exp.model.train()
     start, losses, n_pairs = time.perf_counter(), [], 0
     for idx in batches:
-        loss = batch_loss(exp, collate(exp.train, idx, group_index=sampler.group_index(idx)))
+        loss = batch_loss(exp, collate(data, idx, group_index=sampler.group_index(idx)))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if t.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(exp.model.parameters(), t.grad_clip)
-        set_learning_rate(optimizer, learning_rate(t, state.step))
+        set_learning_rate(optimizer, learning_rate(t, state.step, budget.steps))
         optimizer.step()
         state.step += 1
         losses.append(loss.item())
@@ -120,8 +157,9 @@ def select(exp: Experiment, state: TrainState, epoch: int, run: RunDir) -> dict[
         run.save_best(exp.matcher, None)
         return None
     report = evaluate_split(exp, exp.dev)
-    score = report.metrics[report.primary]
-    better = greater_is_better(report.primary)
+    metric = exp.config.train.select_metric or report.primary
+    score = report.metrics[metric]
+    better = greater_is_better(metric)
     best = state.best_score
     if best is None or (score > best if better else score < best):
         state.best_score, state.best_epoch, state.bad_epochs = score, epoch, 0
@@ -129,6 +167,15 @@ def select(exp: Experiment, state: TrainState, epoch: int, run: RunDir) -> dict[
     else:
         state.bad_epochs += 1
     return report.metrics
+
+
+def selection_metric(exp: Experiment) -> str:
+    """The dev metric models are selected on: train.select_metric, or the dev protocol's
+    primary metric."""
+    if exp.dev is None:
+        raise ValueError("no dev split: nothing to select on")
+    chosen = exp.config.train.select_metric
+    return chosen or exp.dev.protocol.primary
 
 
 def fit(
@@ -141,21 +188,66 @@ def fit(
     progress: bool,
     wall_start: float,
 ) -> None:
-    """Trains from `state.epoch + 1` to `train.epochs`, stopping early after `patience` epochs
-    without a dev improvement; checkpoints and logs every epoch."""
+    """Trains from `state.epoch + 1` to the budget's last epoch (`TrainConfig.budget`),
+    stopping early after `patience` dev evaluations without an improvement; checkpoints and
+    logs every epoch."""
     t = exp.config.train
     sampler = make_sampler(exp)
+    budget = t.budget(len(sampler))
+    if state.epoch == 0:
+        for line in budget_lines(exp, sampler, budget):
+            console.print(line, highlight=False)
     with progress_bar(console, progress) as bar:
-        for epoch in range(state.epoch + 1, t.epochs + 1):
+        for epoch in range(state.epoch + 1, budget.epochs + 1):
             if t.patience and exp.dev is not None and state.bad_epochs >= t.patience:
                 break
-            entry = run_epoch(exp, optimizer, sampler, state, epoch, bar)
-            dev = select(exp, state, epoch, run)
+            entry = run_epoch(exp, optimizer, sampler, state, epoch, bar, budget)
+            dev = select(exp, state, epoch, run) if budget.evaluates(epoch) else None
             state.epoch = epoch
             state.history.append({**entry, "dev": dev})
             elapsed = round(state.wall_time_s + time.perf_counter() - wall_start, 2)
             run.save_checkpoint(exp.matcher, optimizer, _with_wall(state, elapsed), exp.config)
             console.print(epoch_line(exp, state, entry, dev))
+
+
+FEW_STEPS = 10  # fewer optimiser steps per epoch than this is worth a warning
+
+
+def budget_lines(exp: Experiment, sampler: Sampler, budget: Budget) -> list[str]:
+    """What the run will do, said before it starts: its negatives, steps per epoch and
+    budget, with a warning when epochs are very short."""
+    t = exp.config.train
+    unit = "groups" if not isinstance(sampler, PairBatchSampler) else "pairs"
+    lines = []
+    if isinstance(sampler, SampledNegativesSampler):
+        lines.append(
+            f"negatives: {sampler.source} (answers of other queries), "
+            f"{sampler.num_groups()} positive pairs"
+        )
+    every = f", dev evaluated every {budget.eval_every} epochs" if budget.eval_every > 1 else ""
+    line = (
+        f"budget: {budget.epochs} epochs x {budget.steps_per_epoch} optimiser steps "
+        f"({t.batch_size} {unit} a batch) = {budget.steps} steps{every}"
+    )
+    if budget.steps_per_epoch < FEW_STEPS:
+        line = f"[yellow]warning:[/yellow] only {budget.steps_per_epoch} optimiser steps per epoch; {line}"
+        if t.epochs is not None and budget.steps < t.min_steps:
+            line += f" (train.epochs = {t.epochs} was given: unset it for the automatic budget of >= {t.min_steps} steps)"
+    lines.append(line)
+    return lines
+
+
+def never_improved(exp: Experiment, state: TrainState) -> str | None:
+    """A warning when dev was evaluated more than once and never beat its first evaluation."""
+    evaluated = [h for h in state.history if h.get("dev")]
+    if exp.dev is None or len(evaluated) < 2 or state.best_epoch != evaluated[0]["epoch"]:
+        return None
+    metric = selection_metric(exp)
+    return (
+        f"[yellow]warning:[/yellow] dev {metric} never beat its first evaluation (epoch "
+        f"{state.best_epoch}) in {len(evaluated)} evaluations: the model may have learned "
+        "nothing; compare it with the floors"
+    )
 
 
 def _with_wall(state: TrainState, wall: float) -> TrainState:
@@ -172,7 +264,7 @@ def epoch_line(
     loss, seconds = entry["train_loss"], max(entry["epoch_time_s"], 1e-9)
     line = f"epoch {entry['epoch']:3d}  loss {loss:.4f}" if loss is not None else ""
     if dev is not None and exp.dev is not None:
-        primary = exp.dev.protocol.primary
+        metric = selection_metric(exp)
         star = "  *" if state.best_epoch == entry["epoch"] else ""
-        line += f"  dev {primary} {dev[primary]:.4f}{star}"
+        line += f"  dev {metric} {dev[metric]:.4f}{star}"
     return line + f"  ({entry['epoch_time_s']:.1f}s, {entry['train_pairs'] / seconds:,.0f} pairs/s)"

@@ -49,8 +49,20 @@ def make_optimizer(model: nn.Module, t: TrainConfig) -> torch.optim.Optimizer:
     return torch.optim.SGD(groups, lr=t.lr, weight_decay=t.weight_decay)
 
 
-def learning_rate(t: TrainConfig, step: int) -> float:
-    """The staircase-decayed learning rate of optimiser step `step` (0-based)."""
+def learning_rate(t: TrainConfig, step: int, total_steps: int | None = None) -> float:
+    """The learning rate of optimiser step `step` (0-based) in a run of `total_steps` steps.
+
+    Linear warm-up over the first `warmup` fraction of the steps, then the staircase decay
+    (lr * lr_decay ** (step // lr_decay_steps)) or, with lr_schedule "linear", a linear decay
+    to 0 at the last step. Without warm-up and with the staircase schedule the rate does not
+    depend on `total_steps`.
+    """
+    total = max(1, total_steps or 1)
+    warm = int(t.warmup * total)
+    if warm and step < warm:
+        return t.lr * (step + 1) / warm
+    if t.lr_schedule == "linear":
+        return t.lr * max(0.0, (total - step) / max(1, total - warm))
     return t.lr * t.lr_decay ** (step // t.lr_decay_steps)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import platform
+import shutil
 import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -73,6 +74,7 @@ class TrainResult:
     train_time_s: float
     train_pairs_per_s: float
     commit: str
+    floors: dict[str, dict[str, dict[str, float]]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -124,12 +126,40 @@ class RunDir:
         self.log_file = self.path / "log.jsonl"
         self.result_file = self.path / "result.json"
 
-    def check_new(self, resume: bool) -> None:
-        """FileExistsError when the folder holds a previous run and `resume` is False."""
-        if self.path.exists() and any(self.path.iterdir()) and not resume:
+    def is_run(self) -> bool:
+        """Whether the folder holds what a run writes (result.json, log.jsonl, checkpoint/ or
+        model/)."""
+        return self.path.is_dir() and any(
+            p.exists()
+            for p in (self.result_file, self.log_file, self.checkpoint_dir, self.model_dir)
+        )
+
+    def check_new(self, resume: bool, *, overwrite: bool = False) -> None:
+        """Checks that a run may start here; with `overwrite`, deletes the previous run first.
+
+        Raises:
+            FileExistsError: the folder is not empty and neither `resume` nor `overwrite` is
+                set, or `overwrite` is set and the folder is not a run folder (it is never
+                deleted then).
+            ValueError: both `resume` and `overwrite` are set.
+        """
+        if resume and overwrite:
+            raise ValueError("--resume and --overwrite exclude each other: choose one")
+        if self.path.exists() and not self.path.is_dir():
+            raise FileExistsError(f"{self.path} is a file, not a run folder: choose another path")
+        if not self.path.exists() or not any(self.path.iterdir()):
+            return
+        if overwrite:
+            if not self.is_run():
+                raise FileExistsError(
+                    f"{self.path} is not a run folder (no result.json, log.jsonl, checkpoint/ "
+                    "or model/): --overwrite replaces only run folders; choose another folder"
+                )
+            shutil.rmtree(self.path)
+        elif not resume:
             raise FileExistsError(
-                f"{self.path} is not empty: resume the run there (--resume) or choose another "
-                "folder"
+                f"{self.path} is not empty: continue the run there (--resume), replace it "
+                "(--overwrite) or choose another folder"
             )
 
     def finished(self, config: ExperimentConfig) -> TrainResult | None:
@@ -157,6 +187,7 @@ class RunDir:
                     else sum(h["epoch_time_s"] for h in history)
                 ),
                 train_pairs_per_s=float(data["train_pairs_per_s"]),
+                floors=data.get("floors"),
                 commit=str(
                     data.get("commit", data["metrics"].get("environment", {}).get("commit", ""))
                 ),

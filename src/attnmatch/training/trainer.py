@@ -10,6 +10,7 @@ The test split is evaluated once, with the dev-selected model, at the end.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 import time
@@ -27,7 +28,7 @@ from attnmatch.matcher import Matcher
 from attnmatch.models import input_layer
 from attnmatch.training.config import ExperimentConfig
 from attnmatch.training.experiment import Experiment, build_experiment
-from attnmatch.training.loop import evaluate_split, fit, select
+from attnmatch.training.loop import evaluate_split, fit, never_improved, select, selection_metric
 from attnmatch.training.optim import make_optimizer
 from attnmatch.training.run_dir import RunDir, TrainResult, TrainState, environment
 
@@ -59,6 +60,7 @@ def train(
     output_dir: str | Path,
     *,
     resume: bool = False,
+    overwrite: bool = False,
     progress: bool = True,
     console: Console | None = None,
     experiment: Experiment | None = None,
@@ -66,21 +68,27 @@ def train(
     """Trains `config` into `output_dir` (layout: `attnmatch.training.run_dir`).
 
     Args:
+        resume: continue the run in output_dir (or reuse its result when it finished).
+        overwrite: delete the previous run in output_dir first (only a run folder is deleted).
         experiment: an experiment already built (e.g. from in-memory splits); default: built
             from the config.
 
     Raises:
-        FileExistsError: output_dir holds a previous run and `resume` is False.
+        FileExistsError: output_dir holds a previous run and neither `resume` nor `overwrite`
+            is set, or `overwrite` is set and output_dir is not a run folder.
     """
     console = console or Console(stderr=True)
     run = RunDir(output_dir)
-    run.check_new(resume)
+    run.check_new(resume, overwrite=overwrite)
     with torch_settings(config.train.threads):
         start = time.perf_counter()
         if resume and experiment is None and (done := run.finished(config)) is not None:
             console.print(f"{run.path}: finished earlier, reusing result.json")
             return done
         exp = experiment or build_experiment(config)
+        config = exp.config  # with its preset's recipe, if any
+        for note in exp.notes:
+            console.print(note, highlight=False, markup=False)
         optimizer = _optimizer(exp)
         state = (run.resume(exp.matcher, optimizer, config) if resume else None) or TrainState()
         if state.epoch:
@@ -89,7 +97,9 @@ def train(
             select(exp, state, 0, run)
         if optimizer is not None:
             fit(exp, optimizer, state, run, console=console, progress=progress, wall_start=start)
-        return _finish(exp, state, run, start)
+            if (warning := never_improved(exp, state)) is not None:
+                console.print(warning, highlight=False)
+        return _finish(exp, state, run, start, console)
 
 
 def _optimizer(exp: Experiment) -> torch.optim.Optimizer | None:
@@ -104,13 +114,17 @@ def _optimizer(exp: Experiment) -> torch.optim.Optimizer | None:
     return make_optimizer(exp.model, t)
 
 
-def _finish(exp: Experiment, state: TrainState, run: RunDir, start: float) -> TrainResult:
-    """Evaluates the selected model on dev and test and writes the result."""
+def _finish(
+    exp: Experiment, state: TrainState, run: RunDir, start: float, console: Console
+) -> TrainResult:
+    """Evaluates the selected model on dev and test, computes the floors beside them, and
+    writes the result."""
     best = Matcher.load(run.model_dir, batch_size=exp.config.train.eval_batch_size)
     best.inputs.enable_cache(input_layer(best.model))  # shares the run's cache when frozen
-    exp_best = Experiment(exp.config, best, exp.loss, exp.train, exp.dev, exp.test)
+    exp_best = dataclasses.replace(exp, matcher=best)
     dev = evaluate_split(exp_best, exp.dev) if exp.dev is not None else None
     test = evaluate_split(exp_best, exp.test) if exp.test is not None else None
+    floors = run_floors(exp, console)
     env = environment()
     result = TrainResult(
         output_dir=run.path,
@@ -123,6 +137,7 @@ def _finish(exp: Experiment, state: TrainState, run: RunDir, start: float) -> Tr
         train_time_s=state.train_time_s,
         train_pairs_per_s=state.train_pairs_per_s,
         commit=env["commit"],
+        floors=floors or None,
     )
     metrics = {
         "dataset": exp.config.data.dataset,
@@ -133,6 +148,7 @@ def _finish(exp: Experiment, state: TrainState, run: RunDir, start: float) -> Tr
         "best_epoch": result.best_epoch,
         "dev": result.dev,
         "test": result.test,
+        "floors": floors or None,
         "experiment": exp.config.to_dict(),
         "inputs": exp.inputs_stats,
         "environment": env,
@@ -143,16 +159,49 @@ def _finish(exp: Experiment, state: TrainState, run: RunDir, start: float) -> Tr
     return result
 
 
+FLOOR_ENCODER_PAIRS = 5000  # the zero-shot encoder floor on larger splits costs minutes of CPU
+
+
+def run_floors(exp: Experiment, console: Console) -> dict[str, dict[str, dict[str, float]]]:
+    """The no-training baselines of the dev and test splits (`attnmatch.floors`), as
+    {split: {baseline: metrics}}, each said in one line; {} when train.floors is "none"."""
+    t = exp.config.train
+    if t.floors == "none":
+        return {}
+    from attnmatch.floors import compute_floors, format_floors
+
+    encoders = ("minilm-l6",) if t.floors == "all" else ()
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for name, split in (("dev", exp.dev), ("test", exp.test)):
+        if split is None:
+            continue
+        floors = compute_floors(
+            split.examples,
+            split.protocol,
+            fit_examples=exp.fit_examples,
+            task=exp.matcher.task,
+            encoders=encoders,
+            max_encoder_pairs=FLOOR_ENCODER_PAIRS,
+        )
+        out[name] = floors
+        metric = selection_metric(exp) if name == "dev" else split.protocol.primary
+        for line in format_floors(floors, metric, where=name):
+            console.print(line, highlight=False, markup=False)
+    return out
+
+
 def train_seeds(
     config: ExperimentConfig,
     output_dir: str | Path,
     seeds: Sequence[int],
     *,
     resume: bool = False,
+    overwrite: bool = False,
     progress: bool = True,
     console: Console | None = None,
 ) -> dict[str, Any]:
     """Trains one run per seed into output_dir/seed-<s>/ and summarises mean ± std.
+    `resume` and `overwrite` apply to each seed's folder (see `train`).
 
     Returns (and writes to output_dir/summary.json) {"seeds", "runs", "dev"/"test": {metric:
     {"mean", "std", "runs"}}}. std is the sample standard deviation (0 for one run).
@@ -165,7 +214,12 @@ def train_seeds(
         run_config = config.with_overrides({"train": {"seed": seed}})
         results.append(
             train(
-                run_config, out / f"seed-{seed}", resume=resume, progress=progress, console=console
+                run_config,
+                out / f"seed-{seed}",
+                resume=resume,
+                overwrite=overwrite,
+                progress=progress,
+                console=console,
             )
         )
     summary = {

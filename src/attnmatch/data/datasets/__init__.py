@@ -3,13 +3,15 @@
     split = load_split("wikiqa", "test")  # or load_split(*parse_dataset_ref("wikiqa:test"))
     len(split.examples), split.protocol.name  # (6165, 'wikiqa-official')
 
-Files are found by `find_dataset_dir` (explicit path, `$ATTNMATCH_DATA`, `./data`,
-`~/.cache/attnmatch`) and their sha256 checked before parsing.
+Files are found by `find_dataset_dir` (explicit path, `$ATTNMATCH_DATA`, `./data`, the source
+checkout's `data/`, `~/.cache/attnmatch`) and their sha256 checked before parsing. Your own pairs
+are the dataset "pairs" (see `pairs.py`), named with their folder as `pairs:FOLDER` (and, where a
+split is asked for, `pairs:FOLDER:SPLIT`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,7 @@ from attnmatch.data.datasets._spec import (
     DatasetFormatError,
     DatasetNotFoundError,
     DatasetSpec,
+    DownloadError,
     FileCheck,
     FileSpec,
     Protocol,
@@ -50,6 +53,7 @@ __all__ = [
     "DatasetFormatError",
     "DatasetNotFoundError",
     "DatasetSpec",
+    "DownloadError",
     "FileCheck",
     "FileSpec",
     "Split",
@@ -59,8 +63,10 @@ __all__ = [
     "is_available",
     "list_datasets",
     "load_split",
+    "load_train_dev_test",
     "open_text",
     "parse_dataset_ref",
+    "resolve_dataset_ref",
     "split_availability",
     "verify_dataset",
 ]
@@ -96,6 +102,8 @@ class Split:
         protocol: the official evaluation protocol for these options (None if the dataset has
             none).
         options: every loader option, defaults filled in.
+        notes: what loading decided that a user should be told, one sentence each (your pairs:
+            the inferred task, a dev split held out of train, expanded candidates).
     """
 
     dataset: str
@@ -104,6 +112,7 @@ class Split:
     examples: list[Example]
     protocol: Protocol | None
     options: dict[str, Any]
+    notes: tuple[str, ...] = ()
 
 
 def get_dataset(name: str) -> DatasetSpec:
@@ -119,24 +128,65 @@ def list_datasets() -> list[DatasetSpec]:
     return [_REGISTRY[name] for name in sorted(_REGISTRY)]
 
 
-def parse_dataset_ref(ref: str, *, default_split: str | None = None) -> tuple[str, str]:
-    """Splits `"name:split"` (e.g. `"wikiqa:test"`) and checks both parts.
+def resolve_dataset_ref(
+    ref: str, *, default_split: str | None = None
+) -> tuple[str, str, str | None]:
+    """Splits a split reference into `(dataset name, split, folder or None)`.
 
-    Args:
-        ref: `"name:split"`, or `"name"` when `default_split` is given.
-        default_split: the split used when `ref` names none.
+    - `"name:split"` (e.g. `"wikiqa:test"`), or `"name"` with `default_split`: a registered
+      dataset, found by `find_dataset_dir`; the folder is None.
+    - `"pairs:FOLDER"` (an existing folder; `default_split`) or `"pairs:FOLDER:SPLIT"`: your own
+      pairs in FOLDER. `"pairs:SPLIT"` where SPLIT is no folder, and `"pairs"`, leave the folder
+      to the caller's `data_dir`.
 
     Raises:
         ValueError: unknown dataset, or no or unknown split.
     """
-    name, sep, split = ref.partition(":")
-    if not sep:
-        if default_split is None:
-            raise ValueError(f"expected 'dataset:split', got {ref!r}")
-        split = default_split
+    name, sep, rest = ref.partition(":")
+    if name == pairs.NAME and sep:
+        if not rest:
+            raise ValueError(f"expected 'pairs:FOLDER' or 'pairs:FOLDER:SPLIT', got {ref!r}")
+        if Path(rest).expanduser().is_dir():
+            return name, _split_or_default(ref, default_split), rest
+        folder, colon, split = rest.rpartition(":")
+        if colon and folder and split:
+            return name, split, folder
+        return name, rest, None  # a split of the folder given as data_dir
+    split = rest if sep else _split_or_default(ref, default_split)
     if name != pairs.NAME:  # a user's folder may name any split
         get_dataset(name).check_split(split)
-    return name, split
+    return name, split, None
+
+
+def _split_or_default(ref: str, default_split: str | None) -> str:
+    if default_split is None:
+        raise ValueError(f"expected 'dataset:split', got {ref!r}")
+    return default_split
+
+
+def parse_dataset_ref(ref: str, *, default_split: str | None = None) -> tuple[str, str]:
+    """`(name, split)` of a split reference for `load_split(name, split)`: `resolve_dataset_ref`,
+    with your pairs' folder kept in the name (`"pairs:FOLDER"`).
+
+    Raises:
+        ValueError: unknown dataset, or no or unknown split.
+    """
+    name, split, folder = resolve_dataset_ref(ref, default_split=default_split)
+    return (f"{name}:{folder}" if folder is not None else name), split
+
+
+def _pairs_folder(name: str, data_dir: str | Path | None) -> str | Path | None:
+    """The folder of the pairs dataset `name` ("pairs" or "pairs:FOLDER") and `data_dir`."""
+    folder = name.partition(":")[2] or None
+    if folder is not None and data_dir is not None and Path(folder) != Path(data_dir):
+        raise ValueError(
+            f"the pairs folder is named twice: {name!r} and data_dir={str(data_dir)!r}; give one"
+        )
+    return folder if folder is not None else data_dir
+
+
+def _is_pairs(name: str) -> bool:
+    return name == pairs.NAME or name.startswith(f"{pairs.NAME}:")
 
 
 def split_availability(
@@ -167,7 +217,8 @@ def load_split(
     """Loads one split of a registered dataset, after checking its files' sha256.
 
     Args:
-        name: a registered dataset name (see `list_datasets`).
+        name: a registered dataset name (see `list_datasets`); or "pairs:FOLDER" (or "pairs"
+            with `data_dir`), your own pairs.
         split: one of the dataset's splits.
         data_dir: the dataset folder or its parent; default: see `find_dataset_dir`.
         **options: dataset options (`DatasetSpec.options`), e.g. WikiQA's `filtered=True`.
@@ -178,9 +229,8 @@ def load_split(
         ChecksumError: a file differs from the spec's sha256.
         DatasetFormatError: a file does not parse.
     """
-    if name == pairs.NAME:  # the user's own folder of <split>.tsv files
-        examples, protocol, resolved = pairs.load_pairs(data_dir, split, options)
-        return Split(name, split, protocol.task, examples, protocol, resolved)
+    if _is_pairs(name):  # the user's own folder of <split>.tsv files
+        return _pairs_split(pairs.load_pairs(_pairs_folder(name, data_dir), split, options), split)
     spec = get_dataset(name)
     spec.check_split(split)
     resolved = spec.resolve_options(options)
@@ -194,6 +244,82 @@ def load_split(
         protocol=spec.make_protocol(split, resolved),
         options=resolved,
     )
+
+
+def _pairs_split(loaded: pairs.PairsSplit, split: str) -> Split:
+    return Split(
+        dataset=pairs.NAME,
+        split=split,
+        task=loaded.task,
+        examples=loaded.examples,
+        protocol=loaded.protocol,
+        options=loaded.options,
+        notes=loaded.notes,
+    )
+
+
+def load_train_dev_test(
+    name: str,
+    train: str = "train",
+    dev: str = "dev",
+    test: str | None = "test",
+    *,
+    data_dir: str | Path | None = None,
+    **options: Any,
+) -> tuple[Split, Split, Split | None]:
+    """The training, selection and (optional) test splits of a dataset, as `load_split` loads
+    them.
+
+    Your own pairs ("pairs:FOLDER") need only a train file: without a dev file, the dev split is
+    `pairs.HOLDOUT_FRACTION` of train's groups (queries, or left texts), held out with the
+    option `holdout_seed` and removed from train; without a test file, test is None. Each says
+    so in its `Split.notes`.
+
+    Args:
+        name: as in `load_split`.
+        train, dev, test: the split names (test None: none).
+        data_dir, **options: as in `load_split`.
+    """
+    if not _is_pairs(name):
+        return (
+            load_split(name, train, data_dir=data_dir, **options),
+            load_split(name, dev, data_dir=data_dir, **options),
+            load_split(name, test, data_dir=data_dir, **options) if test else None,
+        )
+    folder = _pairs_folder(name, data_dir)
+
+    def load(split: str) -> Split:
+        return _pairs_split(pairs.load_pairs(folder, split, options, reference=train), split)
+
+    train_split = load(train)
+    if folder is not None and pairs.split_path(folder, dev) is None:
+        train_split, dev_split = _held_out_dev(train_split, dev)
+    else:
+        dev_split = load(dev)
+    test_split = None
+    if test and folder is not None and pairs.split_path(folder, test) is None:
+        note = f"test: no {test}.tsv in {folder}: no test evaluation"
+        train_split = replace(train_split, notes=(*train_split.notes, note))
+    elif test:
+        test_split = load(test)
+    return train_split, dev_split, test_split
+
+
+def _held_out_dev(train: Split, dev: str) -> tuple[Split, Split]:
+    seed = train.options["holdout_seed"]
+    try:
+        rest, held, n = pairs.hold_out(train.examples, seed=seed)
+    except ValueError as e:
+        raise ValueError(f"pairs: no {dev}.tsv, and {e}") from None
+    unit = "queries" if train.task == "ranking" else "groups"
+    k = len(dict.fromkeys(ex.group for ex in held))
+    note = f"{dev}: no {dev}.tsv; held out {k} of {n} {unit} of {train.split}.tsv (seed {seed})"
+    expanded: tuple[str, ...] = ()
+    if train.task == "ranking":
+        held, expanded = pairs.expand_positive_only(held, dev, seed=seed)
+    reason = train.notes[:1]  # the task's reason
+    dev_split = replace(train, split=dev, examples=held, notes=(*reason, note, *expanded))
+    return replace(train, examples=rest), dev_split
 
 
 def verify_dataset(name: str, data_dir: str | Path | None = None) -> list[FileCheck]:
@@ -210,5 +336,13 @@ def fetch_dataset(name: str, dest: str | Path | None = None) -> Path:
 
     Returns:
         The dataset folder.
+
+    Raises:
+        DownloadError: no connection, or the server failed (one line: what to do instead).
     """
+    if name == pairs.NAME:
+        raise ValueError(
+            "pairs is your own folder of <split>.tsv files: nothing to fetch; see "
+            "`attnmatch datasets info pairs`"
+        )
     return download_dataset(get_dataset(name), dest)

@@ -16,6 +16,7 @@ import hashlib
 import os
 import tarfile
 import tempfile
+import urllib.error
 import urllib.request
 import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -49,6 +50,11 @@ class ChecksumError(ValueError):
 
 class DatasetFormatError(ValueError):
     """A data file does not follow its format; the message names the file and line."""
+
+
+class DownloadError(OSError):
+    """A dataset's official URL could not be read (no connection, a server error, a timeout);
+    the message says where to put the files by hand instead."""
 
 
 @dataclass(frozen=True)
@@ -205,12 +211,24 @@ def _has_any_file(spec: DatasetSpec, folder: Path) -> bool:
     return any((folder / name).is_file() for f in spec.files for name, _ in f.candidates)
 
 
+def checkout_data_dir() -> Path | None:
+    """The `data/` folder of the source checkout this package runs from (an editable install:
+    the folder beside `src/`), where the bundled datasets are; None when there is none."""
+    package = Path(__file__).resolve().parents[2]  # src/attnmatch
+    if package.parent.name != "src":
+        return None
+    data = package.parent.parent / "data"
+    return data if data.is_dir() else None
+
+
 def find_dataset_dir(spec: DatasetSpec, data_dir: str | Path | None = None) -> Path:
     """The folder that holds `spec`'s files.
 
     An explicit `data_dir` wins: it may be the dataset folder itself or its parent. Otherwise
-    the first of `$ATTNMATCH_DATA/<folder>`, `./data/<folder>` and `~/.cache/attnmatch/<folder>`
-    that holds at least one of the dataset's files.
+    the first of `$ATTNMATCH_DATA/<folder>`, `./data/<folder>`, `<checkout>/data/<folder>` (the
+    bundled copies of the source checkout the package runs from, found from any working
+    directory; see `checkout_data_dir`) and `~/.cache/attnmatch/<folder>` that holds at least
+    one of the dataset's files.
 
     Raises:
         DatasetNotFoundError: listing every place looked at.
@@ -225,7 +243,11 @@ def find_dataset_dir(spec: DatasetSpec, data_dir: str | Path | None = None) -> P
     else:
         env = os.environ.get(ENV_VAR)
         candidates = [Path(env).expanduser() / spec.folder] if env else []
-        candidates += [Path.cwd() / "data" / spec.folder, default_cache_dir() / spec.folder]
+        candidates.append(Path.cwd() / "data" / spec.folder)
+        checkout = checkout_data_dir()
+        if checkout is not None and checkout.resolve() != (Path.cwd() / "data").resolve():
+            candidates.append(checkout / spec.folder)
+        candidates.append(default_cache_dir() / spec.folder)
         for folder in candidates:
             if _has_any_file(spec, folder):
                 return folder
@@ -502,6 +524,7 @@ def download_dataset(spec: DatasetSpec, dest: str | Path | None = None) -> Path:
         The dataset folder. It is replaced as a whole, and only once every file is verified.
 
     Raises:
+        DownloadError: the URL cannot be read (no network, a server error, a timeout).
         ChecksumError: the archive or an extracted file has an unexpected sha256.
         DatasetNotFoundError: the archive lacks one of the dataset's files.
     """
@@ -516,10 +539,17 @@ def download_dataset(spec: DatasetSpec, dest: str | Path | None = None) -> Path:
         wanted = {name for f in spec.files for name, _ in f.candidates}
         # Every file is hashed once, as it is written: the download (when its digest is
         # published, or when it may be a data file itself) and each extracted file.
-        with urllib.request.urlopen(spec.url, timeout=60) as response:
-            actual = _write_hashed(
-                response, archive, hashed=bool(spec.archive_sha256) or archive.name in wanted
-            )
+        try:
+            with urllib.request.urlopen(spec.url, timeout=60) as response:
+                actual = _write_hashed(
+                    response, archive, hashed=bool(spec.archive_sha256) or archive.name in wanted
+                )
+        except (urllib.error.URLError, OSError) as e:  # OSError: timeouts, resets, DNS
+            reason = getattr(e, "reason", None) or e.strerror or e or type(e).__name__
+            raise DownloadError(
+                f"cannot download {spec.name} from {spec.url} ({reason}); put the files in "
+                f"{root / spec.folder} by hand: see `attnmatch datasets info {spec.name}`"
+            ) from None
         if spec.archive_sha256 and actual != spec.archive_sha256:
             raise ChecksumError(
                 f"{spec.url}: expected sha256 {spec.archive_sha256}, actual {actual}"

@@ -1,114 +1,355 @@
-"""Your own pairs: a folder of `<split>.tsv` files (train.tsv, dev.tsv, test.tsv, ...).
+"""Your own pairs: a folder of `<split>.tsv` (or `<split>.tsv.gz`) files; only train is required.
 
-Format: UTF-8, tab-separated, a header line naming the columns `left`, `right`, `label` and,
-optionally, `group` (the query id; ranking groups by it, and by the left text when absent).
-Quoting is off: a field may contain quotes but no tabs or newlines. Labels: 0/1 (or graded
-integers) for ranking, class indices 0..C-1 for classification, real scores in
-[min_score, max_score] for regression (options `min_score`, `max_score`, default 0 and 5).
+Format: UTF-8, tab-separated, quoting off (a field may hold quotes, never a tab or a newline).
+The header names the columns `left`, `right`, `label` and optionally `group` (the query id;
+without it the left text groups the pairs), in any order; any other column is an error. Blank
+lines are skipped; every error names the file and line.
 
-    attnmatch train --dataset pairs --set data.data_dir=my_pairs --set data.options.task=ranking
+The task comes from train's labels by the rule of `attnmatch.data.labels` (option `task`,
+default "auto"); so do the classes (the sorted distinct labels of train) and the score range of
+regression (options `min_score`, `max_score`, default: train's lowest and highest label). Every
+split is read with train's classes and range; the reason is said in `Split.notes`.
+
+Evaluation splits (every split but train) of a ranking folder whose labels are all positive
+(questions with their answers only) are expanded: each question is ranked against every answer of
+the split, the others labelled 0 (`expand_positive_only`). A missing dev split is held out of
+train by `load_train_dev_test` (`hold_out`).
+
+    attnmatch train --dataset pairs:my_faq -o runs/faq
+    attnmatch evaluate runs/faq/model --dataset pairs:my_faq:test
 
 User files have no published checksums, so none are checked.
 """
 
 from __future__ import annotations
 
+import functools
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attnmatch.data.datasets._spec import DatasetFormatError, DatasetNotFoundError, open_text
-from attnmatch.data.protocol import (
-    ClassificationProtocol,
-    Protocol,
-    RankingProtocol,
-    RegressionProtocol,
+import numpy as np
+
+from attnmatch.data.datasets._spec import (
+    DatasetFormatError,
+    DatasetNotFoundError,
+    open_text,
+    tsv_fields,
 )
+from attnmatch.data.labels import TASK_CHOICES, Labels, LabelScheme, choose_task, read_labels
+from attnmatch.data.protocol import Protocol
 from attnmatch.data.schema import Example
 
 NAME = "pairs"
-OPTIONS: dict[str, Any] = {"task": "ranking", "num_classes": 2, "min_score": 0, "max_score": 5}
+TITLE = "your own pairs: a folder of <split>.tsv files"
+COLUMNS = ("left", "right", "label")
+OPTIONAL_COLUMNS = ("group",)
+OPTIONS: dict[str, Any] = {"task": "auto", "min_score": None, "max_score": None, "holdout_seed": 0}
+OPTION_HELP = {
+    "task": f"{' | '.join(TASK_CHOICES)} (default auto: inferred from train's labels)",
+    "min_score": "regression: the lowest score (default: train's lowest label)",
+    "max_score": "regression: the highest score (default: train's highest label)",
+    "holdout_seed": "seeds the dev split held out of train when there is no dev file, and the "
+    "answers sampled for large evaluation splits (default 0)",
+}
+TRAIN = "train"
+HOLDOUT_FRACTION = 0.15  # of train's groups, when no dev file exists
+MAX_EXPANDED_PAIRS = 2_000_000  # above: each question gets SAMPLED_ANSWERS others, not all
+SAMPLED_ANSWERS = 1000
 
 
-def read_pairs_tsv(path: Path, *, task: str) -> list[Example]:
-    """Parses one pairs file; errors name the file, line and column."""
-    examples: list[Example] = []
+@dataclass(frozen=True)
+class PairsFile:
+    """The rows of one pairs file, labels as read (numbers or class names).
+
+    Args:
+        path: the file.
+        lefts, rights, groups: each row's texts and query (the group column, else the left).
+        labels: each row's label (`read_labels`).
+        lines: each row's line number.
+        has_group: whether the file has a group column.
+    """
+
+    path: Path
+    lefts: list[str]
+    rights: list[str]
+    groups: list[str]
+    labels: Labels
+    lines: list[int]
+    has_group: bool
+
+    def where(self, i: int) -> str:
+        """Row `i`'s place, "path:line"."""
+        return f"{self.path}:{self.lines[i]}"
+
+
+@dataclass(frozen=True)
+class PairsSplit:
+    """One loaded split of a pairs folder (`load_split` wraps it in a `Split`)."""
+
+    examples: list[Example]
+    protocol: Protocol
+    task: str
+    options: dict[str, Any]
+    notes: tuple[str, ...]
+
+
+def split_path(folder: str | Path, split: str) -> Path | None:
+    """`folder/<split>.tsv` or `folder/<split>.tsv.gz`, whichever exists (None: neither).
+
+    Raises:
+        DatasetFormatError: both exist (which one is meant is unclear).
+    """
+    root = Path(folder).expanduser()
+    plain, gz = root / f"{split}.tsv", root / f"{split}.tsv.gz"
+    if plain.is_file() and gz.is_file():
+        raise DatasetFormatError(f"{plain} and {gz} both exist; keep one")
+    return plain if plain.is_file() else gz if gz.is_file() else None
+
+
+def read_pairs_file(path: str | Path) -> PairsFile:
+    """Parses one pairs file (`.gz` read transparently); a file unchanged on disk is parsed once.
+
+    Raises:
+        DatasetFormatError: a wrong header, field count, empty text or label, naming file:line.
+    """
+    path = Path(path)
+    stat = path.stat()
+    return _read_pairs_file(str(path), str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4)  # train is read by every split of a folder
+def _read_pairs_file(name: str, resolved: str, size: int, mtime_ns: int) -> PairsFile:
+    path = Path(name)
+    lefts: list[str] = []
+    rights: list[str] = []
+    groups: list[str] = []
+    raw_labels: list[str] = []
+    lines: list[int] = []
     with open_text(path) as f:
-        header = f.readline().rstrip("\r\n").split("\t")
-        missing = [c for c in ("left", "right", "label") if c not in header]
-        if missing:
-            raise DatasetFormatError(
-                f"{path}: line 1: header must name columns left, right, label (and optionally "
-                f"group), tab-separated; missing {missing}, got {header}"
-            )
-        col = {name: i for i, name in enumerate(header)}
+        header = _header(path, f.readline())
+        col = {c: i for i, c in enumerate(header)}
         for lineno, line in enumerate(f, start=2):
-            line = line.rstrip("\r\n")
             if not line.strip():
                 continue
-            fields = line.split("\t")
-            if len(fields) != len(header):
-                raise DatasetFormatError(
-                    f"{path}: line {lineno}: expected {len(header)} tab-separated fields, got {len(fields)}"
-                )
-            raw = fields[col["label"]]
-            try:
-                label: int | float = int(raw) if task == "classification" else float(raw)
-            except ValueError:
-                raise DatasetFormatError(
-                    f"{path}: line {lineno}: column 'label': not a number: {raw!r}"
-                ) from None
+            fields = tsv_fields(line, header, path=path, lineno=lineno)
             left, right = fields[col["left"]], fields[col["right"]]
             if not left.strip() or not right.strip():
-                raise DatasetFormatError(f"{path}: line {lineno}: empty left or right text")
+                raise DatasetFormatError(f"{path}:{lineno}: empty left or right text")
             group = fields[col["group"]] if "group" in col else left
-            examples.append(
-                Example(
-                    left=left, right=right, label=label, group=group, id=f"{path.name}:{lineno}"
-                )
+            if not group.strip():
+                raise DatasetFormatError(f"{path}:{lineno}: empty group")
+            lefts.append(left)
+            rights.append(right)
+            groups.append(group)
+            raw_labels.append(fields[col["label"]])
+            lines.append(lineno)
+    if not lines:
+        raise DatasetFormatError(f"{path}: no pairs after the header")
+    try:
+        labels = read_labels(raw_labels, [f"{path}:{n}" for n in lines])
+    except ValueError as e:
+        raise DatasetFormatError(str(e)) from None
+    return PairsFile(path, lefts, rights, groups, labels, lines, "group" in col)
+
+
+def _header(path: Path, line: str) -> list[str]:
+    allowed = f"{', '.join(COLUMNS)} and optionally {', '.join(OPTIONAL_COLUMNS)}"
+    if not line:
+        raise DatasetFormatError(f"{path}: empty file; the first line must name the columns")
+    header = line.rstrip("\r\n").split("\t")
+    for name in header:
+        if name not in COLUMNS + OPTIONAL_COLUMNS:
+            raise DatasetFormatError(
+                f"{path}:1: unknown column {name!r}; the columns are {allowed} (tab-separated)"
             )
-    if not examples:
-        raise DatasetFormatError(f"{path}: no pairs")
-    return examples
+    if duplicated := sorted(c for c, n in Counter(header).items() if n > 1):
+        raise DatasetFormatError(f"{path}:1: column(s) {duplicated} named twice")
+    if missing := [c for c in COLUMNS if c not in header]:
+        raise DatasetFormatError(
+            f"{path}:1: the header lacks column(s) {missing}; the columns are {allowed}"
+        )
+    return header
+
+
+def resolve_options(options: dict[str, Any]) -> dict[str, Any]:
+    """`options` completed with defaults (`OPTIONS`) and checked.
+
+    Raises:
+        ValueError: an unknown option (listing the valid ones) or a bad value.
+    """
+    if unknown := sorted(set(options) - set(OPTIONS)):
+        raise ValueError(f"pairs: unknown option(s) {unknown}; valid options: {', '.join(OPTIONS)}")
+    resolved = {**OPTIONS, **options}
+    if resolved["task"] not in TASK_CHOICES:
+        raise ValueError(
+            f"pairs: option task={resolved['task']!r} is not one of {', '.join(TASK_CHOICES)}"
+        )
+    for key in ("min_score", "max_score"):
+        value = resolved[key]
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise ValueError(f"pairs: option {key}={value!r} must be a number")
+    seed = resolved["holdout_seed"]
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"pairs: option holdout_seed={seed!r} must be an integer >= 0")
+    return resolved
+
+
+def label_scheme(
+    folder: str | Path, split: str, options: dict[str, Any], *, reference: str = TRAIN
+) -> tuple[LabelScheme, tuple[str, ...]]:
+    """The labels' meaning for every split of `folder`, from its `reference` split (train; the
+    split itself when the folder has no train file), with the notes to say.
+
+    Args:
+        folder: the pairs folder.
+        split: the split being loaded.
+        options: resolved options (`resolve_options`).
+        reference: the training split's name.
+    """
+    path = split_path(folder, reference)
+    notes: tuple[str, ...] = ()
+    if path is None:
+        path = split_path(folder, split)
+        if path is None:
+            raise DatasetNotFoundError(_missing(folder, split))
+        notes = (f"{split}: no {reference}.tsv in {folder}: the task is read from {path.name}",)
+    file = read_pairs_file(path)
+    try:
+        scheme = choose_task(
+            file.labels,
+            file.groups,
+            task=options["task"],
+            min_score=options["min_score"],
+            max_score=options["max_score"],
+            source=str(path),
+        )
+    except ValueError as e:
+        raise DatasetFormatError(str(e)) from None
+    return scheme, (scheme.reason, *notes)
 
 
 def load_pairs(
-    folder: str | Path | None, split: str, options: dict[str, Any]
-) -> tuple[list[Example], Protocol, dict[str, Any]]:
-    unknown = sorted(set(options) - set(OPTIONS))
-    if unknown:
-        raise ValueError(f"pairs: unknown option(s) {unknown}; valid options: {', '.join(OPTIONS)}")
-    resolved = {**OPTIONS, **options}
-    task = resolved["task"]
-    if task not in ("ranking", "classification", "regression"):
-        raise ValueError(
-            f"pairs: option task={task!r} is not one of ('ranking', 'classification', 'regression')"
-        )
+    folder: str | Path | None,
+    split: str,
+    options: dict[str, Any],
+    *,
+    reference: str = TRAIN,
+    training: bool | None = None,
+) -> PairsSplit:
+    """Loads `split` of the pairs folder `folder`.
+
+    Args:
+        folder: the folder of `<split>.tsv` files.
+        split: the split, e.g. "dev".
+        options: pairs options (`OPTIONS`), unresolved.
+        reference: the training split, whose labels decide the task, classes and score range.
+        training: whether `split` trains (is never expanded); default: `split == reference`.
+
+    Raises:
+        ValueError: no folder, an unknown option or value.
+        DatasetNotFoundError: the split's file is absent.
+        DatasetFormatError: a file does not parse, or its labels do not fit train's.
+    """
+    resolved = resolve_options(options)
     if folder is None:
-        raise ValueError("the 'pairs' dataset needs a folder: set data.data_dir (or --data-dir)")
-    path = Path(folder) / f"{split}.tsv"
-    if not path.is_file():
-        raise DatasetNotFoundError(f"pairs: split file not found: {path}")
-    examples = read_pairs_tsv(path, task=task)
-    protocol: Protocol
-    if task == "ranking":
-        protocol = RankingProtocol(
-            name="pairs-ranking", description="groups with at least one relevant candidate"
+        raise ValueError(
+            f"pairs: no folder for split {split!r} ({split!r} is not a folder here): name one as "
+            "pairs:FOLDER or pairs:FOLDER:SPLIT, or give data_dir"
         )
-    elif task == "regression":
-        lo, hi = int(resolved["min_score"]), int(resolved["max_score"])
-        protocol = RegressionProtocol(name="pairs-regression", min_score=lo, max_score=hi)
-        bad = [ex for ex in examples if not lo <= float(ex.label) <= hi]
-        if bad:
-            raise DatasetFormatError(
-                f"{path}: {bad[0].id}: score {bad[0].label} outside {lo}..{hi}"
-            )
+    path = split_path(folder, split)
+    if path is None:
+        raise DatasetNotFoundError(_missing(folder, split))
+    scheme, notes = label_scheme(folder, split, resolved, reference=reference)
+    file = read_pairs_file(path)
+    examples = []
+    for i, value in enumerate(file.labels):
+        try:
+            label = scheme.label(value, file.where(i))
+        except ValueError as e:
+            raise DatasetFormatError(str(e)) from None
+        ex_id = f"{path.name}:{file.lines[i]}"
+        examples.append(Example(file.lefts[i], file.rights[i], label, file.groups[i], ex_id))
+    if scheme.task == "ranking" and not (split == reference if training is None else training):
+        examples, expanded = expand_positive_only(examples, split, seed=resolved["holdout_seed"])
+        notes += expanded
+    return PairsSplit(examples, scheme.protocol(), scheme.task, resolved, notes)
+
+
+def _missing(folder: str | Path, split: str) -> str:
+    if not Path(folder).expanduser().is_dir():
+        return f"pairs: folder not found: {folder}"
+    return f"pairs: no {split}.tsv (or {split}.tsv.gz) in {folder}"
+
+
+def hold_out(
+    examples: Sequence[Example], *, fraction: float = HOLDOUT_FRACTION, seed: int = 0
+) -> tuple[list[Example], list[Example], int]:
+    """Splits `examples` by group: `fraction` of the groups (at least 1) held out, seeded.
+
+    Returns:
+        (the rest, the held-out pairs, the number of groups), file order kept in both.
+
+    Raises:
+        ValueError: fewer than 2 groups.
+    """
+    keys = list(dict.fromkeys(ex.group for ex in examples))
+    if len(keys) < 2:
+        raise ValueError(f"cannot hold out a dev split from {len(keys)} group(s); add a dev file")
+    order = np.random.default_rng(seed).permutation(len(keys))
+    held = {keys[i] for i in order[: max(1, round(fraction * len(keys)))]}
+    rest = [ex for ex in examples if ex.group not in held]
+    return rest, [ex for ex in examples if ex.group in held], len(keys)
+
+
+def expand_positive_only(
+    examples: Sequence[Example], split: str, *, seed: int = 0
+) -> tuple[list[Example], tuple[str, ...]]:
+    """A ranking split of questions with their answers only, as retrieval among its answers.
+
+    When no group has a candidate labelled <= 0, each group is ranked against every distinct
+    right text of the split (its own answers keep their labels, the others are labelled 0), so
+    that MAP and MRR measure finding a question's answers among all of them. Beyond
+    `MAX_EXPANDED_PAIRS` pairs, each group gets its own answers and `SAMPLED_ANSWERS` others
+    drawn at random (seeded). A split with a non-positive candidate is returned unchanged.
+
+    Returns:
+        The examples, and the note saying what was done (none when unchanged).
+    """
+    if not examples or any(float(ex.label) <= 0 for ex in examples):
+        return list(examples), ()
+    answers = list(dict.fromkeys(ex.right for ex in examples))
+    index = {text: i for i, text in enumerate(answers)}
+    groups: dict[str | None, list[Example]] = {}
+    for ex in examples:
+        groups.setdefault(ex.group, []).append(ex)
+    total = len(groups) * len(answers)
+    sampled = total > MAX_EXPANDED_PAIRS
+    rng = np.random.default_rng(seed)
+    out: list[Example] = []
+    for group, own in groups.items():
+        labels = {index[ex.right]: ex for ex in reversed(own)}  # the first pair of a text wins
+        if sampled:
+            n = min(SAMPLED_ANSWERS + len(labels), len(answers))
+            drawn = rng.choice(len(answers), size=n, replace=False)
+            others = [int(i) for i in drawn if int(i) not in labels][:SAMPLED_ANSWERS]
+            candidates = sorted({*labels, *others})
+        else:
+            candidates = list(range(len(answers)))
+        left = own[0].left
+        for i in candidates:
+            out.append(labels[i] if i in labels else Example(left, answers[i], 0.0, group))
+    if sampled:
+        note = (
+            f"{split}: each of {len(groups)} questions ranked against its answers and "
+            f"{SAMPLED_ANSWERS} others sampled from the {len(answers)} answers of the split "
+            f"(seed {seed}; all would be {total:,} pairs)"
+        )
     else:
-        protocol = ClassificationProtocol(
-            name="pairs-classification", num_classes=int(resolved["num_classes"])
+        note = (
+            f"{split}: each of {len(groups)} questions ranked against all {len(answers)} "
+            "answers of the split"
         )
-        bad = [ex for ex in examples if not 0 <= int(ex.label) < protocol.num_classes]
-        if bad:
-            raise DatasetFormatError(
-                f"{path}: {bad[0].id}: label {bad[0].label} outside 0..{protocol.num_classes - 1}"
-            )
-    return examples, protocol, resolved
+    return out, (note,)

@@ -1,0 +1,253 @@
+"""Floors: what a split scores with no training, printed beside a model's result.
+
+- "random": ranking: the mean over 20 seeded random orderings of each query's candidates;
+  classification: always the majority class of the fitting pairs; regression: always their
+  mean score (Pearson and Spearman are 0 for a constant, MSE is real).
+- "overlap", "bm25": lexical scorers (`attnmatch.lexical`).
+- "<encoder> zero-shot" (e.g. "minilm-l6 zero-shot"): the cosine of a pretrained encoder's
+  mean-pooled sentence vectors (`Matcher.from_encoder`), when the encoder is installed and the
+  split has at most `max_encoder_pairs` pairs; each distinct text is embedded once.
+
+A similarity ranks as it is; for classification (2 classes) and regression it is calibrated on
+the fitting pairs (a training split, never the evaluated one) exactly as a zero-shot Matcher is
+(`attnmatch.zero_shot`: a threshold maximising the protocol's primary metric, or a
+least-squares line). A floor that cannot be computed is left out: classification of more than
+2 classes by a similarity, classification or BM25 regression without fitting pairs.
+
+Every value comes from `report_from_outputs` under the split's protocol, the path a model's
+dev/test metrics take, so the two compare directly.
+
+Example:
+    >>> floors = compute_floors(test.examples, test.protocol, fit_examples=train.examples)  # doctest: +SKIP
+    >>> print("\\n".join(format_floors(floors, test.protocol.primary)))                   # doctest: +SKIP
+    floors (test map): random .095  overlap .412  bm25 .455  minilm-l6 zero-shot .833
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from attnmatch.data.collate import pad_ids
+from attnmatch.data.encoding import EncodedPairs, encode_examples
+from attnmatch.data.protocol import Protocol
+from attnmatch.data.schema import Example
+from attnmatch.evaluation import report_from_outputs
+from attnmatch.lexical import LexicalScorer
+from attnmatch.matcher import Matcher
+from attnmatch.tasks import Task
+from attnmatch.zero_shot import THRESHOLD_METRICS, fit_head
+
+RANDOM_SEEDS = 20
+FLOOR_LEXICAL = ("overlap", "bm25")
+
+
+def compute_floors(
+    eval_examples: Sequence[Example],
+    protocol: Protocol,
+    *,
+    fit_examples: Sequence[Example] = (),
+    task: Task | None = None,
+    lexical: Sequence[str] = FLOOR_LEXICAL,
+    encoders: Sequence[str] = ("minilm-l6",),
+    max_encoder_pairs: int = 20000,
+    max_fit_pairs: int = 5000,
+    seed: int = 0,
+) -> dict[str, dict[str, float]]:
+    """The no-training floors of a split (module docstring), by name, in the order random,
+    lexical, encoders.
+
+    Args:
+        eval_examples: the evaluated split's pairs.
+        protocol: its protocol (metrics, kept groups, classes or score range).
+        fit_examples: labelled pairs that calibrate the floors (e.g. the training split); a
+            seeded sample of `max_fit_pairs` of them is used (a threshold or a line is two
+            numbers at most).
+        task: the task the floors' heads serve (e.g. the model's, for its class names or
+            score range); one of another kind than the protocol's is replaced by
+            `Task.of(protocol)`.
+        lexical: lexical scorers to run ("overlap", "bm25", "idf_overlap").
+        encoders: encoder sources to run zero-shot; one that is not installed is skipped.
+        max_encoder_pairs: skip the encoders on larger splits (CPU time).
+        seed: the sample of fitting pairs.
+
+    Returns:
+        {floor name: the metrics a model's report on this split has}.
+
+    Raises:
+        ValueError: no eval examples.
+    """
+    if not eval_examples:
+        raise ValueError("no pairs to compute floors on")
+    if task is None or task.kind != protocol.task:
+        task = Task.of(protocol)
+    data = encode_examples(eval_examples, _no_ids)
+    fit = _sample(fit_examples, max_fit_pairs, seed)
+    floors: dict[str, dict[str, float]] = {}
+    random_floor = _random_floor(data, protocol, task, fit)
+    if random_floor is not None:
+        floors["random"] = random_floor
+    eval_pairs = [(e.left, e.right) for e in eval_examples]
+    fit_pairs = [(e.left, e.right) for e in fit]
+    fit_labels = np.asarray([float(e.label) for e in fit])
+    for kind in lexical:
+        scorer = LexicalScorer(kind)
+        if not _calibratable(task, bool(fit), scorer.similarity_range):
+            continue
+        if task.kind != "ranking":
+            scorer.fit(right for _, right in fit_pairs)  # one collection for fit and eval
+        similarities = scorer.score(eval_pairs)
+        fit_similarities = scorer.score(fit_pairs) if fit and task.kind != "ranking" else None
+        floors[kind] = _report(
+            similarities,
+            fit_similarities,
+            fit_labels,
+            scorer.similarity_range,
+            data,
+            protocol,
+            task,
+        )
+    if len(eval_examples) > max_encoder_pairs or not _calibratable(task, bool(fit), (-1, 1)):
+        return floors
+    for source in encoders:
+        try:
+            matcher = Matcher.from_encoder(source)
+        except (FileNotFoundError, ImportError):
+            continue  # not installed: no floor
+        similarities = encoder_cosines(matcher, eval_pairs)
+        fit_similarities = (
+            encoder_cosines(matcher, fit_pairs) if fit and task.kind != "ranking" else None
+        )
+        floors[f"{source} zero-shot"] = _report(
+            similarities, fit_similarities, fit_labels, (-1.0, 1.0), data, protocol, task
+        )
+    return floors
+
+
+def format_floors(
+    floors: dict[str, dict[str, float]], primary: str, *, where: str = "test"
+) -> list[str]:
+    """Lines to print under a result, e.g. "floors (test map): random .095  bm25 .455"; no
+    lines when there are no floors or none reports `primary`."""
+    values = [f"{name} {_number(m[primary])}" for name, m in floors.items() if primary in m]
+    return [f"floors ({where} {primary}): " + "  ".join(values)] if values else []
+
+
+def encoder_cosines(matcher: Matcher, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+    """The cosine of each pair's mean-pooled sentence vectors under a zero-shot bi-encoder
+    matcher (`Matcher.from_encoder()`), embedding each distinct text once: (N,) float32.
+
+    Raises:
+        TypeError: the matcher's model is not a bi-encoder.
+    """
+    from attnmatch.models.pretrained import BiEncoder
+
+    model = matcher.model
+    if not isinstance(model, BiEncoder):
+        raise TypeError(f"encoder cosines need a bi_encoder matcher, got {matcher.model_type}")
+    if not pairs:
+        return np.zeros(0, dtype=np.float32)
+    texts = list(dict.fromkeys(t for pair in pairs for t in pair))
+    ids = matcher.inputs.encode(texts)
+    order = np.argsort([len(x) for x in ids], kind="stable")  # similar lengths, less padding
+    device = next(model.parameters()).device
+    vectors: torch.Tensor | None = None
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            for start in range(0, len(order), matcher.batch_size):
+                idx = order[start : start + matcher.batch_size]
+                tokens, mask = pad_ids([ids[i] for i in idx])  # (b, T)
+                out = model.embed(tokens.to(device), mask.to(device)).float().cpu()  # (b, E)
+                if vectors is None:
+                    vectors = torch.empty(len(texts), out.shape[1])
+                vectors[torch.from_numpy(idx)] = out
+    finally:
+        model.train(was_training)
+    assert vectors is not None  # at least one text
+    index = {t: i for i, t in enumerate(texts)}
+    u = vectors[[index[a] for a, _ in pairs]]  # (N, E)
+    v = vectors[[index[b] for _, b in pairs]]  # (N, E)
+    return F.cosine_similarity(u, v, dim=-1, eps=1e-8).numpy()
+
+
+def _no_ids(texts: list[str]) -> list[np.ndarray]:
+    """Floors read texts, not ids: the encoding only keeps labels and groups."""
+    return [np.zeros(0, dtype=np.int64) for _ in texts]
+
+
+def _sample(examples: Sequence[Example], limit: int, seed: int) -> list[Example]:
+    if len(examples) <= limit:
+        return list(examples)
+    keep = np.sort(np.random.default_rng(seed).choice(len(examples), limit, replace=False))
+    return [examples[i] for i in keep]
+
+
+def _calibratable(task: Task, have_fit: bool, similarity_range: object) -> bool:
+    """Whether a similarity can serve `task` (see `attnmatch.zero_shot.fit_head`)."""
+    if task.kind == "classification":
+        return have_fit and len(task.class_names) == 2
+    if task.kind == "regression":
+        return have_fit or similarity_range is not None
+    return True
+
+
+def _report(
+    similarities: np.ndarray,
+    fit_similarities: np.ndarray | None,
+    fit_labels: np.ndarray,
+    similarity_range: tuple[float, float] | None,
+    data: EncodedPairs,
+    protocol: Protocol,
+    task: Task,
+) -> dict[str, float]:
+    """The protocol's metrics of `similarities` read through the task's zero-shot head,
+    calibrated on the fitting pairs' similarities (None: uncalibrated)."""
+    head = fit_head(
+        fit_similarities,
+        None if fit_similarities is None else fit_labels,
+        task,
+        metric=protocol.primary if protocol.primary in THRESHOLD_METRICS else "accuracy",
+        similarity_range=similarity_range,
+    )
+    return report_from_outputs(head.outputs(similarities), data, protocol, task=task).metrics
+
+
+def _random_floor(
+    data: EncodedPairs, protocol: Protocol, task: Task, fit: Sequence[Example]
+) -> dict[str, float] | None:
+    n = len(data)
+    if task.kind == "ranking":
+        runs = [
+            report_from_outputs(
+                np.random.default_rng(seed).random((n, 1)), data, protocol, task=task
+            ).metrics
+            for seed in range(RANDOM_SEEDS)
+        ]
+        return {key: _mean([run[key] for run in runs]) for key in runs[0]}
+    if not fit:
+        return None
+    if task.kind == "classification":
+        counts = Counter(int(e.label) for e in fit)
+        majority = max(sorted(counts), key=counts.__getitem__)  # ties: the lowest class
+        outputs = np.zeros((n, len(task.class_names)), dtype=np.float32)
+        outputs[:, majority] = 1.0
+    else:
+        outputs = np.full((n, 1), np.mean([float(e.label) for e in fit]), dtype=np.float32)
+    return report_from_outputs(outputs, data, protocol, task=task).metrics
+
+
+def _mean(values: list[float]) -> float:
+    """The mean; a value equal in every run keeps its type (num_queries stays an int)."""
+    return values[0] if len(set(values)) == 1 else float(np.mean(values))
+
+
+def _number(value: float) -> str:
+    """.095, -.012, 1.234: three decimals, no leading zero."""
+    text = f"{value:.3f}"
+    return text.replace("0.", ".", 1) if text.lstrip("-").startswith("0.") else text

@@ -1,0 +1,303 @@
+"""Scoring a file of text pairs in chunks: what `attnmatch score` does.
+
+Input, a file (`.gz` is read transparently) or stdin, UTF-8, one pair per line:
+
+- TSV with a header line naming the columns `left` and `right`; other columns are kept;
+- headerless `LEFT<TAB>RIGHT` lines;
+- JSONL: one object per line with string values under "left" and "right"; other keys are kept.
+
+Blank lines are skipped and every error names the file and line (`pairs.tsv:7: ...`). Pairs are
+read, scored and written `CHUNK_SIZE` at a time, so a file of any length runs in bounded memory.
+
+Output: TSV (`left`, `right`, the other input columns, `score` and, for classification models,
+the predicted class `label`), or JSONL (the input object plus `score` and `label`), written to a
+temporary file and moved into place at the end. An input column already called `score` or
+`label` is kept; the prediction is then written as `predicted_score` / `predicted_label`.
+
+    >>> with PairsFile("pairs.tsv") as pairs:                          # doctest: +SKIP
+    ...     write_scored(matcher, pairs, "scored.tsv")
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from attnmatch.atomic import open_text_atomic
+from attnmatch.matcher import Matcher
+
+CHUNK_SIZE = 2048  # pairs read, scored and written at a time
+
+
+@dataclass(frozen=True)
+class PairRecord:
+    """One input pair, with the other columns (TSV) or keys (JSONL) of its line."""
+
+    left: str
+    right: str
+    extra: dict[str, Any]
+    line: int  # 1-based line number in the input
+
+
+@dataclass(frozen=True)
+class ScoredChunk:
+    """Scores (and, for classification models, predicted class names) of consecutive pairs."""
+
+    records: list[PairRecord]
+    scores: np.ndarray  # (N,) float32
+    labels: list[str] | None
+
+
+class PairsFile:
+    """Pair records read lazily from a file or stdin (formats in the module docstring).
+
+    The format is decided by the file name (`.jsonl`, `.jsonl.gz`: JSONL) or else by the first
+    non-blank line: an object (`{`, no tab) means JSONL, a line whose tab-separated fields include
+    `left` and `right` is a TSV header, anything else is a headerless `LEFT<TAB>RIGHT` pair. Use
+    it as a context manager, which closes the file.
+
+    Args:
+        path: the file; None or "-" reads stdin.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ValueError: a line is malformed (names file and line), or stdin is a terminal.
+    """
+
+    def __init__(self, path: str | Path | None) -> None:
+        self._stack = ExitStack()
+        if path is None or str(path) == "-":
+            if sys.stdin.isatty():
+                raise ValueError(
+                    "no pairs: pass a file (PAIRS or --pairs) or pipe LEFT<TAB>RIGHT lines on stdin"
+                )
+            self.source = "stdin"
+            stream: Iterable[bytes] | Iterable[str] = getattr(sys.stdin, "buffer", sys.stdin)
+        else:
+            file = Path(path)
+            if not file.is_file():
+                raise FileNotFoundError(f"pairs file not found: {file}")
+            self.source = str(file)
+            opened = gzip.open(file, "rb") if file.name.endswith(".gz") else file.open("rb")
+            stream = self._stack.enter_context(opened)
+        self._lines = _numbered_lines(stream, self.source)
+        self.format: Literal["tsv", "tsv-header", "jsonl"] = "tsv"
+        self.columns: list[str] = []  # TSV header: every column; JSONL: the first object's keys
+        self._pending: tuple[int, str] | None = None
+        try:
+            self._read_format()
+        except BaseException:
+            self._stack.close()
+            raise
+
+    def _read_format(self) -> None:
+        """Sets the format and columns from the first non-blank line."""
+        self._pending = next(self._lines, None)
+        if self._pending is None:
+            return
+        lineno, text = self._pending
+        named_jsonl = self.source.removesuffix(".gz").endswith((".jsonl", ".ndjson"))
+        if named_jsonl or (text.lstrip().startswith("{") and "\t" not in text):
+            self.format = "jsonl"
+            self.columns = list(self._json_object(lineno, text))
+        else:
+            names = [c.strip() for c in text.rstrip("\r\n").split("\t")]
+            if {"left", "right"} <= {c.lower() for c in names}:
+                self.format, self._pending = "tsv-header", None
+                self.columns = [c.lower() if c.lower() in ("left", "right") else c for c in names]
+                twice = sorted({c for c in self.columns if self.columns.count(c) > 1})
+                if twice:
+                    raise ValueError(f"{self.source}:{lineno}: the header names {twice} twice")
+
+    @property
+    def extra_columns(self) -> list[str]:
+        """The input's columns (or first object's keys) other than left and right."""
+        return [c for c in self.columns if c not in ("left", "right")]
+
+    def __iter__(self) -> Iterator[PairRecord]:
+        if self._pending is not None:
+            yield self._parse(*self._pending)
+            self._pending = None
+        for lineno, text in self._lines:
+            yield self._parse(lineno, text)
+
+    def __enter__(self) -> PairsFile:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stack.close()
+
+    def _parse(self, lineno: int, text: str) -> PairRecord:
+        where = f"{self.source}:{lineno}"
+        if self.format == "jsonl":
+            obj = self._json_object(lineno, text)
+            extra = {k: v for k, v in obj.items() if k not in ("left", "right")}
+            return PairRecord(obj["left"], obj["right"], extra, lineno)
+        if self.format == "tsv":
+            fields = text.strip().split("\t")
+            if len(fields) != 2:
+                raise ValueError(f"{where}: expected LEFT<TAB>RIGHT, got {len(fields)} fields")
+            return PairRecord(fields[0], fields[1], {}, lineno)
+        fields = text.rstrip("\r\n").split("\t")
+        if len(fields) != len(self.columns):
+            raise ValueError(
+                f"{where}: expected {len(self.columns)} tab-separated fields like the header "
+                f"({', '.join(self.columns)}), got {len(fields)}"
+            )
+        row = dict(zip(self.columns, fields, strict=True))
+        left, right = row.pop("left"), row.pop("right")
+        return PairRecord(left, right, row, lineno)
+
+    def _json_object(self, lineno: int, text: str) -> dict[str, Any]:
+        where = f"{self.source}:{lineno}"
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{where}: not valid JSON: {e.msg} (column {e.colno})") from None
+        if not isinstance(obj, dict):
+            raise ValueError(f"{where}: expected a JSON object with left and right")
+        for key in ("left", "right"):
+            if key not in obj:
+                raise ValueError(f'{where}: the object has no "{key}" key')
+            if not isinstance(obj[key], str):
+                raise ValueError(
+                    f'{where}: "{key}" must be a string, got {type(obj[key]).__name__}'
+                )
+        return obj
+
+
+def _numbered_lines(
+    stream: Iterable[bytes] | Iterable[str], source: str
+) -> Iterator[tuple[int, str]]:
+    """(line number, text) of the non-blank lines; decoding is per line, so an invalid byte is
+    reported on its own line."""
+    lineno = 0
+    try:
+        for raw in stream:
+            lineno += 1
+            if isinstance(raw, bytes):
+                try:
+                    text = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+                except UnicodeDecodeError as e:
+                    raise ValueError(f"{source}:{lineno}: not UTF-8 text ({e.reason})") from None
+            else:
+                text = raw.removeprefix("\ufeff") if lineno == 1 else raw
+            if text.strip():
+                yield lineno, text.rstrip("\r\n")
+    except (OSError, EOFError) as e:  # e.g. a truncated or invalid .gz file
+        raise ValueError(f"{source}:{lineno + 1}: cannot read: {e}") from None
+
+
+def score_chunks(
+    matcher: Matcher, records: Iterator[PairRecord] | PairsFile, chunk_size: int = CHUNK_SIZE
+) -> Iterator[ScoredChunk]:
+    """Scores records `chunk_size` at a time, one forward pass per chunk for scores and labels."""
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    classify = matcher.task.kind == "classification"
+    chunk: list[PairRecord] = []
+    for record in records:
+        chunk.append(record)
+        if len(chunk) == chunk_size:
+            yield _score(matcher, chunk, classify)
+            chunk = []
+    if chunk:
+        yield _score(matcher, chunk, classify)
+
+
+def _score(matcher: Matcher, records: list[PairRecord], classify: bool) -> ScoredChunk:
+    outputs = torch.from_numpy(matcher.outputs([(r.left, r.right) for r in records]))
+    scores = matcher.task.scores(outputs).numpy()
+    return ScoredChunk(records, scores, matcher.task.labels(outputs) if classify else None)
+
+
+def format_score(value: float) -> str:
+    """A score as written to stdout and files: 6 significant digits."""
+    return f"{float(value):.6g}"
+
+
+def write_scored(
+    matcher: Matcher,
+    pairs: PairsFile,
+    output: str | Path,
+    *,
+    chunk_size: int = CHUNK_SIZE,
+    on_chunk: Callable[[int], None] | None = None,
+) -> int:
+    """Scores every pair of `pairs` into `output`: JSONL when its name ends in .jsonl, TSV
+    otherwise (columns in the module docstring); `output` is replaced only when all went well.
+
+    Args:
+        on_chunk: called with the number of pairs of each chunk once it is written.
+
+    Returns:
+        The number of pairs scored.
+    """
+    output = Path(output)
+    as_jsonl = output.name.endswith(".jsonl")
+    extra = pairs.extra_columns
+    score_key = "predicted_score" if "score" in extra else "score"
+    label_key = "predicted_label" if "label" in extra else "label"
+    classify = matcher.task.kind == "classification"
+    done = 0
+    with open_text_atomic(output) as f:
+        if not as_jsonl:
+            f.write("\t".join(["left", "right", *extra, score_key] + [label_key] * classify) + "\n")
+        for chunk in score_chunks(matcher, pairs, chunk_size):
+            lines = []
+            for i, record in enumerate(chunk.records):
+                predicted: dict[str, Any] = {score_key: float(format_score(chunk.scores[i]))}
+                if chunk.labels is not None:
+                    predicted[label_key] = chunk.labels[i]
+                if as_jsonl:
+                    row = {"left": record.left, "right": record.right, **record.extra}
+                    lines.append(json.dumps(row | predicted, ensure_ascii=False))
+                else:
+                    lines.append(_tsv_line(pairs.source, record, extra, predicted))
+            f.write("".join(line + "\n" for line in lines))
+            done += len(chunk.records)
+            if on_chunk is not None:
+                on_chunk(len(chunk.records))
+    return done
+
+
+def _tsv_line(
+    source: str, record: PairRecord, columns: list[str], predicted: dict[str, Any]
+) -> str:
+    where = f"{source}:{record.line}"
+    unknown = [k for k in record.extra if k not in columns]
+    if unknown:
+        raise ValueError(
+            f"{where}: keys {unknown} are not in the first object ({', '.join(columns) or '-'}): "
+            "write JSONL (-o OUT.jsonl) to keep records with varying keys"
+        )
+    cells = [record.left, record.right, *(_cell(record.extra.get(c)) for c in columns)]
+    for cell in cells:
+        if "\t" in cell or "\n" in cell or "\r" in cell:
+            raise ValueError(
+                f"{where}: a value holds a tab or line break, which TSV cannot keep: write JSONL "
+                "(-o OUT.jsonl)"
+            )
+    values = [format_score(v) if isinstance(v, float) else str(v) for v in predicted.values()]
+    return "\t".join(cells + values)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)

@@ -1,0 +1,158 @@
+"""Floors: the no-training baselines printed beside a result, computed under the split's
+protocol like the model's own metrics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attnmatch import floors as floors_module
+from attnmatch.data.protocol import ClassificationProtocol, RankingProtocol, RegressionProtocol
+from attnmatch.data.schema import Example
+from attnmatch.floors import compute_floors, encoder_cosines, format_floors
+from attnmatch.matcher import Matcher
+from attnmatch.tasks import Task
+from tests.tiny_transformer import write_tiny_encoder
+
+RANKING = RankingProtocol(name="toy-ranking")
+BINARY = ClassificationProtocol(name="toy-binary", num_classes=2, class_names=("no", "yes"))
+STS = RegressionProtocol(name="toy-sts", min_score=0, max_score=5)
+
+
+def _ranking_split(queries: int, candidates: int) -> list[Example]:
+    """`queries` questions with one relevant candidate among `candidates` each; the relevant
+    one shares the question's words."""
+    out = []
+    for q in range(queries):
+        for c in range(candidates):
+            right = f"apple w{q} pear" if c == 0 else f"stone x{q} y{c}"
+            out.append(Example(f"apple w{q} pear ?", right, int(c == 0), group=f"q{q}"))
+    return out
+
+
+def test_random_map_with_one_relevant_of_n_is_the_harmonic_mean() -> None:
+    """E[AP] = E[1 / rank] = H_N / N for one relevant candidate at a uniform rank."""
+    n = 5
+    floors = compute_floors(_ranking_split(100, n), RANKING, lexical=(), encoders=())
+    expected = sum(1 / k for k in range(1, n + 1)) / n  # 0.4567
+    assert list(floors) == ["random"]
+    assert floors["random"]["map"] == pytest.approx(expected, abs=0.02)
+    assert floors["random"]["mrr"] == floors["random"]["map"]
+    assert floors["random"]["num_queries"] == 100 and isinstance(
+        floors["random"]["num_queries"], int
+    )
+    again = compute_floors(_ranking_split(100, n), RANKING, lexical=(), encoders=())
+    assert again == floors  # seeded
+
+
+def test_lexical_ranking_floors_are_the_lexical_matchers_metrics() -> None:
+    examples = _ranking_split(6, 4)
+    floors = compute_floors(examples, RANKING, lexical=("overlap", "bm25"), encoders=())
+    assert list(floors) == ["random", "overlap", "bm25"]
+    for kind in ("overlap", "bm25"):
+        report = Matcher.from_lexical(kind).evaluate_examples(examples, RANKING)
+        assert floors[kind] == report.metrics and floors[kind]["map"] == 1.0
+
+
+PARAPHRASES = [
+    Example("a man plays guitar", "a man plays a guitar", 1),
+    Example("the dog runs home", "the dog runs", 1),
+    Example("a cat sleeps", "stocks fell sharply", 0),
+    Example("rain is coming", "the band played", 0),
+    Example("kids eat lunch", "kids eat their lunch", 1),
+    Example("the sun is hot", "a cold winter night", 0),
+    Example("birds fly south", "birds fly south now", 1),
+]
+
+
+def test_majority_class_and_calibrated_lexical_floors() -> None:
+    fit = PARAPHRASES + [Example("one more", "pair", 1)]  # 5 of 8 are "yes"
+    test = PARAPHRASES[:4]  # 2 "yes", 2 "no"
+    floors = compute_floors(test, BINARY, fit_examples=fit, encoders=())
+    assert floors["random"] == {"accuracy": 0.5, "f1": pytest.approx(2 / 3)}
+    calibrated = Matcher.from_lexical(
+        "overlap", task=Task.of(BINARY), calibration=fit
+    ).evaluate_examples(test, BINARY)
+    assert floors["overlap"] == calibrated.metrics and floors["overlap"]["accuracy"] == 1.0
+    assert "bm25" in floors
+    majority_no = compute_floors(test, BINARY, fit_examples=PARAPHRASES[2:4], encoders=())
+    assert majority_no["random"] == {"accuracy": 0.5, "f1": 0.0}
+
+
+def test_without_fitting_pairs_or_with_many_classes_floors_are_left_out() -> None:
+    assert compute_floors(PARAPHRASES, BINARY, encoders=()) == {}
+    three = ClassificationProtocol(name="toy-3", num_classes=3)
+    fit = [Example("a", "b", i % 3) for i in range(7)]
+    floors = compute_floors(PARAPHRASES[:3], three, fit_examples=fit, encoders=())
+    assert list(floors) == ["random"]  # one similarity cannot separate 3 classes
+
+
+def test_regression_floors() -> None:
+    fit = [Example(e.left, e.right, 4.0 * e.label + 0.5) for e in PARAPHRASES]
+    test = fit[:4]
+    gold = np.array([e.label for e in test])
+    mean = np.mean([e.label for e in fit])
+    floors = compute_floors(test, STS, fit_examples=fit, encoders=())
+    assert floors["random"]["pearson"] == 0.0 and floors["random"]["spearman"] == 0.0
+    assert floors["random"]["mse"] == pytest.approx(float(np.mean((mean - gold) ** 2)), rel=1e-5)
+    assert floors["overlap"]["pearson"] > 0.9 and "bm25" in floors
+    unfitted = compute_floors(test, STS, encoders=())  # overlap's [0, 1] onto [0, 5]; no bm25
+    assert list(unfitted) == ["overlap"]
+
+
+def test_floors_skip_an_encoder_that_is_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+
+    def missing(source: str, **_: object) -> Matcher:
+        calls.append(source)
+        if source == "gone":
+            raise ImportError("No module named 'transformers'")
+        raise FileNotFoundError(f"encoder {source!r} is not installed")
+
+    monkeypatch.setattr(floors_module.Matcher, "from_encoder", staticmethod(missing))
+    floors = compute_floors(_ranking_split(3, 3), RANKING, encoders=("minilm-l6", "gone"))
+    assert calls == ["minilm-l6", "gone"] and list(floors) == ["random", "overlap", "bm25"]
+    calls.clear()
+    compute_floors(_ranking_split(3, 3), RANKING, encoders=("minilm-l6",), max_encoder_pairs=8)
+    assert calls == []  # 9 pairs > 8: the encoder is not even built
+
+
+@pytest.fixture(scope="module")
+def encoder_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_tiny_encoder(tmp_path_factory.mktemp("enc") / "tiny-bert")
+
+
+def test_encoder_floor_embeds_each_text_once_and_matches_the_matcher(encoder_dir: Path) -> None:
+    source = str(encoder_dir)
+    matcher = Matcher.from_encoder(source)
+    pairs = [("how are glacier caves formed ?", r) for r in ("a cave is in the ice", "war", "")]
+    pairs.append(("the man runs", "a dog runs"))
+    np.testing.assert_allclose(encoder_cosines(matcher, pairs), matcher.score(pairs), atol=1e-5)
+    examples = _ranking_split(3, 3)
+    floors = compute_floors(examples, RANKING, lexical=(), encoders=(source,))
+    expected = matcher.evaluate_examples(examples, RANKING).metrics
+    assert floors[f"{source} zero-shot"] == pytest.approx(expected)
+    fit = PARAPHRASES
+    binary = compute_floors(PARAPHRASES[:4], BINARY, fit_examples=fit, encoders=(source,))
+    calibrated = Matcher.from_encoder(source, task=Task.of(BINARY), calibration=fit)
+    assert binary[f"{source} zero-shot"] == calibrated.evaluate_examples(fit[:4], BINARY).metrics
+
+
+def test_format_floors() -> None:
+    floors = {
+        "random": {"map": 0.0951, "mrr": 0.1},
+        "bm25": {"map": 0.4554},
+        "minilm-l6 zero-shot": {"map": 0.8333},
+    }
+    assert format_floors(floors, "map") == [
+        "floors (test map): random .095  bm25 .455  minilm-l6 zero-shot .833"
+    ]
+    assert format_floors({"random": {"mse": 2.3344}}, "mse", where="dev") == [
+        "floors (dev mse): random 2.334"
+    ]
+    assert format_floors({"random": {"pearson": -0.0123}}, "pearson") == [
+        "floors (test pearson): random -.012"
+    ]
+    assert format_floors({}, "map") == []
