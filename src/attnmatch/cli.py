@@ -207,6 +207,19 @@ def train(
     out.print(f"model saved to [bold]{escape(str(result.model_dir))}[/bold]")
 
 
+def _warn_unknown(matcher: Any, texts: list[str], where: str) -> None:
+    """A one-line warning when many tokens of `texts` are unknown to the model's vocabulary
+    (`attnmatch.inputs.unknown_note`); silent for inputs that cannot tell."""
+    from attnmatch.inputs import unknown_note
+
+    try:
+        note = unknown_note(matcher.inputs, texts, where)
+    except NotImplementedError:
+        return
+    if note:
+        err.print(f"[yellow]warning:[/yellow] {escape(note)}", highlight=False)
+
+
 def _own_pairs(overrides: dict[str, Any]) -> bool:
     """Whether the command trains on the user's own pairs (--dataset pairs or pairs:FOLDER)."""
     dataset = str(overrides.get("data", {}).get("dataset", ""))
@@ -414,7 +427,9 @@ def rank(
     texts, lines, source = _read_candidates(candidates)
     if not texts:
         raise ValueError(f"no candidates in {source} (expected one non-empty line per candidate)")
-    ranked = load_matcher(model_dir).rank(query, texts, top_k=top_k)
+    matcher = load_matcher(model_dir)
+    _warn_unknown(matcher, [query, *texts], "the query and candidates")
+    ranked = matcher.rank(query, texts, top_k=top_k)
     if fmt is _RankFormat.json:
         for i, r in enumerate(ranked, 1):
             row = {"rank": i, "index": r.index, "line": lines[r.index], "score": r.score}

@@ -145,6 +145,19 @@ class Matcher:
 
         config = TransformerInputsConfig(source=source, layer=layer, max_length=max_length)
         cosine = cls.untrained("bi_encoder", inputs=config, task=Task(kind="ranking"))
+        return cls.with_cosine_head(cosine, task=task, calibration=calibration, metric=metric)
+
+    @classmethod
+    def with_cosine_head(
+        cls,
+        cosine: Matcher,
+        *,
+        task: Task | None = None,
+        calibration: Calibration | None = None,
+        metric: str = "accuracy",
+    ) -> Matcher:
+        """A bi-encoder ranking by cosine (`cosine`), read as `task` through a calibrated,
+        weightless head (`from_encoder` has the arguments)."""
         task = _zero_shot_task(task, calibration)
         if task.kind == "ranking":
             return cosine
@@ -241,7 +254,7 @@ class Matcher:
         train: Any,
         dev: Any = None,
         *,
-        model: str = "amvlstm_q",
+        model: str | None = None,
         inputs: str | dict[str, Any] | None = None,
         task: str | None = None,
         epochs: int | None = None,
@@ -256,7 +269,9 @@ class Matcher:
             train, dev: lists of (left, right, label) tuples, pandas DataFrames with columns
                 left, right, label (and optionally group), or a dataset name ("wikiqa"). With
                 no dev split nothing is selected: the last epoch is kept.
-            model: a preset or model type.
+            model: a preset or model type; default: for your own pairs the fine-tuned MiniLM
+                bi-encoder ("minilm_bi_encoder") when the minilm extra is installed, else
+                and for a dataset name "amvlstm_q".
             inputs: the model's own by default (GloVe 6B 50d word vectors for most models,
                 trigrams for DSSM and CDSSM, MiniLM for the MiniLM presets); or
                 "glove-6b-50d", "random" (trained word vectors), "trigrams", "minilm-l6", a
@@ -424,8 +439,10 @@ class Matcher:
         data_dir: str | Path | None = None,
         **options: Any,
     ) -> Report:
-        """Evaluates on a dataset split ("wikiqa:test"; the split defaults to test) under its
-        official protocol.
+        """Evaluates on a dataset split ("wikiqa:test", "pairs:FOLDER:test"; the split defaults
+        to test) under its official protocol, read with this model's task: your own pairs are
+        read as the model's task, and a classifier on a ranking split whose labels are its
+        classes (0/1 relevance) is scored as a classifier (accuracy, F1), not by MAP.
 
         Raises:
             ValueError: the split has no protocol, or this model's task cannot be evaluated on
@@ -434,11 +451,41 @@ class Matcher:
         from attnmatch.data.datasets import load_split, resolve_dataset_ref
 
         name, split_name, folder = resolve_dataset_ref(dataset, default_split="test")
+        if name == "pairs" and "task" not in options:
+            options = {**options, "task": self.task.kind}
         split = load_split(name, split_name, data_dir=folder or data_dir, **options)
         if split.protocol is None:
             raise ValueError(f"{name}:{split_name} has no evaluation protocol")
-        self.task.check_evaluable(split.task, f"{name}:{split_name}", split.protocol)
-        return self.evaluate_examples(split.examples, split.protocol)
+        where = f"{name}:{split_name}"
+        protocol: Protocol = split.protocol
+        if self.task.kind == "classification" and split.task == "ranking":
+            protocol = self._as_classification(split.examples, protocol, where)
+        self.task.check_evaluable(protocol.task, where, protocol)
+        return self.evaluate_examples(split.examples, protocol)
+
+    def _as_classification(
+        self, examples: Sequence[Example], protocol: Protocol, where: str
+    ) -> Protocol:
+        """A ranking split's relevance labels read as this classifier's classes."""
+        from attnmatch.data.protocol import ClassificationProtocol
+
+        n = len(self.task.class_names)
+        labels = {float(e.label) for e in examples}
+        if not labels <= {float(i) for i in range(n)}:
+            raise ValueError(
+                f"a classification model of {n} classes cannot be evaluated on {where}: its "
+                f"labels {sorted(labels)[:5]} are not class indices 0..{n - 1}; rank with a "
+                "ranking model, or evaluate on a classification split"
+            )
+        metrics = ("accuracy", "f1", "macro_f1") if n == 2 else ("accuracy", "macro_f1")
+        return ClassificationProtocol(
+            name=f"{protocol.name} read as classification",
+            num_classes=n,
+            class_names=self.task.class_names,
+            metrics=metrics,
+            primary=metrics[1],
+            description=f"{where}'s relevance labels scored as classes of this classifier",
+        )
 
     def evaluate_examples(self, examples: Sequence[Example], protocol: Protocol) -> Report:
         """The protocol's metrics of this matcher on `examples` (`report_from_outputs`).

@@ -312,3 +312,45 @@ def test_encoder_lr_gives_the_fine_tuned_encoder_its_own_rate(encoder_dir: Path)
     assert len(make_optimizer(build_experiment(untuned).model, untuned.train).param_groups) == 1
     with pytest.raises(ConfigError, match="encoder_lr"):
         experiment(encoder_dir, encoder_lr=0.0)
+
+
+def test_zero_shot_bi_encoder_on_classification_uses_a_calibrated_cosine(
+    encoder_dir: Path, tmp_path: Path
+) -> None:
+    """epochs = 0 on a classification split: the cosine read through a threshold fitted on
+    train, never an untrained (random) classifier; two seeds give the same model."""
+    outputs = []
+    for seed in (1, 2):
+        exp = ExperimentConfig.from_dict(
+            {
+                "model": "bi_encoder",
+                "inputs": {"kind": "transformer", "source": str(encoder_dir)},
+                "data": {
+                    "dataset": "pairs",
+                    "data_dir": str(FIXTURE),
+                    "options": {"task": "classification"},
+                },
+                "train": {"epochs": 0, "seed": seed, "floors": "none"},
+            }
+        )
+        built = build_experiment(exp)
+        config = built.model.config
+        assert config.cosine_logits and built.model.classifier is None
+        outputs.append(built.matcher.predict(built.dev.data))  # type: ignore[union-attr]
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+
+
+def test_a_classifier_is_evaluated_as_a_classifier_on_ranking_pairs(
+    encoder_dir: Path, tmp_path: Path
+) -> None:
+    """A classifier evaluated on 0/1 ranking pairs gets accuracy and F1, not MAP."""
+    from attnmatch.matcher import Matcher
+    from attnmatch.tasks import Task
+
+    clf = Matcher.untrained(
+        "bi_encoder",
+        inputs={"kind": "transformer", "source": str(encoder_dir)},
+        task=Task(kind="classification", class_names=("0", "1")),
+    )
+    report = clf.evaluate(f"pairs:{FIXTURE}:test")
+    assert "accuracy" in report.metrics and "map" not in report.metrics

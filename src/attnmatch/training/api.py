@@ -82,7 +82,7 @@ def fit_matcher(
     train: Any,
     dev: Any,
     *,
-    model: str,
+    model: str | None,
     inputs: Any,
     task: str | None,
     epochs: int | None,
@@ -100,6 +100,10 @@ def fit_matcher(
             f"train={train!r} names a dataset: its own dev split and task are used, so dev and "
             "task must not be given (pass pairs to choose them)"
         )
+    if model is None:
+        from attnmatch.training.config import OWN_DATA_FALLBACK, own_data_model
+
+        model = OWN_DATA_FALLBACK if isinstance(train, str) else own_data_model()[0]
     base: dict[str, Any] = {"model": model, "train": train_settings}
     if inputs is not None:
         base["inputs"] = parse_inputs(inputs, default=default_inputs(model))

@@ -151,10 +151,23 @@ def experiment_from_splits(
         num_outputs=task.num_outputs(loss),
         overrides=config.model_overrides,
     )
+    zero_shot = config.train.epochs == 0 and task.kind != "ranking" and model_type == "bi_encoder"
+    if zero_shot:  # no head is trained: the cosine, calibrated on train (never a random head)
+        model_config = dataclasses.replace(model_config, num_outputs=1)
     model = build_model(model_type, model_config)
     inputs.init_encoder(input_layer(model))
     inputs.enable_cache(input_layer(model))  # frozen encoders: each text encoded once
     matcher = Matcher(model=model, model_type=model_type, inputs=inputs, task=task)
+    if zero_shot:
+        cosine = Matcher(
+            model=model, model_type=model_type, inputs=inputs, task=Task(kind="ranking")
+        )
+        metric = config.train.select_metric or (dev or train).protocol.primary  # type: ignore[union-attr]
+        metric = metric if metric in ("accuracy", "f1", "macro_f1") else "accuracy"
+        matcher = Matcher.with_cosine_head(
+            cosine, task=task, calibration=train.examples, metric=metric
+        )
+        inputs.enable_cache(input_layer(matcher.model))
     matcher.batch_size = config.train.eval_batch_size
     dev_split = _eval_split(matcher, dev)
     _check_select_metric(config, dev_split)
