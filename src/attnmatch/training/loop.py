@@ -245,8 +245,8 @@ def never_improved(exp: Experiment, state: TrainState) -> str | None:
     metric = selection_metric(exp)
     return (
         f"[yellow]warning:[/yellow] dev {metric} never beat its first evaluation (epoch "
-        f"{state.best_epoch}) in {len(evaluated)} evaluations: the model may have learned "
-        "nothing; compare it with the floors"
+        f"{state.best_epoch}) in {len(evaluated)} evaluations: training after it added "
+        "nothing, and the model may have learned nothing at all; compare it with the floors"
     )
 
 
