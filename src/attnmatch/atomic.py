@@ -8,23 +8,13 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     """Writes `data` to `path` through a temporary file in the same folder and `os.replace`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with _replacing(path, "wb") as f:
+        f.write(data)
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
@@ -35,11 +25,22 @@ def write_text_atomic(path: str | Path, text: str) -> None:
 def open_text_atomic(path: str | Path) -> Iterator[TextIO]:
     """A UTF-8 text file to write in pieces (e.g. a stream of results); it replaces `path`
     through `os.replace` when the body succeeds, and is removed when the body raises."""
+    with _replacing(path, "w") as f:
+        yield f
+
+
+@contextmanager
+def _replacing(path: str | Path, mode: str) -> Iterator[Any]:
+    """A temporary file beside `path`, opened in `mode`, flushed to disk and moved onto `path`
+    when the body succeeds; removed when it raises."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    binary = "b" in mode
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+        with os.fdopen(
+            fd, mode, encoding=None if binary else "utf-8", newline=None if binary else ""
+        ) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())

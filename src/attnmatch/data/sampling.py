@@ -20,6 +20,16 @@ def epoch_rng(seed: int, epoch: int) -> np.random.Generator:
     return np.random.default_rng([seed, epoch])
 
 
+def sort_in_pools(rows: np.ndarray, cost: np.ndarray, pool: int) -> np.ndarray:
+    """Length bucketing: `rows` (in place) sorted by `cost` within consecutive pools of
+    `pool` rows (a stable sort; pool <= 0 leaves them as they are)."""
+    if pool > 0:
+        for start in range(0, len(rows), pool):
+            block = slice(start, start + pool)
+            rows[block] = rows[block][np.argsort(cost[block], kind="stable")]
+    return rows
+
+
 class RankingGroupSampler:
     """Groups of one positive and k negatives of the same query, `groups_per_batch` a batch.
 
@@ -89,10 +99,7 @@ class RankingGroupSampler:
         table = table[rng.permutation(len(table))]
         if self.bucket_pool > 0:
             cost = self._lengths[table].max(axis=1)  # (G,)
-            pool = self.groups_per_batch * self.bucket_pool
-            for start in range(0, len(table), pool):
-                block = slice(start, start + pool)
-                table[block] = table[block][np.argsort(cost[block], kind="stable")]
+            sort_in_pools(table, cost, self.groups_per_batch * self.bucket_pool)
         batches = [
             table[i : i + self.groups_per_batch]
             for i in range(0, len(table), self.groups_per_batch)
@@ -124,10 +131,7 @@ class PairBatchSampler:
         rng = epoch_rng(self.seed, epoch)
         order = rng.permutation(self._n)
         if self.bucket_pool > 0:
-            pool = self.batch_size * self.bucket_pool
-            for start in range(0, self._n, pool):
-                block = order[start : start + pool]
-                order[start : start + pool] = block[np.argsort(self._lengths[block], kind="stable")]
+            sort_in_pools(order, self._lengths[order], self.batch_size * self.bucket_pool)
         batches = [order[i : i + self.batch_size] for i in range(0, self._n, self.batch_size)]
         return [batches[i] for i in rng.permutation(len(batches))]
 
@@ -265,10 +269,7 @@ class SampledNegativesSampler:
             cost = np.maximum(
                 self._lengths[self.base.left[positives]], self._lengths[self.base.right[positives]]
             )
-            pool = self.groups_per_batch * self.bucket_pool
-            for start in range(0, len(positives), pool):
-                block = slice(start, start + pool)
-                positives[block] = positives[block][np.argsort(cost[block], kind="stable")]
+            sort_in_pools(positives, cost, self.groups_per_batch * self.bucket_pool)
         chunks = [
             positives[i : i + self.groups_per_batch]
             for i in range(0, len(positives), self.groups_per_batch)
