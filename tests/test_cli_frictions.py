@@ -307,3 +307,23 @@ def test_install_hints_for_other_optional_modules() -> None:
     assert hint("numpy") == "x"  # not an optional module: no hint
     already = ImportError("needs it: pip install 'attnmatch[plot]'", name="matplotlib")
     assert cli._with_install_hint(already, str(already)) == str(already)
+
+
+def test_rank_and_score_warn_about_words_the_model_does_not_know(
+    ranker: Path, tmp_path: Path
+) -> None:
+    """The tiny model knows w1..w9 only: python, password and app are unknown."""
+    src = tmp_path / "cands.txt"
+    src.write_text("python password app\nw1 w2\n", encoding="utf-8")
+    ranked = runner.invoke(app, ["rank", str(ranker), "-q", "w1 app", "-c", str(src)])
+    assert ranked.exit_code == 0, ranked.output
+    assert "unknown to this model's vocabulary" in _flat(ranked.output)
+    assert "python" in _flat(ranked.output)
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("w1 app\tpython password\n", encoding="utf-8")
+    scored = runner.invoke(app, ["score", str(ranker), str(pairs)])
+    assert scored.exit_code == 0 and "unknown to this model's vocabulary" in _flat(scored.output)
+    known = tmp_path / "known.tsv"
+    known.write_text("w1 w2\tw3 w4\n", encoding="utf-8")
+    quiet = runner.invoke(app, ["score", str(ranker), str(known)])
+    assert "unknown" not in quiet.output

@@ -491,20 +491,27 @@ def score(
     path = pairs_file if pairs_file is not None else pairs
     with PairsFile(path) as records:
         matcher = load_matcher(model_dir)
+
+        def warn(chunk: list[Any]) -> None:
+            texts = [t for r in chunk for t in (r.left, r.right)]
+            _warn_unknown(matcher, texts, "the pairs")
+
         if output is None:
-            for chunk in score_chunks(matcher, records):
+            for chunk in score_chunks(matcher, records, on_first=warn):
                 sys.stdout.write("".join(format_score(v) + "\n" for v in chunk.scores))
                 sys.stdout.flush()
             return
         if not err.is_terminal:
-            count = write_scored(matcher, records, output)
+            count = write_scored(matcher, records, output, on_first=warn)
         else:
             from rich.progress import MofNCompleteColumn, Progress, TimeElapsedColumn
 
             columns = (*Progress.get_default_columns(), MofNCompleteColumn(), TimeElapsedColumn())
             with Progress(*columns, console=err, transient=True) as bar:
                 task = bar.add_task("scoring pairs", total=_count_lines(path))
-                count = write_scored(matcher, records, output, on_chunk=partial(bar.advance, task))
+                count = write_scored(
+                    matcher, records, output, on_chunk=partial(bar.advance, task), on_first=warn
+                )
     err.print(f"{count} pairs scored into {escape(str(output))}", highlight=False)
 
 

@@ -204,19 +204,34 @@ def _numbered_lines(
 
 
 def score_chunks(
-    matcher: Matcher, records: Iterator[PairRecord] | PairsFile, chunk_size: int = CHUNK_SIZE
+    matcher: Matcher,
+    records: Iterator[PairRecord] | PairsFile,
+    chunk_size: int = CHUNK_SIZE,
+    *,
+    on_first: Callable[[list[PairRecord]], None] | None = None,
 ) -> Iterator[ScoredChunk]:
-    """Scores records `chunk_size` at a time, one forward pass per chunk for scores and labels."""
+    """Scores records `chunk_size` at a time, one forward pass per chunk for scores and labels.
+
+    Args:
+        on_first: called with the first chunk before it is scored (e.g. to warn about words
+            the model does not know).
+    """
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     classify = matcher.task.kind == "classification"
     chunk: list[PairRecord] = []
+    first = True
     for record in records:
         chunk.append(record)
         if len(chunk) == chunk_size:
+            if first and on_first is not None:
+                on_first(chunk)
+            first = False
             yield _score(matcher, chunk, classify)
             chunk = []
     if chunk:
+        if first and on_first is not None:
+            on_first(chunk)
         yield _score(matcher, chunk, classify)
 
 
@@ -238,12 +253,14 @@ def write_scored(
     *,
     chunk_size: int = CHUNK_SIZE,
     on_chunk: Callable[[int], None] | None = None,
+    on_first: Callable[[list[PairRecord]], None] | None = None,
 ) -> int:
     """Scores every pair of `pairs` into `output`: JSONL when its name ends in .jsonl, TSV
     otherwise (columns in the module docstring); `output` is replaced only when all went well.
 
     Args:
         on_chunk: called with the number of pairs of each chunk once it is written.
+        on_first: as `score_chunks`.
 
     Returns:
         The number of pairs scored.
@@ -258,7 +275,7 @@ def write_scored(
     with open_text_atomic(output) as f:
         if not as_jsonl:
             f.write("\t".join(["left", "right", *extra, score_key] + [label_key] * classify) + "\n")
-        for chunk in score_chunks(matcher, pairs, chunk_size):
+        for chunk in score_chunks(matcher, pairs, chunk_size, on_first=on_first):
             lines = []
             for i, record in enumerate(chunk.records):
                 predicted: dict[str, Any] = {score_key: float(format_score(chunk.scores[i]))}

@@ -51,3 +51,16 @@ def test_preset_recipe_fills_only_defaults():
     assert (regression.model_overrides["scale"], regression.model_overrides["shift"]) == (5.0, 0.0)
     plain = ExperimentConfig.from_dict({"model": "amvlstm_q"})
     assert with_recipe(plain, Task(kind="ranking")) == plain
+
+
+def test_a_result_below_its_best_floor_is_a_warning():
+    from attnmatch.training.loop import below_floor
+
+    floors = {"random": {"map": 0.09}, "bm25": {"map": 0.46}, "overlap": {"map": 0.34}}
+    warning = below_floor("map", 0.225, floors)
+    assert warning is not None and "bm25 floor 0.4600" in warning and "0.2250" in warning
+    assert below_floor("map", 0.9, floors) is None
+    # smaller is better: mse below the mean's is fine, above it is not
+    assert below_floor("mse", 0.7, {"random": {"mse": 2.6}}) is None
+    assert below_floor("mse", 3.0, {"random": {"mse": 2.6}}) is not None
+    assert below_floor("f1", 0.5, {"random": {"accuracy": 0.55}}) is None  # no such floor

@@ -238,15 +238,32 @@ def budget_lines(exp: Experiment, sampler: Sampler, budget: Budget) -> list[str]
 
 
 def never_improved(exp: Experiment, state: TrainState) -> str | None:
-    """A warning when dev was evaluated more than once and never beat its first evaluation."""
+    """A note when dev was evaluated more than once and the first evaluation stayed the best."""
     evaluated = [h for h in state.history if h.get("dev")]
     if exp.dev is None or len(evaluated) < 2 or state.best_epoch != evaluated[0]["epoch"]:
         return None
     metric = selection_metric(exp)
     return (
-        f"[yellow]warning:[/yellow] dev {metric} never beat its first evaluation (epoch "
-        f"{state.best_epoch}) in {len(evaluated)} evaluations: training after it added "
-        "nothing, and the model may have learned nothing at all; compare it with the floors"
+        f"dev {metric} was best at its first evaluation (epoch {state.best_epoch}); the "
+        f"{len(evaluated) - 1} later evaluations did not improve it"
+    )
+
+
+def below_floor(
+    metric: str, value: float, floors: dict[str, dict[str, float]], where: str = "dev"
+) -> str | None:
+    """A warning when `value` of `metric` does not beat the best no-training floor."""
+    better = greater_is_better(metric)
+    scored = {name: m[metric] for name, m in floors.items() if metric in m}
+    if not scored:
+        return None
+    name = (max if better else min)(scored, key=lambda n: scored[n])
+    floor = scored[name]
+    if (value > floor) if better else (value < floor):
+        return None
+    return (
+        f"[yellow]warning:[/yellow] {where} {metric} {value:.4f} does not beat the {name} "
+        f"floor {floor:.4f}: the model learned less than that baseline, which needs no training"
     )
 
 

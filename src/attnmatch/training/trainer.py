@@ -28,7 +28,14 @@ from attnmatch.matcher import Matcher
 from attnmatch.models import input_layer
 from attnmatch.training.config import ExperimentConfig
 from attnmatch.training.experiment import Experiment, build_experiment
-from attnmatch.training.loop import evaluate_split, fit, never_improved, select, selection_metric
+from attnmatch.training.loop import (
+    below_floor,
+    evaluate_split,
+    fit,
+    never_improved,
+    select,
+    selection_metric,
+)
 from attnmatch.training.optim import make_optimizer
 from attnmatch.training.run_dir import RunDir, TrainResult, TrainState, environment
 
@@ -97,8 +104,8 @@ def train(
             select(exp, state, 0, run)
         if optimizer is not None:
             fit(exp, optimizer, state, run, console=console, progress=progress, wall_start=start)
-            if (warning := never_improved(exp, state)) is not None:
-                console.print(warning, highlight=False)
+            if (stalled := never_improved(exp, state)) is not None:
+                console.print(stalled, highlight=False, markup=False)
         return _finish(exp, state, run, start, console)
 
 
@@ -125,6 +132,11 @@ def _finish(
     dev = evaluate_split(exp_best, exp.dev) if exp.dev is not None else None
     test = evaluate_split(exp_best, exp.test) if exp.test is not None else None
     floors = run_floors(exp, console)
+    if dev is not None and floors.get("dev"):
+        metric = selection_metric(exp)
+        warning = below_floor(metric, dev.metrics[metric], floors["dev"])
+        if warning is not None:
+            console.print(warning, highlight=False)
     env = environment()
     result = TrainResult(
         output_dir=run.path,
