@@ -531,3 +531,42 @@ def test_print_metrics_with_different_per_group_keys_per_split(capsys) -> None:
     )
     text = capsys.readouterr().out
     assert "0.7000" in text and "0.4000" in text and "—" in text
+
+
+def test_fit_ranks_a_positive_only_dev_against_all_its_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Questions with their answers only: dev ranks each question among every dev answer
+    (3 questions x 3 answers), not against its one answer (a MAP of 1 whatever the model)."""
+    import attnmatch.training.api as api
+
+    seen = {}
+    original = api.experiment_from_splits
+
+    def spy(config, train, dev, test, **kwargs):  # type: ignore[no-untyped-def]
+        seen["dev"] = dev
+        return original(config, train, dev, test, **kwargs)
+
+    monkeypatch.setattr(api, "experiment_from_splits", spy)
+    answers = ["reset it from the sign in page", "the app works offline", "pro costs 8 dollars"]
+    train = [
+        (f"{q} {i}", a, 1)
+        for i in range(3)
+        for q, a in zip(["pw", "app", "price"], answers, strict=True)
+    ]
+    dev = [("pw question", answers[0], 1), ("app question", answers[1], 1), ("cost", answers[2], 1)]
+    matcher = Matcher.fit(
+        train,
+        dev,
+        model="mvlstm",
+        inputs="random",
+        epochs=1,
+        batch_size=2,
+        num_negatives=1,
+        output_dir=tmp_path / "run",
+        floors="none",
+    )
+    assert matcher.task.kind == "ranking"
+    examples = seen["dev"].examples
+    assert len(examples) == 9 and sum(ex.label for ex in examples) == 3
+    assert {(ex.left, ex.right) for ex in examples} == {(q, a) for q, _, _ in dev for a in answers}

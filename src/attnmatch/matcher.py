@@ -99,6 +99,12 @@ class Matcher:
         header = files.header
         model_type = header["model_type"]
         model = build_model(model_type, model_config_from_dict(model_type, header["config"]))
+        if "features" in header:  # exact-match features added to the model's outputs
+            from attnmatch.nn.overlap import WithOverlapFeatures
+
+            size = int(header["features"]["overlap"])
+            inner_config: Any = model.config
+            model = WithOverlapFeatures(model, inner_config.num_outputs, torch.zeros(size))
         model_dir.load_weights(model, files)
         model.to(device).eval()
         return cls(
@@ -308,11 +314,14 @@ class Matcher:
         """
         if _text_scorer(self.model) is not None:
             self.inputs.save(Path(path))  # raises the one-line reason
-        header = {
+        header: dict[str, Any] = {
             "model_type": self.model_type,
             "config": model_dir.config_dict(self.model),
             "task": self.task.to_dict(),
         }
+        idf_size = getattr(self.model, "idf_size", None)
+        if idf_size is not None:
+            header["features"] = {"overlap": idf_size}
         return model_dir.write(
             Path(path),
             header=header,

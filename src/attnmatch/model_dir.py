@@ -28,6 +28,7 @@ from attnmatch.atomic import atomic_directory, write_text_atomic
 FORMAT = "attnmatch.model/2"
 FORMAT_V1 = "attnmatch.model/1"
 _KEYS = {"format", "attnmatch_version", "model_type", "config", "task", "inputs"}
+_KEYS_OPTIONAL = frozenset({"features"})  # {"overlap": idf size}: `nn.overlap` features
 _KEYS_V1 = {"format", "attnmatch_version", "model_type", "config", "task", "tokenizer"}
 _KEYS_V1_OPTIONAL = {"label_space"}
 
@@ -112,7 +113,9 @@ def read(path: str | Path) -> ModelFiles:
             "model or load it with the attnmatch version that wrote it"
         )
     _check_keys(
-        config_path, header, *((_KEYS_V1, _KEYS_V1_OPTIONAL) if fmt == FORMAT_V1 else (_KEYS,))
+        config_path,
+        header,
+        *((_KEYS_V1, _KEYS_V1_OPTIONAL) if fmt == FORMAT_V1 else (_KEYS, _KEYS_OPTIONAL)),
     )
     metrics: dict[str, Any] = {}
     if (path / "metrics.json").is_file():

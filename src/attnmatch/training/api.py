@@ -14,6 +14,7 @@ import torch
 
 from attnmatch import configs
 from attnmatch.data.datasets import Split
+from attnmatch.data.datasets.pairs import expand_positive_only
 from attnmatch.data.labels import Labels, LabelScheme, choose_task, read_labels
 from attnmatch.data.schema import Example
 from attnmatch.inputs import parse_inputs
@@ -137,7 +138,12 @@ def _fit(
     texts, labels = read_pairs(train, "train")
     scheme = choose_task(labels, [group for _, _, group in texts], task=task or "auto")
     train_split = _split(_labelled(texts, labels, scheme, "train"), "train", scheme)
-    dev_split = None if dev is None else _split(as_examples(dev, "dev", scheme), "dev", scheme)
+    dev_split = None
+    if dev is not None:
+        dev_examples = as_examples(dev, "dev", scheme)
+        if scheme.task == "ranking":  # questions with their answers only: rank among all
+            dev_examples, _ = expand_positive_only(dev_examples, "dev")
+        dev_split = _split(dev_examples, "dev", scheme)
     config = _config(base, DataConfig(dataset="pairs", test_split=None))
     exp = experiment_from_splits(config, train_split, dev_split, None)
     return Matcher.load(train_run(config, out, progress=progress, experiment=exp).model_dir)

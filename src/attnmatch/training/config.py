@@ -204,10 +204,13 @@ class ExperimentConfig:
     """Everything a training run needs; `to_dict` of it is recorded with every result.
 
     `inputs` None means the model's own default inputs (`attnmatch.models.default_inputs`).
+    `overlap_features` adds exact-match features to the model's outputs
+    (`attnmatch.nn.overlap.WithOverlapFeatures`, idf from the training split).
     """
 
     model: str = "amvlstm_q"
     model_overrides: dict[str, Any] = field(default_factory=dict)
+    overlap_features: bool = False
     inputs: InputsConfig | None = None
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)

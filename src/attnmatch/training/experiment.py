@@ -172,11 +172,19 @@ def experiment_from_splits(
     dev_split = _eval_split(matcher, dev)
     _check_select_metric(config, dev_split)
     notes = [n for split in (train, dev, test) if split is not None for n in split_notes(split)]
+    encoded_train = matcher.encode(train.examples)
+    if config.overlap_features:
+        from attnmatch.nn.overlap import WithOverlapFeatures, idf_table
+
+        wrapped = WithOverlapFeatures(
+            matcher.model, task.num_outputs(loss), idf_table(encoded_train.texts)
+        )
+        matcher = dataclasses.replace(matcher, model=wrapped)
     return Experiment(
         config=config,
         matcher=matcher,
         loss=loss,
-        train=matcher.encode(train.examples),
+        train=encoded_train,
         dev=dev_split,
         test=_eval_split(matcher, test),
         train_texts=distinct_texts(train.examples),
