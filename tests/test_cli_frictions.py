@@ -327,3 +327,40 @@ def test_rank_and_score_warn_about_words_the_model_does_not_know(
     known.write_text("w1 w2\tw3 w4\n", encoding="utf-8")
     quiet = runner.invoke(app, ["score", str(ranker), str(known)])
     assert "unknown" not in quiet.output
+
+
+@pytest.mark.parametrize("installed", [True, False])
+def test_own_pairs_default_model(
+    installed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No --model on your own pairs: the fine-tuned MiniLM bi-encoder, or without the minilm
+    extra aMV-LSTM (Q) with exact-match features; both said in one line."""
+    import importlib.util
+
+    import attnmatch.training as training
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: (
+            (real(name, *a) if installed else None)
+            if name == "all_minilm_l6_v2"
+            else real(name, *a)
+        ),
+    )
+    seen = {}
+
+    def fake_train(config, output, **kwargs):  # type: ignore[no-untyped-def]
+        seen["config"] = config
+        raise SystemExit(0)
+
+    monkeypatch.setattr(training, "train", fake_train)
+    result = runner.invoke(app, ["train", "--dataset", f"pairs:{FIXTURE}", "-o", str(tmp_path)])
+    config = seen["config"]
+    if installed:
+        assert config.model == "minilm_bi_encoder" and not config.overlap_features
+    else:
+        assert config.model == "amvlstm_q" and config.overlap_features
+        assert "attnmatch[minilm]" in _flat(result.output)
+    assert f"model: {config.model}" in _flat(result.output)

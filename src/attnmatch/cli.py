@@ -173,11 +173,13 @@ def train(
         if value is not None:
             overrides = _merge_key(overrides, key, value)
     if config is None and "model" not in overrides and _own_pairs(overrides):
-        from attnmatch.training.config import own_data_model
+        from attnmatch.training.config import OWN_DATA_FALLBACK, own_data_model
 
         chosen, why = own_data_model()
         err.print(why, highlight=False, markup=False)
         overrides = _merge_key(overrides, "model", chosen)
+        if chosen == OWN_DATA_FALLBACK and "overlap_features" not in overrides:
+            overrides = _merge_key(overrides, "overlap_features", True)
     exp = load_experiment(config, overrides) if config else ExperimentConfig.from_dict(overrides)
     if task is not None and exp.data.dataset != "pairs":
         raise typer.BadParameter(

@@ -105,7 +105,10 @@ def fit_matcher(
         from attnmatch.training.config import OWN_DATA_FALLBACK, own_data_model
 
         model = OWN_DATA_FALLBACK if isinstance(train, str) else own_data_model()[0]
-    base: dict[str, Any] = {"model": model, "train": train_settings}
+        features = not isinstance(train, str) and model == OWN_DATA_FALLBACK
+    else:
+        features = False
+    base: dict[str, Any] = {"model": model, "train": train_settings, "features": features}
     if inputs is not None:
         base["inputs"] = parse_inputs(inputs, default=default_inputs(model))
     with _caller_rng_kept():  # training seeds the global generators; the caller's come back
@@ -153,6 +156,7 @@ def _config(base: dict[str, Any], data: DataConfig) -> ExperimentConfig:
     inputs = base.get("inputs")
     return ExperimentConfig(
         model=base["model"],
+        overlap_features=base.get("features", False),
         inputs=inputs,
         data=data,
         train=configs.from_dict(TrainConfig, base["train"], path="train"),

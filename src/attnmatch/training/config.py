@@ -277,7 +277,8 @@ def own_data_model() -> tuple[str, str]:
     """The model trained on a user's own pairs when none is named, and a line saying so:
     the fine-tuned MiniLM bi-encoder where the minilm extra is installed (it beats word
     overlap and BM25 on small sets where models trained from scratch do not: docs/training.md,
-    "Your own data"), else aMV-LSTM (Q) on GloVe."""
+    "Your own data"), else aMV-LSTM (Q) on GloVe, which then adds the exact-match features
+    (`overlap_features`: better on the dev splits of all three small sets)."""
     import importlib.util
 
     from attnmatch.encoders import ENCODERS
@@ -288,8 +289,9 @@ def own_data_model() -> tuple[str, str]:
             "--model to choose another)"
         )
     return OWN_DATA_FALLBACK, (
-        f"model: {OWN_DATA_FALLBACK} (the default for your own pairs without MiniLM; "
-        "pip install 'attnmatch[minilm]' for the better default, a fine-tuned MiniLM)"
+        f"model: {OWN_DATA_FALLBACK} with exact-match features (the default for your own pairs "
+        "without MiniLM; pip install 'attnmatch[minilm]' for the better default, a fine-tuned "
+        "MiniLM)"
     )
 
 
