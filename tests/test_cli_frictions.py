@@ -364,3 +364,35 @@ def test_own_pairs_default_model(
         assert config.model == "amvlstm_q" and config.overlap_features
         assert "attnmatch[minilm]" in _flat(result.output)
     assert f"model: {config.model}" in _flat(result.output)
+
+
+@pytest.mark.parametrize(
+    "error, shown",
+    [
+        (FileNotFoundError("runs/x/model: no config.json"), "error: runs/x/model: no config.json"),
+        (PermissionError(13, "Permission denied"), "Permission denied"),
+        (
+            RuntimeError("size mismatch\nfor weight"),
+            "error: RuntimeError: size mismatch for weight",
+        ),
+        (KeyError("task"), "error: task"),
+        (ValueError("a [/quote] in text"), "a [/quote] in text"),
+    ],
+)
+def test_main_turns_every_error_into_one_line(
+    error: Exception, shown: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    def fail() -> None:
+        raise error
+
+    monkeypatch.setattr(cli, "app", fail)
+    monkeypatch.delenv(cli.DEBUG_ENV, raising=False)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main()
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr().err.strip()
+    assert shown in " ".join(captured.split()) and "Traceback" not in captured
+    assert len(captured.splitlines()) <= 2  # one line (a narrow terminal may wrap it)
+    monkeypatch.setenv(cli.DEBUG_ENV, "1")
+    with pytest.raises(type(error)):
+        cli.main()

@@ -890,24 +890,33 @@ def demo(
     )
 
 
+DEBUG_ENV = "ATTNMATCH_DEBUG"  # set (e.g. to 1) to see the traceback behind an error line
+
+
 def main() -> None:
-    """Entry point: turns expected errors into one clear line and exit code 2."""
+    """Entry point: every failure becomes one line on stderr and exit status 2, never a
+    traceback (`ATTNMATCH_DEBUG=1` re-raises it). Expected errors (a missing file, a bad value,
+    a config key, a missing extra, a disk error) print their message; anything else also names
+    its type."""
+    import os
+
     from attnmatch.configs import ConfigError
 
+    expected = (OSError, ValueError, KeyError, ConfigError, ImportError, EOFError)
     try:
         app()
-    except (
-        FileNotFoundError,
-        FileExistsError,
-        ValueError,
-        KeyError,
-        ConfigError,
-        ImportError,
-    ) as e:
+    except KeyboardInterrupt:
+        err.print("interrupted", highlight=False)
+        raise SystemExit(130) from None
+    except Exception as e:
+        if os.environ.get(DEBUG_ENV):
+            raise
         message = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
-        err.print(
-            f"[bold red]error:[/bold red] {escape(_with_install_hint(e, message))}", highlight=False
-        )
+        message = str(message) or type(e).__name__
+        if not isinstance(e, expected):
+            message = f"{type(e).__name__}: {message} ({DEBUG_ENV}=1 shows the traceback)"
+        line = " ".join(_with_install_hint(e, message).split())  # one line
+        err.print(f"[bold red]error:[/bold red] {escape(line)}", highlight=False)
         raise SystemExit(2) from None
 
 
