@@ -6,8 +6,15 @@ Input, a file (`.gz` is read transparently) or stdin, UTF-8, one pair per line:
 - headerless `LEFT<TAB>RIGHT` lines;
 - JSONL: one object per line with string values under "left" and "right"; other keys are kept.
 
-Blank lines are skipped and every error names the file and line (`pairs.tsv:7: ...`). Pairs are
+Blank lines are skipped, a UTF-8 byte order mark is dropped, and every error names the file and
+line (`pairs.tsv:7: ...`; `attnmatch.data.textfile` reads the files). JSON is strict: `NaN`,
+`Infinity`, numbers beyond a float and a key given twice in one object are errors. Pairs are
 read, scored and written `CHUNK_SIZE` at a time, so a file of any length runs in bounded memory.
+A score that is not finite (a broken model) stops the run at its pair's line: what is written
+is valid TSV or JSON, always.
+
+Candidates for `attnmatch rank` (`read_candidates`): one text per line, stripped, blank lines
+skipped, with the line number of each.
 
 Output: TSV (`left`, `right`, the other input columns, `score` and, for classification models,
 the predicted class `label`), or JSONL (the input object plus `score` and `label`), written to a
@@ -20,10 +27,10 @@ temporary file and moved into place at the end. An input column already called `
 
 from __future__ import annotations
 
-import gzip
+import io
 import json
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +41,13 @@ import numpy as np
 import torch
 
 from attnmatch.atomic import open_text_atomic
+from attnmatch.data.textfile import (
+    GZIP_MAGIC,
+    TextLines,
+    check_file,
+    open_text,
+    parse_json_line,
+)
 from attnmatch.matcher import Matcher
 
 CHUNK_SIZE = 2048  # pairs read, scored and written at a time
@@ -70,27 +84,22 @@ class PairsFile:
         path: the file; None or "-" reads stdin.
 
     Raises:
-        FileNotFoundError: the file does not exist.
-        ValueError: a line is malformed (names file and line), or stdin is a terminal.
+        FileNotFoundError, IsADirectoryError: the file does not exist, or is a folder.
+        ValueError: a line is malformed or not UTF-8, a `.gz` file is not gzip or is cut
+            short (each names file and line), or stdin is a terminal.
     """
 
     def __init__(self, path: str | Path | None) -> None:
         self._stack = ExitStack()
         if path is None or str(path) == "-":
-            if sys.stdin.isatty():
-                raise ValueError(
-                    "no pairs: pass a file (PAIRS or --pairs) or pipe LEFT<TAB>RIGHT lines on stdin"
-                )
-            self.source = "stdin"
-            stream: Iterable[bytes] | Iterable[str] = getattr(sys.stdin, "buffer", sys.stdin)
+            lines = _stdin_lines(
+                "no pairs: pass a file (PAIRS or --pairs) or pipe LEFT<TAB>RIGHT lines on stdin"
+            )
         else:
-            file = Path(path)
-            if not file.is_file():
-                raise FileNotFoundError(f"pairs file not found: {file}")
-            self.source = str(file)
-            opened = gzip.open(file, "rb") if file.name.endswith(".gz") else file.open("rb")
-            stream = self._stack.enter_context(opened)
-        self._lines = _numbered_lines(stream, self.source)
+            lines = open_text(path, what="pairs file")
+        self.source = lines.name
+        self._stack.enter_context(lines)
+        self._lines = _numbered_lines(lines)
         self.format: Literal["tsv", "tsv-header", "jsonl"] = "tsv"
         self.columns: list[str] = []  # TSV header: every column; JSONL: the first object's keys
         self._pending: tuple[int, str] | None = None
@@ -165,10 +174,7 @@ class PairsFile:
 
     def _json_object(self, lineno: int, text: str) -> dict[str, Any]:
         where = f"{self.source}:{lineno}"
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{where}: not valid JSON: {e.msg} (column {e.colno})") from None
+        obj = parse_json_line(text, where)
         if not isinstance(obj, dict):
             raise ValueError(f"{where}: expected a JSON object with left and right")
         for key in ("left", "right"):
@@ -181,26 +187,54 @@ class PairsFile:
         return obj
 
 
-def _numbered_lines(
-    stream: Iterable[bytes] | Iterable[str], source: str
-) -> Iterator[tuple[int, str]]:
-    """(line number, text) of the non-blank lines; decoding is per line, so an invalid byte is
-    reported on its own line."""
-    lineno = 0
-    try:
-        for raw in stream:
-            lineno += 1
-            if isinstance(raw, bytes):
-                try:
-                    text = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
-                except UnicodeDecodeError as e:
-                    raise ValueError(f"{source}:{lineno}: not UTF-8 text ({e.reason})") from None
-            else:
-                text = raw.removeprefix("\ufeff") if lineno == 1 else raw
-            if text.strip():
-                yield lineno, text.rstrip("\r\n")
-    except (OSError, EOFError) as e:  # e.g. a truncated or invalid .gz file
-        raise ValueError(f"{source}:{lineno + 1}: cannot read: {e}") from None
+def _stdin_lines(terminal: str) -> TextLines:
+    """stdin's lines (`TextLines`); ValueError with the message `terminal` when stdin is a
+    terminal, where nothing was piped."""
+    if sys.stdin.isatty():
+        raise ValueError(terminal)
+    buffer = getattr(sys.stdin, "buffer", None)
+    if buffer is None:  # a text stream put in place of stdin (tests, notebooks)
+        buffer = io.BytesIO(sys.stdin.read().encode("utf-8", errors="surrogateescape"))
+    return TextLines(buffer, "stdin")
+
+
+def _numbered_lines(lines: TextLines) -> Iterator[tuple[int, str]]:
+    """(line number, text without its end) of the non-blank lines."""
+    for text in lines:
+        if text.strip():
+            yield lines.lineno, text.rstrip("\r\n")
+
+
+def read_candidates(path: str | Path | None) -> tuple[list[str], list[int]]:
+    """The candidates of a file for `attnmatch rank`: one per line, stripped, blank lines
+    skipped, UTF-8 (a byte order mark dropped).
+
+    Args:
+        path: the file; "-" (or None) reads stdin. A gzip file is refused (decompress it).
+
+    Returns:
+        The candidate texts, and the 1-based line number of each in the file.
+
+    Raises:
+        FileNotFoundError, IsADirectoryError: no such file, or a folder.
+        ValueError: text that is not UTF-8 (naming file and line), gzip data, or stdin is a
+            terminal.
+    """
+    if path is None or str(path) == "-":
+        lines = _stdin_lines("no candidates: pass a file (-c) or pipe one per line on stdin")
+    else:
+        path = Path(path)
+        check_file(path, "candidates file")
+        with path.open("rb") as f:
+            if f.read(len(GZIP_MAGIC)) == GZIP_MAGIC:
+                raise ValueError(
+                    f"{path}: gzip-compressed; a candidates file is plain text, one candidate a "
+                    "line: decompress it (gunzip)"
+                )
+        lines = open_text(path)
+    with lines:
+        numbered = [(n, text.strip()) for n, text in _numbered_lines(lines)]
+    return [text for _, text in numbered], [n for n, _ in numbered]
 
 
 def score_chunks(
@@ -219,6 +253,7 @@ def score_chunks(
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     classify = matcher.task.kind == "classification"
+    source = getattr(records, "source", "input")
     chunk: list[PairRecord] = []
     first = True
     for record in records:
@@ -227,17 +262,25 @@ def score_chunks(
             if first and on_first is not None:
                 on_first(chunk)
             first = False
-            yield _score(matcher, chunk, classify)
+            yield _score(matcher, chunk, classify, source)
             chunk = []
     if chunk:
         if first and on_first is not None:
             on_first(chunk)
-        yield _score(matcher, chunk, classify)
+        yield _score(matcher, chunk, classify, source)
 
 
-def _score(matcher: Matcher, records: list[PairRecord], classify: bool) -> ScoredChunk:
+def _score(matcher: Matcher, records: list[PairRecord], classify: bool, source: str) -> ScoredChunk:
     outputs = torch.from_numpy(matcher.outputs([(r.left, r.right) for r in records]))
     scores = matcher.task.scores(outputs).numpy()
+    bad = np.flatnonzero(~np.isfinite(scores))
+    if len(bad):
+        i = int(bad[0])
+        raise ValueError(
+            f"{source}:{records[i].line}: the model scored this pair {scores[i]} (not a finite "
+            f"number; {len(bad)} of the {len(records)} pairs of its chunk): the model is broken "
+            "(check its weights), nothing more is written"
+        )
     return ScoredChunk(records, scores, matcher.task.labels(outputs) if classify else None)
 
 
@@ -283,7 +326,7 @@ def write_scored(
                     predicted[label_key] = chunk.labels[i]
                 if as_jsonl:
                     row = {"left": record.left, "right": record.right, **record.extra}
-                    lines.append(json.dumps(row | predicted, ensure_ascii=False))
+                    lines.append(json.dumps(row | predicted, ensure_ascii=False, allow_nan=False))
                 else:
                     lines.append(_tsv_line(pairs.source, record, extra, predicted))
             f.write("".join(line + "\n" for line in lines))
@@ -317,4 +360,6 @@ def _tsv_line(
 def _cell(value: Any) -> str:
     if value is None:
         return ""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return (
+        value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, allow_nan=False)
+    )

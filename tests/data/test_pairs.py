@@ -31,6 +31,7 @@ from attnmatch.data.protocol import ClassificationProtocol, RegressionProtocol
 from attnmatch.tasks import Task
 from attnmatch.training import ExperimentConfig, api
 from attnmatch.training.experiment import load_splits
+from tests.hostile._util import assert_clear_error, run_cli
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 Row = tuple[str, ...]
@@ -229,7 +230,7 @@ def test_an_explicit_task_wins_and_one_rule_serves_matcher_fit(tmp_path: Path) -
 
 def test_real_score_bounds_train_with_mse(tmp_path: Path) -> None:
     write(tmp_path, "train", [("a", "b", "0.5"), ("c", "d", "2.5"), ("e", "f", "1.25")])
-    write(tmp_path, "dev", [("a", "b", "2.75")])  # outside train's range: read, not refused
+    write(tmp_path, "dev", [("a", "b", "2.75")])  # outside train's range: refused, unless widened
     split = load_split("pairs", "train", data_dir=tmp_path)
     protocol = split.protocol
     assert isinstance(protocol, RegressionProtocol)
@@ -239,7 +240,12 @@ def test_real_score_bounds_train_with_mse(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"loss 'kl' needs integer score bounds .* 0\.5\.\.2\.5"):
         task.resolve_loss("kl")
     assert Task.from_dict(task.to_dict()) == task
-    assert load_split("pairs", "dev", data_dir=tmp_path).examples[0].label == 2.75
+    with pytest.raises(
+        DatasetFormatError, match=r"dev\.tsv:2: score 2\.75 outside 0\.5\.\.2\.5 .*max_score"
+    ):
+        load_split("pairs", "dev", data_dir=tmp_path)
+    widened = load_split("pairs", "dev", data_dir=tmp_path, min_score=0.5, max_score=3)
+    assert widened.examples[0].label == 2.75
 
 
 def test_integral_bounds_stay_ints_and_given_bounds_are_checked(tmp_path: Path) -> None:
@@ -395,17 +401,17 @@ def test_matcher_evaluate_takes_a_pairs_folder() -> None:
 # --- data commands --------------------------------------------------------------------------------
 
 
-def test_fetch_without_network_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fetch_without_network_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     def offline(*args: object, **kwargs: object) -> None:
         raise urllib.error.URLError("no route to host")
 
     monkeypatch.setattr(urllib.request, "urlopen", offline)
-    result = CliRunner().invoke(app, ["datasets", "fetch", "wikiqa", "--dest", str(tmp_path)])
-    assert result.exit_code == 2
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1
+    outcome = run_cli(["datasets", "fetch", "wikiqa", "--dest", str(tmp_path)], capsys)
+    line = assert_clear_error(outcome)
     url = get_dataset("wikiqa").url
-    assert lines[0] == (
+    assert line == (
         f"error: cannot download wikiqa from {url} (no route to host); put the files in "
         f"{tmp_path / 'wikiqa'} by hand: see `attnmatch datasets info wikiqa`"
     )

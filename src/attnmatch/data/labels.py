@@ -124,9 +124,12 @@ class LabelScheme:
         task: "ranking", "classification" or "regression".
         reason: the sentence that says why, e.g. "task: ranking (labels 0/1, ...)".
         class_names: classification: the classes, in index order.
-        min_score, max_score: regression: the score range.
-        given_min, given_max: regression: the bounds given as options, which every label must
-            respect (None: inferred from train, which other splits may leave).
+        min_score, max_score: regression: the score range, which every label must respect
+            (given as options, or train's lowest and highest label).
+        given_min, given_max: regression: the bounds given as options (None: from train).
+        grades: ranking: train's distinct relevance labels. Every label must be >= 0; when
+            train's are 0/1 (binary relevance) every label must be 0 or 1, otherwise at most
+            train's highest grade.
         primary: the primary metric.
         description: one sentence for results tables (the protocol's description).
     """
@@ -138,6 +141,7 @@ class LabelScheme:
     max_score: float = 1
     given_min: float | None = None
     given_max: float | None = None
+    grades: tuple[float, ...] = ()
     primary: str = ""
     description: str = ""
 
@@ -145,8 +149,8 @@ class LabelScheme:
         """`value` (from `read_labels`) as an `Example` label: a class index, or the number.
 
         Raises:
-            ValueError: an unknown class, a class name where the task needs a number, or a
-                score outside a given range.
+            ValueError: an unknown class, a class name where the task needs a number, a score
+                outside the range, or a relevance label that train's grades do not allow.
         """
         if self.task == "classification":
             name = label_name(value)
@@ -156,14 +160,36 @@ class LabelScheme:
             return self.class_names.index(name)
         if isinstance(value, str):
             raise ValueError(f"{where}: a {self.task} label must be a number, got {value!r}")
-        low = -math.inf if self.given_min is None else self.given_min
-        high = math.inf if self.given_max is None else self.given_max
-        if not low <= value <= high:
+        if self.task == "ranking":
+            self._check_grade(value, where)
+        elif not self.min_score <= value <= self.max_score:
             raise ValueError(
                 f"{where}: score {label_name(value)} outside {self.min_score}..{self.max_score} "
-                "(options min_score, max_score)"
+                "(the options min_score and max_score; by default train's lowest and highest "
+                "label)"
             )
         return value
+
+    def _check_grade(self, value: float, where: str) -> None:
+        name = label_name(value)
+        if value < 0:
+            raise ValueError(
+                f"{where}: relevance label {name} is negative; a ranking label is 0 (not "
+                "relevant) or more (relevant)"
+            )
+        if not self.grades:
+            return
+        if set(self.grades) <= {0.0, 1.0}:
+            if value not in (0.0, 1.0):
+                raise ValueError(
+                    f"{where}: relevance label {name} where train's labels are binary (0/1); "
+                    "use 0 or 1, or graded labels in train too"
+                )
+        elif value > self.grades[-1]:
+            raise ValueError(
+                f"{where}: relevance label {name} above train's highest grade "
+                f"{label_name(self.grades[-1])}"
+            )
 
     def protocol(self) -> Protocol:
         """The evaluation protocol of every split of these pairs."""
@@ -285,9 +311,15 @@ def choose_task(
         return _classification(labels, reason, source)
     if task == "regression":
         return _regression([float(v) for v in labels], reason, min_score, max_score, source)
+    grades = tuple(sorted({float(v) for v in labels}))
+    if grades[-1] <= 0:
+        raise ValueError(
+            f"{source}: no label is above 0: a ranking task needs relevant pairs (label > 0)"
+        )
     return LabelScheme(
         task="ranking",
         reason=reason,
+        grades=grades,
         primary="map",
         description="your pairs, ranked per query (queries with a relevant candidate)",
     )

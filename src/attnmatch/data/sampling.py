@@ -47,6 +47,10 @@ class RankingGroupSampler:
         groups_per_batch: groups in a batch (a batch has groups_per_batch * (1 + k) pairs).
         seed: base seed; epoch e uses `epoch_rng(seed, e)`.
         bucket_pool: batches per sorting pool (0 disables bucketing).
+        where: what `data` is, for messages, e.g. "pairs:faq train (train.tsv)".
+
+    Raises:
+        ValueError: no query has both a positive and a negative candidate (names `where`).
     """
 
     def __init__(
@@ -57,6 +61,7 @@ class RankingGroupSampler:
         groups_per_batch: int = 32,
         seed: int = 0,
         bucket_pool: int = 50,
+        where: str = "the training split",
     ) -> None:
         if num_negatives < 1:
             raise ValueError(f"num_negatives must be >= 1, got {num_negatives}")
@@ -74,7 +79,11 @@ class RankingGroupSampler:
             if len(pos) and len(neg):
                 self._queries.append((pos, neg))
         if not self._queries:
-            raise ValueError("no query has both a positive and a negative candidate: cannot rank")
+            raise ValueError(
+                f"{where}: no query has both a positive and a negative candidate: cannot rank "
+                f"(of {len(data.group_names)} queries); give queries negatives (label 0), or "
+                "train with negatives drawn from other queries' answers (train.negatives)"
+            )
 
     @property
     def group_size(self) -> int:
@@ -168,6 +177,7 @@ class SampledNegativesSampler:
         seed: base seed; epoch e uses `epoch_rng(seed, e)`.
         bucket_pool: batches per length-sorting pool (0 disables).
         hard: for "bm25", {query text index: answer text indices, best first}.
+        where: what `data` is, for messages, e.g. "pairs:faq train (train.tsv)".
     """
 
     def __init__(
@@ -180,6 +190,7 @@ class SampledNegativesSampler:
         seed: int = 0,
         bucket_pool: int = 50,
         hard: dict[int, np.ndarray] | None = None,
+        where: str = "the training split",
     ) -> None:
         if source not in ("random", "bm25", "in_batch"):
             raise ValueError(f"unknown negative source {source!r}; use random, bm25 or in_batch")
@@ -210,12 +221,12 @@ class SampledNegativesSampler:
             if len(neg):
                 self._own[g] = neg
         if not self._positives:
-            raise ValueError("no query has a positive candidate: nothing to rank")
+            raise ValueError(f"{where}: no query has a positive candidate: nothing to rank")
         self._pool = np.unique(data.right[np.asarray(self._positives)])  # answer texts
         if len(self._pool) < 2:
             raise ValueError(
-                "every query has the same single answer: negatives cannot come from other "
-                "queries' answers"
+                f"{where}: every query has the same single answer: negatives cannot come from "
+                "other queries' answers"
             )
         self._group_size = 1 + num_negatives
 

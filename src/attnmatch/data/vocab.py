@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from attnmatch.atomic import write_text_atomic
+from attnmatch.data.textfile import check_file
 
 PAD = "<pad>"
 UNK = "<unk>"
@@ -115,12 +116,28 @@ class Vocab:
         tokens = data.get("tokens")
         if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
             raise ValueError(f"{source}: field 'tokens' must be a list of strings")
-        return cls(tokens)
+        try:
+            return cls(tokens)
+        except ValueError as e:
+            raise ValueError(f"{source}: field 'tokens': {e}") from None
 
     def save(self, path: str | Path) -> None:
         write_text_atomic(Path(path), self.to_json())
 
     @classmethod
     def load(cls, path: str | Path) -> Vocab:
+        """Reads a vocabulary saved by `save`.
+
+        Raises:
+            FileNotFoundError, IsADirectoryError: no such file.
+            ValueError: not UTF-8, not JSON, or not a vocabulary; the message names `path`.
+        """
         path = Path(path)
-        return cls.from_json(path.read_text(encoding="utf-8"), source=str(path))
+        check_file(path, "vocabulary file")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(
+                f"{path}: not UTF-8 text (byte {e.start}: {e.reason}); save it again"
+            ) from None
+        return cls.from_json(text, source=str(path))

@@ -313,6 +313,11 @@ def _held_out_dev(train: Split, dev: str) -> tuple[Split, Split]:
         raise ValueError(f"pairs: no {dev}.tsv, and {e}") from None
     unit = "queries" if train.task == "ranking" else "groups"
     k = len(dict.fromkeys(ex.group for ex in held))
+    if train.task == "ranking" and not any(ex.label > 0 for ex in held):
+        raise ValueError(
+            f"pairs: no {dev}.tsv, and the {k} {unit} held out of {train.split}.tsv (seed {seed}) "
+            "have no relevant pair (label > 0); add a dev file or change the option holdout_seed"
+        )
     note = f"{dev}: no {dev}.tsv; held out {k} of {n} {unit} of {train.split}.tsv (seed {seed})"
     expanded: tuple[str, ...] = ()
     if train.task == "ranking":

@@ -11,14 +11,15 @@ checked alike (`tsv_rows`), bundled `.gz` copies declared alike (`bundled`) and 
 
 from __future__ import annotations
 
-import gzip
 import hashlib
+import lzma
 import os
 import tarfile
 import tempfile
 import urllib.error
 import urllib.request
 import zipfile
+import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -30,6 +31,7 @@ import numpy as np
 from attnmatch.atomic import atomic_directory
 from attnmatch.data.protocol import Protocol
 from attnmatch.data.schema import Example
+from attnmatch.data.textfile import DatasetFormatError, open_text
 
 Task = Literal["ranking", "classification", "regression"]
 # loader(paths, split, options): `paths` maps each of the split's file names (as declared in the
@@ -46,10 +48,6 @@ class DatasetNotFoundError(FileNotFoundError):
 
 class ChecksumError(ValueError):
     """A data file's sha256 differs from the one in its dataset spec."""
-
-
-class DatasetFormatError(ValueError):
-    """A data file does not follow its format; the message names the file and line."""
 
 
 class DownloadError(OSError):
@@ -254,10 +252,9 @@ def find_dataset_dir(spec: DatasetSpec, data_dir: str | Path | None = None) -> P
         looked = [str(p) for p in candidates]
         if not env:
             looked.insert(0, f"${ENV_VAR}/{spec.folder} (${ENV_VAR} is not set)")
-    places = "\n".join(f"  - {p}" for p in looked)
     raise DatasetNotFoundError(
-        f"dataset {spec.name!r} not found; looked in:\n{places}\n"
-        f"Download it with `attnmatch datasets fetch {spec.name}`, or pass its folder explicitly."
+        f"dataset {spec.name!r} not found; looked in: {'; '.join(looked)}. Download it with "
+        f"`attnmatch datasets fetch {spec.name}`, or pass its folder explicitly."
     )
 
 
@@ -330,10 +327,9 @@ def verified_paths(spec: DatasetSpec, folder: Path, names: tuple[str, ...]) -> d
         actual = file_sha256(path) if expected else ""
         if actual != expected:
             raise ChecksumError(
-                f"{spec.name}: checksum mismatch for {path}\n"
-                f"  expected sha256 {expected}\n  actual   sha256 {actual}\n"
-                f"The file is corrupt, modified or a different version; "
-                f"fetch it again with `attnmatch datasets fetch {spec.name}`."
+                f"{spec.name}: checksum mismatch for {path}: expected sha256 {expected}, actual "
+                f"{actual}. The file is corrupt, modified or a different version; fetch it again "
+                f"with `attnmatch datasets fetch {spec.name}`."
             )
         paths[name] = path
     return paths
@@ -366,17 +362,6 @@ def verify_files(spec: DatasetSpec, data_dir: str | Path | None = None) -> list[
             detail = f"{path}: expected sha256 {expected}, actual {actual}"
             checks.append(FileCheck(_relative(path, folder), "mismatch", detail))
     return checks
-
-
-def open_text(path: str | Path) -> IO[str]:
-    """Opens a `.gz` or plain text file as UTF-8 (a leading BOM is dropped).
-
-    Lines keep their ends (`newline=""`), so parsers see and strip `\\r\\n` themselves.
-    """
-    path = Path(path)
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
-    return path.open(encoding="utf-8-sig", newline="")
 
 
 def tsv_fields(
@@ -494,6 +479,17 @@ def _extract_members(archive: Path, wanted: set[str], dest: Path) -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
         _write_hashed(src, out)  # hashed once, while written; `verify_files` reuses the digest
 
+    try:
+        _extract_known(archive, targets, write)
+    except (zipfile.BadZipFile, tarfile.TarError, zlib.error, EOFError, lzma.LZMAError) as e:
+        raise DatasetFormatError(
+            f"{archive.name}: corrupt archive ({type(e).__name__}: {e}); download it again"
+        ) from None
+
+
+def _extract_known(
+    archive: Path, targets: Mapping[str, str], write: Callable[[str, IO[bytes]], None]
+) -> None:
     if zipfile.is_zipfile(archive):
         with zipfile.ZipFile(archive) as zf:
             for info in zf.infolist():
@@ -570,8 +566,8 @@ def download_dataset(spec: DatasetSpec, dest: str | Path | None = None) -> Path:
             if not any(c.status in ("ok", "unverified") for c in checks):
                 raise DatasetNotFoundError(f"{spec.url}: none of {spec.name}'s files inside")
             if bad:
-                lines = "\n".join(f"  {c.file}: {c.status} ({c.detail})" for c in bad)
-                raise ChecksumError(f"{spec.name}: downloaded files failed to verify:\n{lines}")
+                files = "; ".join(f"{c.file}: {c.status} ({c.detail})" for c in bad)
+                raise ChecksumError(f"{spec.name}: downloaded files failed to verify: {files}")
     return root / spec.folder
 
 

@@ -2,13 +2,21 @@
 
 Format: UTF-8, tab-separated, quoting off (a field may hold quotes, never a tab or a newline).
 The header names the columns `left`, `right`, `label` and optionally `group` (the query id;
-without it the left text groups the pairs), in any order; any other column is an error. Blank
-lines are skipped; every error names the file and line.
+without it the left text groups the pairs), in any order; any other column, or one named twice,
+is an error. Blank lines are skipped; a UTF-8 byte order mark is dropped; every error names the
+file and line (`attnmatch.data.textfile` reads the files).
+
+A pair is its group and its two texts (spaces normalised). The same pair twice in one file with
+two labels is an error naming both lines; the same pair twice with the same label is read once
+(the later lines are dropped, and `Split.notes` says which). In a ranking folder a group is one
+query: a group id given to two different left texts is an error naming both lines.
 
 The task comes from train's labels by the rule of `attnmatch.data.labels` (option `task`,
 default "auto"); so do the classes (the sorted distinct labels of train) and the score range of
 regression (options `min_score`, `max_score`, default: train's lowest and highest label). Every
-split is read with train's classes and range; the reason is said in `Split.notes`.
+split is read with train's classes and range; the reason is said in `Split.notes`. Labels are
+finite numbers or class names; a ranking label is a relevance grade >= 0 (0 or 1 when train's
+are binary), a regression label lies in the score range (see `LabelScheme.label`).
 
 Evaluation splits (every split but train) of a ranking folder whose labels are all positive
 (questions with their answers only) are expanded: each question is ranked against every answer of
@@ -38,9 +46,17 @@ from attnmatch.data.datasets._spec import (
     open_text,
     tsv_fields,
 )
-from attnmatch.data.labels import TASK_CHOICES, Labels, LabelScheme, choose_task, read_labels
+from attnmatch.data.labels import (
+    TASK_CHOICES,
+    Labels,
+    LabelScheme,
+    choose_task,
+    label_name,
+    read_labels,
+)
 from attnmatch.data.protocol import Protocol
 from attnmatch.data.schema import Example
+from attnmatch.data.textfile import check_file
 
 NAME = "pairs"
 TITLE = "your own pairs: a folder of <split>.tsv files"
@@ -70,6 +86,8 @@ class PairsFile:
         labels: each row's label (`read_labels`).
         lines: each row's line number.
         has_group: whether the file has a group column.
+        repeated: `(line, earlier line)` of each row dropped as a repeat of an earlier one
+            (same pair, same label).
     """
 
     path: Path
@@ -79,6 +97,7 @@ class PairsFile:
     labels: Labels
     lines: list[int]
     has_group: bool
+    repeated: tuple[tuple[int, int], ...] = ()
 
     def where(self, i: int) -> str:
         """Row `i`'s place, "path:line"."""
@@ -101,9 +120,13 @@ def split_path(folder: str | Path, split: str) -> Path | None:
 
     Raises:
         DatasetFormatError: both exist (which one is meant is unclear).
+        IsADirectoryError: one of them is a folder.
     """
     root = Path(folder).expanduser()
     plain, gz = root / f"{split}.tsv", root / f"{split}.tsv.gz"
+    for path in (plain, gz):
+        if path.is_dir():
+            raise IsADirectoryError(f"{path} is a folder; expected the {split} file")
     if plain.is_file() and gz.is_file():
         raise DatasetFormatError(f"{plain} and {gz} both exist; keep one")
     return plain if plain.is_file() else gz if gz.is_file() else None
@@ -113,9 +136,12 @@ def read_pairs_file(path: str | Path) -> PairsFile:
     """Parses one pairs file (`.gz` read transparently); a file unchanged on disk is parsed once.
 
     Raises:
-        DatasetFormatError: a wrong header, field count, empty text or label, naming file:line.
+        FileNotFoundError, IsADirectoryError: no such file.
+        DatasetFormatError: a wrong header, field count, empty text or label, text that is not
+            UTF-8, a broken `.gz`, or one pair with two labels, naming file:line.
     """
     path = Path(path)
+    check_file(path, "pairs file")
     stat = path.stat()
     return _read_pairs_file(str(path), str(path.resolve()), stat.st_size, stat.st_mtime_ns)
 
@@ -152,7 +178,74 @@ def _read_pairs_file(name: str, resolved: str, size: int, mtime_ns: int) -> Pair
         labels = read_labels(raw_labels, [f"{path}:{n}" for n in lines])
     except ValueError as e:
         raise DatasetFormatError(str(e)) from None
-    return PairsFile(path, lefts, rights, groups, labels, lines, "group" in col)
+    keep, repeated = _distinct_pairs(path, groups, lefts, rights, labels, lines)
+    if repeated:
+        lefts, rights, groups = _pick(lefts, keep), _pick(rights, keep), _pick(groups, keep)
+        labels, lines = _pick(labels, keep), _pick(lines, keep)
+    return PairsFile(path, lefts, rights, groups, labels, lines, "group" in col, repeated)
+
+
+def _pick(values: list[Any], keep: list[int]) -> list[Any]:
+    return [values[i] for i in keep]
+
+
+def _normalised(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _shown(text: str, limit: int = 60) -> str:
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+
+
+def _distinct_pairs(
+    path: Path,
+    groups: list[str],
+    lefts: list[str],
+    rights: list[str],
+    labels: Labels,
+    lines: list[int],
+) -> tuple[list[int], tuple[tuple[int, int], ...]]:
+    """The rows to keep (each pair once) and `(line, earlier line)` of the repeats dropped.
+
+    Raises:
+        DatasetFormatError: a pair repeated with another label, naming both lines.
+    """
+    first: dict[tuple[str, str, str], int] = {}
+    keep: list[int] = []
+    repeated: list[tuple[int, int]] = []
+    keys = zip(*(map(_normalised, texts) for texts in (groups, lefts, rights)), strict=True)
+    for i, key in enumerate(keys):
+        j = first.setdefault(key, i)
+        if j == i:
+            keep.append(i)
+        elif labels[j] == labels[i]:
+            repeated.append((lines[i], lines[j]))
+        else:
+            raise DatasetFormatError(
+                f"{path}:{lines[i]}: the pair of line {lines[j]} again, labelled "
+                f"{label_name(labels[i])!r} here and {label_name(labels[j])!r} there; a pair "
+                "has one label: fix or remove one of the two lines"
+            )
+    return keep, tuple(repeated)
+
+
+def check_queries(file: PairsFile) -> None:
+    """Checks that each group of a ranking file is one query: one left text (spaces
+    normalised) for every row of the group.
+
+    Raises:
+        DatasetFormatError: a group with two left texts, naming both lines.
+    """
+    first: dict[str, int] = {}
+    for i, group in enumerate(file.groups):
+        j = first.setdefault(group, i)
+        if _normalised(file.lefts[j]) != _normalised(file.lefts[i]):
+            raise DatasetFormatError(
+                f"{file.where(i)}: group {_shown(group)} has the left text "
+                f"{_shown(file.lefts[i])} here but {_shown(file.lefts[j])} on line "
+                f"{file.lines[j]}; a ranking group is one query: give each question its own "
+                "group id"
+            )
 
 
 def _header(path: Path, line: str) -> list[str]:
@@ -254,6 +347,11 @@ def load_pairs(
         DatasetFormatError: a file does not parse, or its labels do not fit train's.
     """
     resolved = resolve_options(options)
+    if folder is None and Path(split).expanduser().is_file():
+        raise ValueError(
+            f"pairs: {split} is a file; pairs:FOLDER names the folder that holds train.tsv "
+            f"(here pairs:{Path(split).parent})"
+        )
     if folder is None:
         raise ValueError(
             f"pairs: no folder for split {split!r} ({split!r} is not a folder here): name one as "
@@ -264,6 +362,10 @@ def load_pairs(
         raise DatasetNotFoundError(_missing(folder, split))
     scheme, notes = label_scheme(folder, split, resolved, reference=reference)
     file = read_pairs_file(path)
+    if scheme.task == "ranking":
+        check_queries(file)
+    if file.repeated:
+        notes += (_repeats_note(split, file),)
     examples = []
     for i, value in enumerate(file.labels):
         try:
@@ -273,13 +375,30 @@ def load_pairs(
         ex_id = f"{path.name}:{file.lines[i]}"
         examples.append(Example(file.lefts[i], file.rights[i], label, file.groups[i], ex_id))
     if scheme.task == "ranking" and not (split == reference if training is None else training):
+        if not any(ex.label > 0 for ex in examples):
+            raise DatasetFormatError(
+                f"{path}: split {split!r} has no relevant pair (label > 0): no query to rank "
+                "its candidates for"
+            )
         examples, expanded = expand_positive_only(examples, split, seed=resolved["holdout_seed"])
         notes += expanded
     return PairsSplit(examples, scheme.protocol(), scheme.task, resolved, notes)
 
 
+def _repeats_note(split: str, file: PairsFile) -> str:
+    line, earlier = file.repeated[0]
+    more = f" and {len(file.repeated) - 1} more" if len(file.repeated) > 1 else ""
+    return (
+        f"{split}: {len(file.repeated)} repeated pair(s) of {file.path.name} read once (line "
+        f"{line} repeats line {earlier}{more}: same group, texts and label)"
+    )
+
+
 def _missing(folder: str | Path, split: str) -> str:
-    if not Path(folder).expanduser().is_dir():
+    root = Path(folder).expanduser()
+    if root.is_file():
+        return f"pairs: {folder} is a file; pairs:FOLDER names the folder that holds {split}.tsv"
+    if not root.is_dir():
         return f"pairs: folder not found: {folder}"
     return f"pairs: no {split}.tsv (or {split}.tsv.gz) in {folder}"
 

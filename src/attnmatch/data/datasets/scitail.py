@@ -38,7 +38,6 @@ same hypothesis on both sides and make the holdout far easier than test).
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -58,6 +57,7 @@ from attnmatch.data.datasets._spec import (
 )
 from attnmatch.data.protocol import ClassificationProtocol, non_standard
 from attnmatch.data.schema import Example
+from attnmatch.data.textfile import parse_json_line
 
 CLASS_NAMES = ("neutral", "entails")
 NEUTRAL, ENTAILS = 0, 1
@@ -154,10 +154,7 @@ def read_scitail_jsonl(path: str | Path) -> list[Example]:
     examples = []
     with open_text(path) as f:
         for lineno, line in enumerate(f, start=1):
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DatasetFormatError(f"{path}:{lineno}: not valid JSON: {e}") from None
+            obj = parse_json_line(line, f"{path}:{lineno}")
             if not isinstance(obj, dict):
                 raise DatasetFormatError(f"{path}:{lineno}: expected a JSON object: {line!r}")
             cls = _label(SNLI_LABELS, obj.get("gold_label"), path, lineno, "gold_label")

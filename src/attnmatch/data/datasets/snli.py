@@ -20,7 +20,6 @@ report test" protocol (`split_dev_for_training`, 90% / 10% of dev by premise).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from attnmatch.data.datasets._spec import (
 )
 from attnmatch.data.protocol import ClassificationProtocol, non_standard
 from attnmatch.data.schema import Example
+from attnmatch.data.textfile import parse_json_line
 
 CLASS_NAMES = ("entailment", "neutral", "contradiction")
 NO_GOLD_LABEL = "-"
@@ -85,10 +85,7 @@ def read_nli_jsonl(path: str | Path, *, genre: bool = False) -> list[Example]:
     examples = []
     with open_text(path) as f:
         for lineno, line in enumerate(f, start=1):
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DatasetFormatError(f"{path}:{lineno}: not valid JSON: {e}") from None
+            obj = parse_json_line(line, f"{path}:{lineno}")
             if not isinstance(obj, dict):
                 raise DatasetFormatError(f"{path}:{lineno}: expected a JSON object: {line!r}")
             gold = obj.get("gold_label")
