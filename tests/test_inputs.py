@@ -5,6 +5,7 @@ and a guard that no code outside `attnmatch/inputs/` branches on the kind."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import math
 import re
@@ -260,9 +261,11 @@ def test_word_vector_inputs_save_load_round_trip(tmp_path: Path) -> None:
     assert (tmp_path / "vocab.json").is_file()
     assert json.loads(json.dumps(entry)) == entry  # what config.json holds
     assert entry["kind"] == "word_vectors" and entry["lowercase"] is False
+    assert entry["max_length"] == 512  # the bound it used, unset in its config
     loaded = load_inputs(tmp_path, entry)
     assert isinstance(loaded, WordVectorInputs)
-    assert loaded.config == inputs.config and loaded.vocab == inputs.vocab
+    assert loaded.config == dataclasses.replace(inputs.config, max_length=512)
+    assert loaded.vocab == inputs.vocab and loaded.max_tokens == inputs.max_tokens == 512
     texts = [*TEXTS, "How ARE unseen caves?", ""]
     for a, b in zip(loaded.encode(texts), inputs.encode(texts), strict=True):
         np.testing.assert_array_equal(a, b)
@@ -322,6 +325,17 @@ def test_transformer_inputs_from_a_directory(tmp_path: Path) -> None:
         np.testing.assert_array_equal(a, b)
 
 
+def test_position_limit_and_the_sub_words_read() -> None:
+    from attnmatch.inputs.transformer import position_limit, sub_words_read
+
+    bert = {"model_type": "bert", "max_position_embeddings": 512, "pad_token_id": 0}
+    roberta = {"model_type": "roberta", "max_position_embeddings": 514, "pad_token_id": 1}
+    assert position_limit(bert) == 512 and position_limit(roberta) == 512
+    assert position_limit({"model_type": "bert"}) is None
+    assert sub_words_read(256, bert) == 256 and sub_words_read(1000, roberta) == 512
+    assert sub_words_read(1000, None) == 1000
+
+
 # --- trigrams ---------------------------------------------------------------------------------
 
 
@@ -345,7 +359,8 @@ def test_trigram_inputs_encode_the_tokens_trigrams(tmp_path: Path) -> None:
     entry = inputs.save(tmp_path)
     assert list(tmp_path.iterdir()) == []  # nothing besides the config entry
     loaded = load_inputs(tmp_path, json.loads(json.dumps(entry)))
-    assert isinstance(loaded, TrigramInputs) and loaded.config == inputs.config
+    assert isinstance(loaded, TrigramInputs) and entry["max_length"] == 512
+    assert loaded.config == dataclasses.replace(inputs.config, max_length=512)
     for a, b in zip(loaded.encode(TEXTS), encoded, strict=True):
         np.testing.assert_array_equal(a, b)
 

@@ -283,10 +283,9 @@ def test_transformer_unknown_sub_words(tmp_path: Path) -> None:
     assert inputs.stats["eval_unknown_top"] == ["zebra"] and "weights_sha256" in inputs.stats
 
 
-def test_unknown_note_text_and_threshold(vectors_file: Path) -> None:
-    inputs = _fit(
-        vectors_file, ["a b c d e f g h i j k l m n o p q r s t u v w x y"], pretrained_vocab=0
-    )
+def test_unknown_note_text_and_threshold() -> None:
+    inputs = WordVectorInputs(WordVectorsConfig(vectors="random"))  # the training words only
+    inputs.fit(["a b c d e f g h i j k l m n o p q r s t u v w x y"])
     known = " ".join("abcdefghijklmnopqrstuvwxy")  # 25 known words
     assert unknown_note(inputs, [known, known], "the candidates") is None  # no unknown word
     # 1 unknown word in 50: 2%, not above the threshold; 2 in 50: 4%.

@@ -12,7 +12,9 @@ save/load with the model):
 Configs have one tagged `[inputs]` section (`kind = "word_vectors" | "transformer" |
 "trigrams"`) whose other keys must belong to that kind. No code outside this package asks which
 kind it has: it calls the methods of `Inputs` and `build_token_encoder`. `unknown_note` turns
-any kind's unknown tokens (`Inputs.unknown_tokens`) into a one-line warning.
+any kind's unknown tokens (`Inputs.unknown_tokens`) into a one-line warning, and
+`truncation_note` the texts it cuts to its length bound (`Inputs.truncated`,
+`Inputs.max_tokens`: `inputs.max_length`, `DEFAULT_MAX_TOKENS` words unless set).
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ from torch import nn
 
 from attnmatch import configs
 from attnmatch.configs import ConfigError
+from attnmatch.data.tokenize import DEFAULT_MAX_TOKENS, MAX_TOKENS_LIMIT
 from attnmatch.inputs.base import (
     UNKNOWN_NOTE_THRESHOLD,
     InputKind,
     Inputs,
     TokenEncoderConfig,
+    truncation_note,
     unknown_note,
 )
 from attnmatch.inputs.migrate import migrate_v1
@@ -140,7 +144,11 @@ def load_inputs(directory: Path, entry: dict[str, Any]) -> Inputs:
     """The inputs saved in a model directory (`entry`: the `inputs` of its config.json)."""
     if not isinstance(entry, dict):
         raise ValueError(f"{directory / 'config.json'}: 'inputs' must be an object")
-    return inputs_class(entry.get("kind", "")).load(directory, entry)
+    cls = inputs_class(entry.get("kind", ""))
+    try:
+        return cls.load(directory, entry)
+    except ConfigError as e:  # a value of the saved inputs: say which file holds it
+        raise ConfigError(f"{directory / 'config.json'}: {e}") from e
 
 
 def check_accepts(model: str, accepted: Iterable[str], config: InputsConfig) -> None:
@@ -154,7 +162,9 @@ def check_accepts(model: str, accepted: Iterable[str], config: InputsConfig) -> 
 
 
 __all__ = [
+    "DEFAULT_MAX_TOKENS",
     "KINDS",
+    "MAX_TOKENS_LIMIT",
     "UNKNOWN_NOTE_THRESHOLD",
     "InputKind",
     "Inputs",
@@ -177,5 +187,6 @@ __all__ = [
     "migrate_v1",
     "parse_inputs",
     "shortcut",
+    "truncation_note",
     "unknown_note",
 ]

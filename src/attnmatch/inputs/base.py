@@ -3,7 +3,12 @@
 A model never asks which kind of input it reads: it builds `build_token_encoder(config.encoder)`
 and calls it as ``token_encoder(ids, mask) -> (B, L, E)``. Everything that differs between kinds
 (tokenizing, the vocabulary, pretrained weights, what is saved with a model, which tokens it does
-not know) is a method of the kind's `Inputs` class.
+not know, how many tokens of a text it keeps) is a method of the kind's `Inputs` class.
+
+Every kind bounds the length of a text in `encode`, the one path of training, scoring and
+serving alike: at most `max_tokens` tokens (`inputs.max_length`; `attnmatch.data.tokenize` has
+the defaults and the bound on characters read). `truncated` counts the texts it cuts and
+`truncation_note` turns that count into a one-line warning.
 """
 
 from __future__ import annotations
@@ -135,8 +140,25 @@ class Inputs:
         """Turns `enable_cache` off: every text is encoded again (no-op by default)."""
 
     def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
-        """Id arrays of texts: (n,) token ids, or (n, K) per-token ids (trigrams)."""
+        """Id arrays of texts: (n,) token ids, or (n, K) per-token ids (trigrams), n at most
+        `max_tokens`."""
         raise NotImplementedError
+
+    @property
+    def max_tokens(self) -> int | None:
+        """The most tokens `encode` keeps per text (None: texts are not cut)."""
+        return None
+
+    def truncated(self, texts: Iterable[str]) -> int:
+        """How many of `texts` `encode` cuts (more than `max_tokens` tokens, or more
+        characters than it reads); 0 for inputs that do not cut."""
+        return 0
+
+    def record_truncated(self, n: int) -> None:
+        """Keeps in `stats` the number of distinct fit texts (training, dev and test) that
+        `encode` cuts, as `truncated_texts` with `max_tokens`; nothing when none is cut."""
+        if n:
+            self.stats.update(truncated_texts=n, max_tokens=self.max_tokens)
 
     def tokens(self, text: str) -> list[str]:
         """The tokens `encode` gives ids for, as strings (for attention plots)."""
@@ -183,8 +205,43 @@ def unknown_note(
     n = sum(unknown.values())
     if not total or n / total <= threshold:
         return None
-    examples = ", ".join(w if w.isprintable() else ascii(w) for w in most_frequent(unknown, 5))
+    examples = ", ".join(_shown(w) for w in most_frequent(unknown, 5))
     return (
         f"{100 * n / total:.1f}% of the tokens of {where} are unknown to this model's "
         f"vocabulary (e.g. {examples})"
+    )
+
+
+SHOWN_TOKEN_CHARS = 30
+"""A token longer than this is shortened in a note (a text without spaces is one token)."""
+
+
+def _shown(token: str) -> str:
+    shown = token if len(token) <= SHOWN_TOKEN_CHARS else f"{token[:SHOWN_TOKEN_CHARS]}..."
+    return shown if shown.isprintable() else ascii(shown)
+
+
+def truncation_note(inputs: Inputs, texts: Iterable[str], where: str) -> str | None:
+    """A one-line warning when `encode` cuts some of `texts` to the inputs' bound
+    (`Inputs.truncated`, `Inputs.max_tokens`); None when it cuts none.
+
+    Args:
+        inputs: fitted or loaded inputs.
+        texts: the texts about to be scored or trained on (each distinct text counted once).
+        where: what the texts are, as the sentence says it ("the candidates").
+
+    Example:
+        >>> truncation_note(matcher.inputs, candidates, "the candidates")  # doctest: +SKIP
+        "2 of the 40 distinct texts of the candidates are longer than this model's bound of
+        512 tokens per text (inputs.max_length): only their first 512 tokens are read"
+    """
+    distinct = list(dict.fromkeys(texts))
+    n = inputs.truncated(distinct)
+    if not n:
+        return None
+    bound = inputs.max_tokens
+    return (
+        f"{n} of the {len(distinct)} distinct texts of {where} are longer than this model's "
+        f"bound of {bound} tokens per text (inputs.max_length): only their first {bound} "
+        "tokens are read"
     )

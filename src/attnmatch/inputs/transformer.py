@@ -5,11 +5,17 @@ with its special tokens (`[CLS] ... [SEP]`), and outputs one layer's hidden stat
 fine-tuned. Its architecture is the Hugging Face config kept in the model config
 (`TokenEncoderConfig.transformer_config`), so a saved model rebuilds it without the source; its
 tokenizer is saved as `tokenizer.json` in the model directory.
+
+A text is cut to `max_length` sub-words (special tokens included), after reading at most
+`CHARS_PER_TOKEN` characters per sub-word (`attnmatch.data.tokenize`), and never to more
+sub-words than the encoder has positions (`position_limit`: 512 for MiniLM): a `max_length`
+beyond them keeps as many as the encoder reads (`sub_words_read`), at fit and at load alike.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -18,10 +24,12 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from attnmatch import configs
 from attnmatch.data.subword import SubwordTokenizer
+from attnmatch.data.tokenize import check_max_length
 from attnmatch.inputs.base import Inputs, TokenEncoderConfig
 
 
@@ -34,7 +42,9 @@ class TransformerInputsConfig:
             Hugging Face / sentence-transformers model directory.
         trainable: fine-tune the transformer (frozen by default).
         layer: which hidden state the model reads (0 = the embedding layer, -1 = the last).
-        max_length: sub-words per text, special tokens included.
+        max_length: sub-words per text, special tokens included (2 to 1,000,000), in
+            training, scoring and serving alike; at most the encoder's positions are kept
+            (512 for MiniLM).
         dropout: dropout on the hidden states.
     """
 
@@ -48,9 +58,32 @@ class TransformerInputsConfig:
     def __post_init__(self) -> None:
         if not self.source:
             raise ValueError('source is empty: name an encoder ("minilm-l6") or a directory')
-        if self.max_length < 2:
-            raise ValueError(f"max_length must be >= 2, got {self.max_length}")
+        check_max_length(self.max_length, minimum=2)  # 2: the special tokens
         configs.check_dropout(self.dropout)
+
+
+# Models whose position ids start after the padding id (fairseq's convention): they read
+# max_position_embeddings - pad_token_id - 1 tokens.
+_OFFSET_POSITIONS = frozenset({"roberta", "xlm-roberta", "camembert", "longformer"})
+
+
+def position_limit(transformer_config: dict[str, Any]) -> int | None:
+    """The most tokens a transformer reads per sequence (its absolute position embeddings);
+    None when its config does not say."""
+    positions = transformer_config.get("max_position_embeddings")
+    if isinstance(positions, bool) or not isinstance(positions, int):
+        return None
+    if transformer_config.get("model_type") in _OFFSET_POSITIONS:
+        pad = transformer_config.get("pad_token_id")
+        positions -= (pad if isinstance(pad, int) else 0) + 1
+    return positions
+
+
+def sub_words_read(max_length: int, transformer_config: dict[str, Any] | None) -> int:
+    """The sub-words per text the tokenizer keeps: `max_length`, or fewer when the encoder
+    has fewer positions (it could not read more)."""
+    positions = position_limit(transformer_config or {})
+    return max_length if positions is None else max(2, min(max_length, positions))
 
 
 class TransformerTokenEncoder(nn.Module):
@@ -78,6 +111,7 @@ class TransformerTokenEncoder(nn.Module):
         self.transformer = model
         self.transformer.requires_grad_(config.trainable)
         self.pad_id = int(tc.get("pad_token_id") or 0)
+        self.positions = position_limit(dict(config.transformer_config))
         self.num_layers = int(hf_config.num_hidden_layers)
         layer = config.layer if config.layer >= 0 else self.num_layers + 1 + config.layer
         self.layer = layer  # index into hidden_states: 0 = embeddings ... num_layers = last
@@ -107,6 +141,18 @@ class TransformerTokenEncoder(nn.Module):
     def _encode(
         self, ids: torch.Tensor, mask: torch.Tensor, token_type_ids: torch.Tensor | None
     ) -> torch.Tensor:
+        width, positions = ids.shape[1], self.positions
+        if positions is not None and width > positions:  # padding beyond: drop it, pad back
+            longest = int(mask.sum(dim=1).max())  # right-padded: the real tokens come first
+            if longest > positions:
+                raise ValueError(
+                    f"a text of {longest} sub-words is longer than the {positions} positions "
+                    f"of the transformer: encode texts to at most {positions} sub-words "
+                    "(inputs.max_length)"
+                )
+            types = None if token_type_ids is None else token_type_ids[:, :positions]
+            hidden = self._encode(ids[:, :positions], mask[:, :positions], types)  # (B, P, H)
+            return F.pad(hidden, (0, 0, 0, width - positions))  # (B, L, H)
         # A text without tokens attends to its first (padding) position instead of nothing;
         # its output is zeroed by the caller.
         attend = mask.clone()  # (B, L)
@@ -247,8 +293,7 @@ class TransformerInputs(Inputs):
             )
         if isinstance(layers, int) and not -layers - 1 <= config.layer <= layers:
             raise ValueError(f"layer must be in [{-layers - 1}, {layers}], got {config.layer}")
-        if config.max_length < 2:
-            raise ValueError(f"max_length must be >= 2, got {config.max_length}")
+        check_max_length(config.max_length, minimum=2, name="max_length")
 
     def _resolve(self) -> None:
         """Finds the source directory and reads its config and tokenizer (once)."""
@@ -259,13 +304,18 @@ class TransformerInputs(Inputs):
         self.directory = resolve_source(self.config.source)
         self.transformer_config = read_config(self.directory)
         self.tokenizer = SubwordTokenizer(
-            read_tokenizer(self.directory), max_length=self.config.max_length
+            read_tokenizer(self.directory),
+            max_length=sub_words_read(self.config.max_length, self.transformer_config),
         )
 
     def fit(self, train_texts: Any = (), eval_texts: Any = (), *, seed: int = 0) -> None:
+        """Reads the source; records the eval texts' unknown sub-words and the fit texts that
+        `encode` cuts."""
         self._resolve()
+        eval_texts = list(eval_texts)
         self.stats = {"kind": self.kind, "source": self.config.source}
         self.record_eval_unknown(*self.unknown_tokens(dict.fromkeys(eval_texts)))
+        self.record_truncated(self.truncated(dict.fromkeys([*train_texts, *eval_texts])))
 
     def encoder_config(self) -> dict[str, Any]:
         if self.transformer_config is None:
@@ -313,6 +363,14 @@ class TransformerInputs(Inputs):
     def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
         return self._tokenizer().encode_batch(list(texts))
 
+    @property
+    def max_tokens(self) -> int:
+        """`max_length`, or the encoder's positions when fewer (`sub_words_read`)."""
+        return self._tokenizer().max_length
+
+    def truncated(self, texts: Iterable[str]) -> int:
+        return self._tokenizer().truncated(list(texts))
+
     def tokens(self, text: str) -> list[str]:
         return self._tokenizer().tokenize(text)
 
@@ -329,7 +387,17 @@ class TransformerInputs(Inputs):
     @classmethod
     def load(cls, directory: Path, entry: dict[str, Any]) -> TransformerInputs:
         config = configs.from_dict(TransformerInputsConfig, entry, path="inputs")
-        tokenizer = SubwordTokenizer.from_file(
-            directory / "tokenizer.json", max_length=config.max_length
-        )
+        bound = sub_words_read(config.max_length, _saved_transformer_config(directory))
+        tokenizer = SubwordTokenizer.from_file(directory / "tokenizer.json", max_length=bound)
         return cls(config, tokenizer)
+
+
+def _saved_transformer_config(directory: Path) -> dict[str, Any]:
+    """The transformer config a model directory's config.json keeps in its model config (both
+    formats keep it at config.encoder.transformer_config); {} when it is not there."""
+    try:
+        header = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+        found = header["config"]["encoder"]["transformer_config"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return found if isinstance(found, dict) else {}

@@ -12,7 +12,7 @@ unless `trainable`; the rows of the words added from the file stay fixed even th
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnmatch import configs
-from attnmatch.data.tokenize import Tokenizer
+from attnmatch.data.tokenize import DEFAULT_MAX_TOKENS, Tokenizer, check_max_length
 from attnmatch.data.vocab import UNK_ID, Vocab
 from attnmatch.inputs.base import Inputs, TokenEncoderConfig
 
@@ -39,7 +39,10 @@ class WordVectorsConfig:
         normalize: L2-normalise the pretrained vectors (aMV-LSTM does).
         oov: vectors of words without a pretrained one: "random" (normal, scaled to the
             pretrained std) or "zero".
-        lowercase, max_length: word tokenizer settings.
+        lowercase: lower-case the text before tokenising.
+        max_length: tokens kept per text (1 to 1,000,000; unset: `DEFAULT_MAX_TOKENS`, 512),
+            in training, scoring and serving alike; the rest of a longer text is not read.
+            A model directory records the number.
         min_freq: minimum training-set frequency of a vocabulary word.
         vocab_from_eval_splits: also add dev/test words that have a pretrained vector.
         pretrained_vocab: also add the words among the first `pretrained_vocab` rows of the
@@ -66,11 +69,17 @@ class WordVectorsConfig:
     def __post_init__(self) -> None:
         configs.check_positive(self, "dim", "min_freq")
         configs.check_dropout(self.dropout)
-        if self.max_length is not None and self.max_length < 1:
-            raise ValueError(f"max_length must be >= 1 or unset, got {self.max_length}")
+        if self.max_length is not None:
+            check_max_length(self.max_length)
         n = self.pretrained_vocab
         if n != "all" and (not isinstance(n, int) or isinstance(n, bool) or n < 0):
             raise ValueError(f'pretrained_vocab must be >= 0 or "all", got {n!r}')
+
+    @property
+    def max_tokens(self) -> int:
+        """The tokens kept per text: `max_length`, or `DEFAULT_MAX_TOKENS` when unset (as in
+        model directories written before the bound, loaded with it)."""
+        return DEFAULT_MAX_TOKENS if self.max_length is None else self.max_length
 
     @property
     def pretrained_limit(self) -> int | None:
@@ -143,7 +152,7 @@ class WordVectorInputs(Inputs):
 
     def __init__(self, config: WordVectorsConfig, vocab: Vocab | None = None) -> None:
         super().__init__(config)
-        self.tokenizer = Tokenizer(lowercase=config.lowercase, max_length=config.max_length)
+        self.tokenizer = Tokenizer(lowercase=config.lowercase, max_length=config.max_tokens)
         self.vocab = vocab
         self.matrix: np.ndarray | None = None
         self.pretrained_rows = 0  # the last rows of the vocabulary: words added from the file
@@ -170,8 +179,9 @@ class WordVectorInputs(Inputs):
         from attnmatch.embeddings import build_embedding_matrix, frequent_words, load_named_vectors
 
         c, tok = self.config, self.tokenizer
-        vocab = Vocab.build((tok.tokenize(t) for t in train_texts), min_freq=c.min_freq)
-        eval_counts = _token_counts(tok, dict.fromkeys(eval_texts))  # distinct texts
+        cut: set[str] = set()  # the distinct texts `encode` cuts
+        vocab = Vocab.build(_tokens_of(tok, train_texts, cut), min_freq=c.min_freq)
+        eval_counts = _token_counts(tok, dict.fromkeys(eval_texts), cut)  # distinct texts
         self.stats = {"kind": self.kind, "source": c.vectors}
         self.matrix, self.pretrained_rows = None, 0
         if c.vectors != "random":
@@ -198,6 +208,7 @@ class WordVectorInputs(Inputs):
                 self.stats["pretrained_words"] = len(words)
         self.vocab = vocab
         self.record_eval_unknown(*_unknown_of(eval_counts, vocab))
+        self.record_truncated(len(cut))
 
     def encoder_config(self) -> dict[str, Any]:
         if self.vocab is None:
@@ -222,6 +233,13 @@ class WordVectorInputs(Inputs):
         vocab, tok = self.vocab, self.tokenizer
         return [np.asarray(vocab.encode(tok.tokenize(t)), dtype=np.int64) for t in texts]
 
+    @property
+    def max_tokens(self) -> int:
+        return self.config.max_tokens
+
+    def truncated(self, texts: Iterable[str]) -> int:
+        return sum(self.tokenizer.tokenize_checked(t)[1] for t in texts)
+
     def unknown_tokens(self, texts: Iterable[str]) -> tuple[Counter[str], int]:
         """The words of `texts` that `encode` maps to `<unk>`, and the number of words."""
         if self.vocab is None:
@@ -235,7 +253,7 @@ class WordVectorInputs(Inputs):
         if self.vocab is None:
             raise RuntimeError("word-vector inputs have no vocabulary yet: call fit() first")
         self.vocab.save(directory / "vocab.json")
-        return configs.to_dict(self.config)
+        return configs.to_dict(self.config) | {"max_length": self.max_tokens}
 
     @classmethod
     def load(cls, directory: Path, entry: dict[str, Any]) -> WordVectorInputs:
@@ -246,10 +264,21 @@ class WordVectorInputs(Inputs):
         return cls(config, Vocab.load(file))  # the saved vocabulary, whatever built it
 
 
-def _token_counts(tokenizer: Tokenizer, texts: Iterable[str]) -> Counter[str]:
-    counts: Counter[str] = Counter()
+def _tokens_of(tokenizer: Tokenizer, texts: Iterable[str], cut: set[str]) -> Iterator[list[str]]:
+    """The tokens of each text; the texts the tokenizer cuts are added to `cut`."""
     for text in texts:
-        counts.update(tokenizer.tokenize(text))
+        tokens, was_cut = tokenizer.tokenize_checked(text)
+        if was_cut:
+            cut.add(text)
+        yield tokens
+
+
+def _token_counts(
+    tokenizer: Tokenizer, texts: Iterable[str], cut: set[str] | None = None
+) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for tokens in _tokens_of(tokenizer, texts, set() if cut is None else cut):
+        counts.update(tokens)
     return counts
 
 

@@ -34,6 +34,7 @@ from torch import nn
 from attnmatch import configs
 from attnmatch.data.schema import PairBatch
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
+from attnmatch.inputs.transformer import position_limit
 from attnmatch.models._registry import register_model, register_preset
 from attnmatch.nn.masking import masked_mean
 
@@ -182,8 +183,8 @@ class CrossEncoder(nn.Module):
         super().__init__()
         self.config = config
         self.token_encoder = build_token_encoder(config.encoder)
-        positions = int(config.encoder.transformer_config.get("max_position_embeddings", 512))
-        self.max_length = min(positions, 2 * config.encoder.max_length)
+        positions = position_limit(config.encoder.transformer_config) or 512
+        self.max_length = min(positions, 2 * config.encoder.max_length)  # the joint sequence
         self.dropout = nn.Dropout(config.dropout)
         self.head = nn.Linear(config.encoder.output_dim, config.num_outputs)
 
