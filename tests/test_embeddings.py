@@ -145,7 +145,15 @@ def test_explicit_format_and_unknown_suffix(tmp_path: Path) -> None:
     [
         ("a 1 2\nb 3 4\nc 5 x\n", 3, "not a number: 'x'"),
         ("a 1 2\nb 3\n", 2, "expected a word and 2 numbers"),
-        ("a 1 2\n\nb 3  4\n", 3, "not a number: ''"),  # an empty field
+        ("a 1 2\n\nb 3  4\n", 3, "two spaces in a row"),  # an empty field
+        (
+            "a 1 2\nb 3 4 5\n",
+            2,
+            r"expected a word and 2 numbers \(the dimension of line 1\), got 3",
+        ),
+        ("a 1 2\nb 3 1e39\n", 2, "'1e39' is beyond the float32 range"),
+        (" 1 2\nb 3 4\n", 1, "empty word"),
+        ("a\t1\t2\n", 1, "expected a word and numbers .fields are separated by single spaces"),
         ("a 1 2\nb nan 4\n", 2, "non-finite"),
     ],
 )

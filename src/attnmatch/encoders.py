@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import json
 import os
 import shutil
 import tempfile
@@ -130,15 +129,28 @@ def resolve_source(source: str) -> Path:
 
 
 def read_config(path: Path) -> dict[str, Any]:
-    """The Hugging Face config.json of an encoder directory, as a dict."""
+    """The Hugging Face config.json of an encoder directory, as a dict.
+
+    Raises:
+        OSError: it cannot be read (named).
+        ValueError: it is not UTF-8 JSON, not an object, or lacks a field of a transformer
+            config or has one of the wrong type (the file and the field named).
+    """
+    from attnmatch.model_dir import read_json
+
     file = path / "config.json"
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{file}: invalid JSON at line {e.lineno}: {e.msg}") from e
+    data = read_json(file)
+    if not isinstance(data, dict):
+        raise ValueError(f"{file}: expected a JSON object (a Hugging Face model config)")
     for key in ("model_type", "hidden_size", "vocab_size"):
         if key not in data:
             raise ValueError(f"{file}: field {key!r} is missing (not a transformer config)")
+    if not isinstance(data["model_type"], str):
+        raise ValueError(f"{file}: field 'model_type' must be a string")
+    for key in ("hidden_size", "vocab_size"):
+        value = data[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{file}: field {key!r} must be an integer >= 1, got {value!r}")
     # Keep only what defines the architecture; drop bookkeeping that changes across versions.
     for key in ("_name_or_path", "transformers_version", "architectures", "torch_dtype", "dtype"):
         data.pop(key, None)
@@ -163,14 +175,20 @@ def load_weights(module: torch.nn.Module, path: Path) -> dict[str, list[str]]:
 
     Raises:
         FileNotFoundError: no weights file.
-        ValueError: a parameter of `module` has no weight in the file, or shapes differ.
+        ValueError: the file is damaged, a parameter of `module` has no weight in the file, or
+            its shape differs, or it is not a floating-point tensor, or it holds NaN or
+            infinity (the file and the tensor named).
     """
     import safetensors.torch
 
     file = path / "model.safetensors"
     if not file.is_file():
         raise FileNotFoundError(f"{file} is missing: the encoder directory has no weights")
-    state = safetensors.torch.load_file(str(file))
+    try:
+        state = safetensors.torch.load_file(str(file))
+    except Exception as e:  # safetensors raises its own error types for a damaged file
+        reason = " ".join(str(e).split())[:300]
+        raise ValueError(f"{file}: not a readable safetensors file ({reason})") from e
     own = module.state_dict()
     prefix = getattr(module, "base_model_prefix", "")
     mapped: dict[str, torch.Tensor] = {}
@@ -189,6 +207,12 @@ def load_weights(module: torch.nn.Module, path: Path) -> dict[str, list[str]]:
             raise ValueError(
                 f"{file}: {name} has shape {tuple(tensor.shape)}, the config says "
                 f"{tuple(own[name].shape)}"
+            )
+        if tensor.is_floating_point() != own[name].is_floating_point():
+            raise ValueError(f"{file}: {name} is {tensor.dtype}, expected {own[name].dtype}")
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise ValueError(
+                f"{file}: {name} holds non-finite values (NaN or infinity): a damaged file"
             )
     module.load_state_dict(mapped, strict=False)
     return {"ignored": ignored}

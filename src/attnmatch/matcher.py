@@ -19,7 +19,11 @@ classification or regression task it is calibrated on labelled pairs (`attnmatch
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+import os
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,8 +31,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from attnmatch import model_dir
+from attnmatch.configs import ConfigError
 from attnmatch.data.collate import bucketed_batches, collate
 from attnmatch.data.encoding import EncodedPairs, encode_examples
 from attnmatch.data.schema import Example
@@ -87,31 +93,55 @@ class Matcher:
 
     # ----------------------------------------------------------------- construction
 
+    def __post_init__(self) -> None:
+        _check_batch_size(self.batch_size)
+
     @classmethod
     def load(cls, path: str | Path, *, device: str = "cpu", batch_size: int = 512) -> Matcher:
-        """Loads a model directory strictly: every key known, every weight present and shaped.
+        """Loads a model directory strictly: every key known and of its type, every weight
+        present, shaped, typed and finite, the vocabulary as large as the embedding table.
+
+        Loading changes no global state (the model is built under a forked random generator).
 
         Raises:
             FileNotFoundError: the directory or one of its files is missing (named).
-            ValueError: config.json is malformed or of an unknown format (named).
+            OSError: a file cannot be read (named).
+            ValueError: a file is malformed, of an unknown format, or does not fit the others
+                (the file named, with the field or tensor); `device` or `batch_size` is invalid.
         """
+        torch_device = _check_device(device)
+        _check_batch_size(batch_size)
         files = model_dir.read(path)
         header = files.header
+        config_file = files.path / "config.json"
         model_type = header["model_type"]
-        model = build_model(model_type, model_config_from_dict(model_type, header["config"]))
-        if "features" in header:  # exact-match features added to the model's outputs
-            from attnmatch.nn.overlap import WithOverlapFeatures
-
-            size = int(header["features"]["overlap"])
-            inner_config: Any = model.config
-            model = WithOverlapFeatures(model, inner_config.num_outputs, torch.zeros(size))
+        with _naming(config_file):
+            get_model_entry(model_type)  # an unknown model type: the registered ones listed
+            model_config = model_config_from_dict(model_type, header["config"], path="config")
+        task = _load_task(config_file, header["task"])
+        _check_task_fits(config_file, task, model_config)
+        overlap = header["features"]["overlap"] if "features" in header else None
+        try:  # shapes first, on the meta device: a config of huge sizes allocates nothing
+            with _on_meta_device():
+                template = _build(model_type, model_config, overlap)
+        except Exception as e:
+            reason = " ".join(str(e).split())[:300]
+            raise ValueError(
+                f"{config_file}: the model config describes a model that cannot be built "
+                f"({type(e).__name__}: {reason})"
+            ) from e
+        model_dir.check_weights(template, files)
+        with torch.random.fork_rng(devices=[]):  # the caller's random generator is untouched
+            model = _build(model_type, model_config, overlap)
         model_dir.load_weights(model, files)
-        model.to(device).eval()
+        model.to(torch_device).eval()
+        inputs = _load_inputs(files, header["inputs"])
+        _check_inputs_fit(files.path, model, inputs)
         return cls(
             model=model,
             model_type=model_type,
-            inputs=load_inputs(files.path, header["inputs"]),
-            task=Task.from_dict(header["task"]),
+            inputs=inputs,
+            task=task,
             metrics=files.metrics,
             path=files.path,
             batch_size=batch_size,
@@ -167,7 +197,7 @@ class Matcher:
         task = _zero_shot_task(task, calibration)
         if task.kind == "ranking":
             return cosine
-        pairs, labels = _labelled_pairs(calibration or ())
+        pairs, labels = _labelled_pairs(calibration or (), task)
         head = fit_head(
             cosine.score(pairs) if pairs else None,
             labels,
@@ -183,7 +213,8 @@ class Matcher:
             shift=head.shift,
             cosine_logits=head.num_outputs == 2,
         )
-        net = build_model("bi_encoder", model_config)
+        with torch.random.fork_rng(devices=[]):  # the caller's generator is left as it was
+            net = build_model("bi_encoder", model_config)
         net.load_state_dict(cosine.model.state_dict())  # the same encoder, a weightless head
         return cls(model=net.eval(), model_type="bi_encoder", inputs=cosine.inputs, task=task)
 
@@ -209,8 +240,13 @@ class Matcher:
         """
         from attnmatch.lexical import LexicalModel, LexicalScorer, TextInputs
 
+        if isinstance(corpus, str):
+            raise ValueError("corpus must be a list of texts, not one string")
+        for i, text in enumerate(corpus):
+            if not isinstance(text, str):
+                raise ValueError(f"corpus text {i} is not a string: got {_type_of(text)}")
         task = _zero_shot_task(task, calibration)
-        pairs, labels = _labelled_pairs(calibration or ())
+        pairs, labels = _labelled_pairs(calibration or (), task)
         scorer = LexicalScorer(kind).fit([*corpus, *(right for _, right in pairs)])
         similarities = scorer.score(pairs) if pairs and task.kind != "ranking" else None
         head = fit_head(
@@ -368,15 +404,22 @@ class Matcher:
 
     def outputs(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """The model's raw outputs (scores or logits) for (left, right) pairs: (N, num_outputs)."""
+        if isinstance(pairs, str):
+            raise ValueError("pairs must be a list of (left, right) tuples, not one string")
         for i, pair in enumerate(pairs):
-            if len(pair) != 2 or not all(isinstance(t, str) for t in pair):
-                raise ValueError(f"pair {i} is not a (str, str) tuple: {pair!r}")
+            if (
+                not isinstance(pair, tuple | list)
+                or len(pair) != 2
+                or not all(isinstance(t, str) for t in pair)
+            ):
+                raise ValueError(f"pair {i} is not a (str, str) tuple: got {_type_of(pair)}")
         if len(pairs) == 0:
             return np.zeros((0, 1), dtype=np.float32)
         score_texts = _text_scorer(self.model)
         if score_texts is not None:
-            return score_texts(pairs)
-        return self.predict(self.encode([Example(left=a, right=b, label=0) for a, b in pairs]))
+            return self._finite(score_texts(pairs), "output")
+        data = self.encode([Example(left=a, right=b, label=0) for a, b in pairs])
+        return self._finite(self.predict(data), "output")
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """One score per (left, right) pair, higher = better match.
@@ -390,18 +433,31 @@ class Matcher:
         """
         if len(pairs) == 0:
             return np.zeros(0, dtype=np.float32)
-        return self.task.scores(torch.from_numpy(self.outputs(pairs))).numpy()
+        scores = self.task.scores(torch.from_numpy(self.outputs(pairs))).numpy()
+        return self._finite(scores, "score")
 
     def rank(self, query: str, candidates: Sequence[str], top_k: int | None = None) -> list[Ranked]:
         """Candidates sorted by score, best first (ties keep the input order).
 
         Raises:
-            ValueError: the query is empty or there are no candidates.
+            ValueError: the query is empty or not a string, there are no candidates, one is not
+                a string, or top_k is not a positive integer.
         """
+        if not isinstance(query, str):
+            raise ValueError(f"the query must be a string, got {_type_of(query)}")
         if not query.strip():
             raise ValueError("the query is empty")
+        if isinstance(candidates, str):
+            raise ValueError("candidates must be a list of strings, not one string")
         if not candidates:
             raise ValueError("no candidates to rank")
+        for i, candidate in enumerate(candidates):
+            if not isinstance(candidate, str):
+                raise ValueError(f"candidate {i} is not a string: got {_type_of(candidate)}")
+        if top_k is not None and (
+            isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1
+        ):
+            raise ValueError(f"top_k must be an integer >= 1 (or None for all), got {top_k!r}")
         scores = self.score([(query, c) for c in candidates])
         order = np.argsort(-scores, kind="stable")
         if top_k is not None:
@@ -426,7 +482,11 @@ class Matcher:
 
         Raises:
             NotImplementedError: the model has no `attention` method.
+            ValueError: left or right is not a string.
         """
+        for side, text in (("left", left), ("right", right)):
+            if not isinstance(text, str):
+                raise ValueError(f"{side} must be a string, got {_type_of(text)}")
         attention = getattr(self.model, "attention", None)
         if attention is None:
             raise NotImplementedError(f"{type(self.model).__name__} exposes no attention maps")
@@ -513,7 +573,21 @@ class Matcher:
             outputs = self.predict(data)
         else:
             outputs = score_texts([(e.left, e.right) for e in examples])
-        return report_from_outputs(outputs, data, protocol, task=self.task)
+        return report_from_outputs(self._finite(outputs, "output"), data, protocol, task=self.task)
+
+    def _finite(self, values: np.ndarray, what: str) -> np.ndarray:
+        """`values` (one row per pair), when every one is finite; else one ValueError naming
+        the first pair: NaN or infinity never reaches a score, a rank or a metric."""
+        finite = np.isfinite(values)
+        if finite.all():
+            return values
+        rows = np.flatnonzero(~finite.reshape(len(values), -1).all(axis=1))
+        name = str(self.path) if self.path is not None else f"the {self.model_type} model"
+        raise ValueError(
+            f"{name} gave a non-finite {what} (NaN or infinity) for pair {int(rows[0])} "
+            f"({len(rows)} of {len(values)} pairs): no scores are returned; the model is "
+            "numerically broken on these texts (re-train it)"
+        )
 
 
 def _text_scorer(model: nn.Module) -> Callable[[Sequence[tuple[str, str]]], np.ndarray] | None:
@@ -533,8 +607,11 @@ def _zero_shot_task(task: Task | None, calibration: Calibration | None) -> Task:
     return task
 
 
-def _labelled_pairs(calibration: Calibration) -> tuple[list[tuple[str, str]], np.ndarray]:
-    """(left, right) pairs and their labels from Examples or (left, right, label) tuples."""
+def _labelled_pairs(
+    calibration: Calibration, task: Task
+) -> tuple[list[tuple[str, str]], np.ndarray]:
+    """(left, right) pairs and their labels from Examples or (left, right, label) tuples; a
+    label must be a finite number, a class index of `task` (0 or 1) or a score in its range."""
     pairs: list[tuple[str, str]] = []
     labels: list[float] = []
     for i, item in enumerate(calibration):
@@ -548,9 +625,229 @@ def _labelled_pairs(calibration: Calibration) -> tuple[list[tuple[str, str]], np
             raise ValueError(f"calibration pair {i}: left and right must be strings")
         if isinstance(label, bool) or not isinstance(label, int | float | np.number):
             raise ValueError(f"calibration pair {i}: the label must be a number, got {label!r}")
+        if not math.isfinite(float(label)):
+            raise ValueError(f"calibration pair {i}: the label must be finite, got {label!r}")
+        value = float(label)
+        if task.kind == "classification" and value not in (0.0, 1.0):
+            raise ValueError(
+                f"calibration pair {i}: the label must be a class index, 0 "
+                f"({task.class_names[0]}) or 1 ({task.class_names[-1]}), got {label!r}"
+            )
+        if task.kind == "regression" and not task.min_score <= value <= task.max_score:
+            raise ValueError(
+                f"calibration pair {i}: the label {label!r} is outside the task's score range "
+                f"{task.min_score}..{task.max_score}"
+            )
         pairs.append((left, right))
-        labels.append(float(label))
+        labels.append(value)
     return pairs, np.asarray(labels, dtype=np.float64)
+
+
+def _type_of(value: object) -> str:
+    """What a wrong argument is, for a message (never the user's text itself)."""
+    if isinstance(value, tuple | list):
+        return f"a {type(value).__name__} of {len(value)}"
+    return f"a {type(value).__name__}"
+
+
+def _check_device(device: str | torch.device) -> torch.device:
+    """`device` as a torch device that exists here, or one ValueError naming it."""
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError, ValueError) as e:
+        raise ValueError(
+            f"device {device!r} is not a device name (e.g. 'cpu', 'cuda', 'cuda:1')"
+        ) from e
+    if parsed.type == "meta":
+        raise ValueError("device 'meta' holds no values: load the model on 'cpu' or 'cuda'")
+    if parsed.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ValueError(f"device {device!r}: no CUDA device is available here; use 'cpu'")
+        if parsed.index is not None and parsed.index >= count:
+            raise ValueError(f"device {device!r}: this machine has {count} CUDA device(s)")
+    return parsed
+
+
+def _check_batch_size(size: int) -> None:
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"batch_size must be an integer >= 1, got {size!r}")
+
+
+@contextmanager
+def _naming(file: Path, field: str = "") -> Iterator[None]:
+    """Turns a ValueError, KeyError or TypeError of the body into one ValueError naming
+    `file` (and `field`), unless its message names the model directory already."""
+    try:
+        yield
+    except (ValueError, KeyError, TypeError) as e:
+        message = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+        if str(file.parent) in message:
+            raise
+        prefix = f"{file}: {field}: " if field else f"{file}: "
+        raise ValueError(prefix + " ".join(message.split())) from e
+
+
+class _SkipRandomFills(TorchFunctionMode):
+    """Random initialisation of a meta tensor does nothing (it has no values to fill); run in
+    Python, it would import torch's compiler (`torch._dynamo`, a second or so) to do nothing."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        target = args[0] if args else kwargs.get("tensor", kwargs.get("self"))
+        name = getattr(func, "__name__", "")
+        if name in _RANDOM_FILLS and isinstance(target, torch.Tensor) and target.is_meta:
+            return target
+        return func(*args, **kwargs)
+
+
+_RANDOM_FILLS = frozenset(
+    {
+        "normal_",
+        "uniform_",
+        "trunc_normal_",
+        "kaiming_normal_",
+        "kaiming_uniform_",
+        "xavier_normal_",
+        "xavier_uniform_",
+        "orthogonal_",
+        "bernoulli_",
+        "exponential_",
+        "random_",
+    }
+)
+
+
+@contextmanager
+def _on_meta_device() -> Iterator[None]:
+    """Tensors created in the body live on the meta device: shapes without memory.
+
+    An operation that torch runs in Python on meta tensors imports its compiler
+    (`torch._dynamo`) the first time, which sets an environment variable and a warnings
+    filter: both are put back as they were, so that loading a model changes no process-wide
+    setting.
+    """
+    environ = dict(os.environ)
+    with warnings.catch_warnings(), _SkipRandomFills(), torch.device("meta"):
+        try:
+            yield
+        finally:
+            for key in set(os.environ) - set(environ):
+                del os.environ[key]
+            for key, value in environ.items():
+                if os.environ.get(key) != value:
+                    os.environ[key] = value
+
+
+def _build(model_type: str, config: Any, overlap: int | None) -> nn.Module:
+    """The registered model of a directory, with its exact-match features (`overlap`: the
+    size of their idf table) added to its outputs when it has them."""
+    model = build_model(model_type, config)
+    if overlap is None:
+        return model
+    from attnmatch.nn.overlap import WithOverlapFeatures
+
+    return WithOverlapFeatures(model, config.num_outputs, torch.zeros(overlap))
+
+
+def _load_task(config_file: Path, data: dict[str, Any]) -> Task:
+    """config.json's `task`, its field types checked (`Task` checks the values)."""
+    if "kind" not in data:
+        raise ValueError(
+            f"{config_file}: missing key 'task.kind' (ranking, classification or regression)"
+        )
+    names = data.get("class_names", [])
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"{config_file}: field 'task.class_names' must be a list of strings")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{config_file}: field 'task.class_names' names a class twice")
+    for key in ("min_score", "max_score"):
+        value = data.get(key, 0)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            raise ValueError(
+                f"{config_file}: field 'task.{key}' must be a finite number, got {value!r}"
+            )
+    with _naming(config_file, "task"):
+        return Task.from_dict(data)
+
+
+def _check_task_fits(config_file: Path, task: Task, model_config: Any) -> None:
+    """The model's outputs are what its task reads: one logit per class, one value or one per
+    integer score level."""
+    n = getattr(model_config, "num_outputs", None)
+    if n is None:
+        return
+    if task.kind == "classification" and n != len(task.class_names):
+        raise ValueError(
+            f"{config_file}: task.class_names names {len(task.class_names)} classes, but the "
+            f"model has {n} outputs (config.num_outputs)"
+        )
+    if task.kind == "regression" and n != 1 and not (task.integer_bounds and n == task.num_levels):
+        raise ValueError(
+            f"{config_file}: a regression model over {task.min_score}..{task.max_score} has 1 "
+            f"output or one per integer level, not {n} (config.num_outputs)"
+        )
+
+
+# The file that holds each input kind's saved state (config.json holds its settings).
+_INPUTS_FILES = {"word_vectors": "vocab.json", "transformer": "tokenizer.json"}
+
+
+def _load_inputs(files: model_dir.ModelFiles, entry: dict[str, Any]) -> Inputs:
+    """The directory's inputs; an error that does not name its file is given the file."""
+    try:
+        return load_inputs(files.path, entry)
+    except (ValueError, KeyError, TypeError, RecursionError) as e:
+        message = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+        if isinstance(e, RecursionError):
+            message = f"JSON nested deeper than {model_dir.MAX_JSON_DEPTH} levels"
+        if str(files.path) in message:
+            raise
+        kind = entry.get("kind")
+        name = "config.json" if isinstance(e, ConfigError) else _INPUTS_FILES.get(str(kind))
+        raise ValueError(
+            f"{files.path / (name or 'config.json')}: {' '.join(message.split())}"
+        ) from e
+
+
+def _check_inputs_fit(path: Path, model: nn.Module, inputs: Inputs) -> None:
+    """The ids the inputs give are rows of the model's embedding table, all of them: a
+    vocabulary shorter than the table shifts every word onto another vector, a longer one
+    gives ids past its end."""
+    encoder = getattr(getattr(model, "config", None), "encoder", None)
+    rows = getattr(encoder, "vocab_size", None)
+    if rows is None:
+        return
+    weights = path / "model.safetensors"
+    reads = getattr(encoder, "kind", inputs.kind)
+    if reads != inputs.kind:
+        raise ValueError(
+            f"{path / 'config.json'}: the inputs are {inputs.kind} but the model reads "
+            f"{reads} (config.encoder.kind): the files do not belong together"
+        )
+    vocab = getattr(inputs, "vocab", None)
+    if vocab is not None and len(vocab) != rows:
+        raise ValueError(
+            f"{path / 'vocab.json'} holds {len(vocab)} tokens but the embedding table of "
+            f"{weights} has {rows} rows: the vocabulary belongs to another model (save the "
+            "model with Matcher.save rather than copying its files)"
+        )
+    buckets = getattr(getattr(inputs, "config", None), "buckets", None)
+    if isinstance(buckets, int) and buckets != rows:
+        raise ValueError(
+            f"{path / 'config.json'}: inputs.buckets is {buckets} but the trigram table of "
+            f"{weights} has {rows} rows: the files do not belong together"
+        )
+    size = getattr(getattr(inputs, "tokenizer", None), "vocab_size", None)
+    if isinstance(size, int) and size > rows:
+        raise ValueError(
+            f"{path / 'tokenizer.json'} has {size} sub-words but the embedding table of "
+            f"{weights} has {rows} rows: the tokenizer belongs to another model"
+        )
 
 
 def load_matcher(spec: str | Path) -> Matcher:
@@ -562,9 +859,13 @@ def load_matcher(spec: str | Path) -> Matcher:
 
     path = Path(spec)
     if (path / "config.json").is_file() and (path / "model.safetensors").is_file():
-        if model_dir.is_model_dir(path):
-            return Matcher.load(path)
-        return Matcher.from_encoder(str(spec))
+        try:
+            header = model_dir.read_json(path / "config.json")
+        except (OSError, ValueError):
+            return Matcher.load(path)  # the error that names config.json
+        if isinstance(header, dict) and "format" not in header:  # a Hugging Face config
+            return Matcher.from_encoder(str(spec))
+        return Matcher.load(path)
     if str(spec) in ENCODERS:
         return Matcher.from_encoder(str(spec))
     if str(spec) in LEXICAL_KINDS:

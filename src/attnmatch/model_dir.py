@@ -6,14 +6,23 @@
     tokenizer.json     transformer inputs: the sub-word tokenizer (Hugging Face format)
     metrics.json       how the model was trained and evaluated (optional)
 
-Writes are atomic: the folder appears complete or not at all. Directories of the first format
+Writes are atomic: the folder appears complete or not at all. Every file is strict JSON (a
+metric that is not a finite number is written as null). Directories of the first format
 (`attnmatch.model/1`) are migrated on load (`_migrate_v1`); any other format is refused with
 one line that names it.
+
+Reading is strict and every refusal is one line naming the file (and the field or tensor): a
+file that is not UTF-8 (a UTF-8 byte order mark is accepted), not JSON, nested deeper than
+`MAX_JSON_DEPTH`, a field of the wrong type, a weights file that is damaged or truncated, a
+tensor missing, unexpected, of another shape or dtype than the model config gives it, or holding
+NaN or infinity.
 """
 
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +40,26 @@ _KEYS = {"format", "attnmatch_version", "model_type", "config", "task", "inputs"
 _KEYS_OPTIONAL = frozenset({"features"})  # {"overlap": idf size}: `nn.overlap` features
 _KEYS_V1 = {"format", "attnmatch_version", "model_type", "config", "task", "tokenizer"}
 _KEYS_V1_OPTIONAL = {"label_space"}
+# The JSON type each config.json field must have (None: JSON null allowed too).
+_TYPES: dict[str, tuple[type, ...]] = {
+    "attnmatch_version": (str,),
+    "model_type": (str,),
+    "config": (dict,),
+    "task": (dict,),
+    "inputs": (dict,),
+    "features": (dict,),
+}
+_TYPES_V1: dict[str, tuple[type, ...]] = {
+    "attnmatch_version": (str,),
+    "model_type": (str,),
+    "config": (dict,),
+    "task": (str,),
+    "tokenizer": (dict, type(None)),
+    "label_space": (dict, type(None)),
+}
+MAX_JSON_DEPTH = 100
+"""Deepest nesting of lists and objects read from a model directory's JSON files (ours nest
+at most 4 levels): deeper is refused, naming the file, before anything recurses into it."""
 
 
 @dataclass
@@ -72,39 +101,53 @@ def write(
             model, str(tmp / "model.safetensors"), metadata={"format": "pt"}
         )
         if metrics:
-            (tmp / "metrics.json").write_text(
-                json.dumps(metrics, indent=2) + "\n", encoding="utf-8"
-            )
+            (tmp / "metrics.json").write_text(_metrics_json(metrics), encoding="utf-8")
     return path
 
 
 def write_metrics(path: str | Path, metrics: dict[str, Any]) -> None:
     """Replaces a model directory's metrics.json atomically."""
-    write_text_atomic(Path(path) / "metrics.json", json.dumps(metrics, indent=2) + "\n")
+    write_text_atomic(Path(path) / "metrics.json", _metrics_json(metrics))
+
+
+def _metrics_json(metrics: dict[str, Any]) -> str:
+    """Strict JSON (RFC 8259 has no NaN or infinity): a metric that is not a finite number
+    (the Pearson correlation of constant predictions) is written as null."""
+
+    def finite(value: Any) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: finite(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [finite(v) for v in value]
+        return value
+
+    return json.dumps(finite(metrics), indent=2, allow_nan=False) + "\n"
 
 
 def read(path: str | Path) -> ModelFiles:
-    """Reads and checks a model directory (every key known, the format current or migrated).
+    """Reads and checks a model directory (every key known and of its type, the format current
+    or migrated, the weights file readable).
 
     Raises:
         FileNotFoundError: the directory or one of its files is missing (named).
-        ValueError: config.json is malformed, of an unknown format, or has unknown keys.
+        NotADirectoryError, IsADirectoryError: the directory is a file, or one of its files a
+            folder (named).
+        OSError: a file cannot be read (named).
+        ValueError: config.json or metrics.json is malformed, of an unknown format, has
+            unknown, missing or wrongly typed fields, or model.safetensors is damaged (the
+            file named, and the field).
     """
     path = Path(path)
-    if not path.is_dir():
-        raise FileNotFoundError(f"model directory not found: {path}")
-    for name in ("config.json", "model.safetensors"):
-        if not (path / name).is_file():
-            raise FileNotFoundError(
-                f"{path / name} is missing: not a complete attnmatch model directory"
-            )
+    _check_layout(path)
     config_path = path / "config.json"
-    try:
-        header = json.loads(config_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{config_path}: invalid JSON at line {e.lineno}: {e.msg}") from e
+    header = read_json(config_path)
     if not isinstance(header, dict):
-        raise ValueError(f"{config_path}: not an attnmatch model (expected a JSON object)")
+        raise ValueError(
+            f"{config_path}: not an attnmatch model (expected a JSON object, got "
+            f"{_json_type(header)})"
+        )
     fmt = header.get("format")
     if fmt not in (FORMAT, FORMAT_V1):  # checked first: a later format may store weights otherwise
         raise ValueError(
@@ -112,62 +155,213 @@ def read(path: str | Path) -> ModelFiles:
             f"({__version__}) reads ({FORMAT}, or {FORMAT_V1} migrated on load): re-train the "
             "model or load it with the attnmatch version that wrote it"
         )
+    v1 = fmt == FORMAT_V1
     _check_keys(
         config_path,
         header,
-        *((_KEYS_V1, _KEYS_V1_OPTIONAL) if fmt == FORMAT_V1 else (_KEYS, _KEYS_OPTIONAL)),
+        *((_KEYS_V1, _KEYS_V1_OPTIONAL) if v1 else (_KEYS, _KEYS_OPTIONAL)),
     )
+    _check_types(config_path, header, _TYPES_V1 if v1 else _TYPES)
+    if "features" in header:
+        _check_features(config_path, header["features"])
     metrics: dict[str, Any] = {}
-    if (path / "metrics.json").is_file():
-        try:
-            metrics = json.loads((path / "metrics.json").read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
+    if (path / "metrics.json").exists():
+        metrics = read_json(path / "metrics.json")
+        if not isinstance(metrics, dict):
             raise ValueError(
-                f"{path / 'metrics.json'}: invalid JSON at line {e.lineno}: {e.msg}"
+                f"{path / 'metrics.json'}: expected a JSON object, got {_json_type(metrics)}"
+            )
+    state = _read_weights(path / "model.safetensors")
+    if v1:
+        try:
+            header, state = _migrate_v1(header, state, metrics)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            reason = e.args[0] if isinstance(e, KeyError) and e.args else e
+            raise ValueError(
+                f"{config_path}: cannot migrate this {FORMAT_V1} model directory ({reason})"
             ) from e
-    try:
-        state = safetensors.torch.load_file(str(path / "model.safetensors"))
-    except Exception as e:  # safetensors raises its own error types for a damaged file
-        raise ValueError(
-            f"{path / 'model.safetensors'}: not a readable safetensors file ({e})"
-        ) from e
-    if fmt == FORMAT_V1:
-        header, state = _migrate_v1(header, state, metrics)
     return ModelFiles(path, header, state, metrics)
+
+
+def read_json(file: Path) -> Any:
+    """The JSON value of `file`, read strictly: one error naming the file for a file that
+    cannot be read, is not UTF-8 (a leading byte order mark is accepted), is not JSON, or
+    nests lists and objects deeper than `MAX_JSON_DEPTH`.
+
+    Raises:
+        OSError: the file cannot be read (the same subclass, naming the file).
+        ValueError: it is not UTF-8 JSON of at most `MAX_JSON_DEPTH` levels (names the file,
+            and the line where there is one).
+    """
+    raw = _read_bytes(file)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise ValueError(
+            f"{file}: line {line}: not UTF-8 text (byte 0x{raw[e.start]:02x}); is it the "
+            "file attnmatch wrote?"
+        ) from None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{file}: invalid JSON at line {e.lineno}: {e.msg}") from None
+    except RecursionError:
+        raise ValueError(
+            f"{file}: JSON nested deeper than {MAX_JSON_DEPTH} levels: not an attnmatch file"
+        ) from None
+    except ValueError as e:  # e.g. an integer of more digits than Python converts
+        raise ValueError(f"{file}: invalid JSON: {' '.join(str(e).split())}") from None
+    if _depth_exceeds(value, MAX_JSON_DEPTH):
+        raise ValueError(
+            f"{file}: JSON nested deeper than {MAX_JSON_DEPTH} levels: not an attnmatch file"
+        )
+    return value
 
 
 def is_model_dir(path: Path) -> bool:
     """Whether `path` looks like an attnmatch model directory (config.json names our format)."""
     try:
-        header = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        header = read_json(Path(path) / "config.json")
     except (OSError, ValueError):
         return False
     return isinstance(header, dict) and str(header.get("format", "")).startswith("attnmatch.")
 
 
-def load_weights(model: nn.Module, files: ModelFiles) -> None:
-    """Loads the directory's weights into `model` strictly: every parameter and buffer must be
-    in the file (or share its storage with one that is, as tied weights are saved once), with
-    its shape, and the file may hold nothing else.
+def check_weights(model: nn.Module, files: ModelFiles) -> None:
+    """Checks that the directory's weights fit `model` (which may live on the meta device):
+    every parameter and persistent buffer is in the file (or is the same tensor as one that
+    is, as tied weights are saved once) with its shape and dtype, the file holds nothing
+    else, and every floating-point value is finite.
 
     Raises:
-        ValueError: a weight is missing, unexpected or of another shape (named).
+        ValueError: a tensor is missing, unexpected, of another shape or dtype, or holds NaN
+            or infinity (the file and the tensor named).
     """
     file = files.path / "model.safetensors"
-    own = model.state_dict()
-    by_storage: dict[int, set[str]] = {}
-    for name, tensor in own.items():
-        by_storage.setdefault(tensor.data_ptr(), set()).add(name)
-    try:
-        missing, unexpected = model.load_state_dict(files.state, strict=False)
-    except RuntimeError as e:  # a shape mismatch
-        raise ValueError(f"{file}: weights do not fit the model config: {e}") from e
-    missing = [k for k in missing if not (by_storage[own[k].data_ptr()] & set(files.state))]
-    if missing or unexpected:
+    own = model.state_dict(keep_vars=True)
+    aliases = _aliases(model)
+    saved = set(files.state)
+    missing = [k for k in own if not (aliases.get(k, {k}) & saved)]
+    unexpected = sorted(saved - set(own))
+    if missing:
         raise ValueError(
-            f"{file}: weights do not match the model config (missing {missing[:5]}, "
-            f"unexpected {list(unexpected)[:5]})"
+            f"{file}: tensor {missing[0]!r} is missing{_more(missing)}; the model config in "
+            f"config.json needs it: the two files do not belong together (save the model again)"
         )
+    if unexpected:
+        raise ValueError(
+            f"{file}: unexpected tensor {unexpected[0]!r}{_more(unexpected)}, which the model "
+            "config in config.json does not have: the two files do not belong together (save "
+            "the model again)"
+        )
+    for name, tensor in files.state.items():
+        expected = own[name]
+        if tuple(tensor.shape) != tuple(expected.shape):
+            raise ValueError(
+                f"{file}: tensor {name!r} has shape {list(tensor.shape)}, but the model config "
+                f"in config.json gives it shape {list(expected.shape)}"
+            )
+        if tensor.dtype != expected.dtype:
+            raise ValueError(
+                f"{file}: tensor {name!r} is {_dtype(tensor.dtype)}, expected "
+                f"{_dtype(expected.dtype)}"
+            )
+        if (tensor.is_floating_point() or tensor.is_complex()) and not bool(
+            torch.isfinite(tensor).all()
+        ):
+            bad = int((~torch.isfinite(tensor)).sum())
+            raise ValueError(
+                f"{file}: tensor {name!r} holds {bad} non-finite value(s) (NaN or infinity): "
+                "the training diverged or the file is damaged; re-train the model"
+            )
+
+
+def load_weights(model: nn.Module, files: ModelFiles) -> None:
+    """Loads the directory's weights into `model` strictly (`check_weights` first).
+
+    Raises:
+        ValueError: a weight is missing, unexpected, of another shape or dtype, or not finite
+            (named).
+    """
+    check_weights(model, files)
+    model.load_state_dict(files.state, strict=False)  # tied weights: one name is enough
+
+
+def _check_layout(path: Path) -> None:
+    if not path.exists():
+        raise FileNotFoundError(f"model directory not found: {path}")
+    if not path.is_dir():
+        raise NotADirectoryError(
+            f"{path} is a file, not a model directory (a folder holding config.json and "
+            "model.safetensors, as Matcher.save and attnmatch train write it)"
+        )
+    for name in ("config.json", "model.safetensors"):
+        file = path / name
+        if not file.exists():
+            raise FileNotFoundError(f"{file} is missing: not a complete attnmatch model directory")
+        if not file.is_file():
+            raise IsADirectoryError(
+                f"{file} is not a regular file: not a complete attnmatch model directory"
+            )
+
+
+def _read_bytes(file: Path) -> bytes:
+    try:
+        return file.read_bytes()
+    except OSError as e:
+        raise type(e)(f"{file}: cannot read it ({e.strerror or e})") from e
+
+
+def _read_weights(file: Path) -> dict[str, torch.Tensor]:
+    raw = _read_bytes(file)
+    if not raw:
+        raise ValueError(f"{file}: the file is empty (0 bytes): not a readable safetensors file")
+    try:
+        return safetensors.torch.load(raw)
+    except Exception as e:  # safetensors raises its own error types for a damaged file
+        reason = " ".join(str(e).split())[:300]
+        raise ValueError(
+            f"{file}: not a readable safetensors file ({reason}): damaged or truncated, copy "
+            "it again or re-train the model"
+        ) from e
+
+
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether lists and objects nest deeper than `limit` in `value` (without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children: Iterable[Any]
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object"
+
+
+def _type_names(types: tuple[type, ...]) -> str:
+    names = {dict: "an object", str: "a string", type(None): "null", list: "a list"}
+    return " or ".join(names.get(t, t.__name__) for t in types)
 
 
 def _check_keys(
@@ -179,9 +373,60 @@ def _check_keys(
     unknown = set(header) - required - set(optional)
     if unknown:
         raise ValueError(f"{config_path}: unknown keys {sorted(unknown)}")
-    missing = required - set(header)
+    missing = sorted(required - set(header))
     if missing:
-        raise ValueError(f"{config_path}: missing keys {sorted(missing)}")
+        raise ValueError(
+            f"{config_path}: missing key {missing[0]!r}{_more(missing)} (an attnmatch model's "
+            f"config.json has {', '.join(sorted(required))})"
+        )
+
+
+def _check_types(
+    config_path: Path, header: dict[str, Any], types: dict[str, tuple[type, ...]]
+) -> None:
+    for key, allowed in types.items():
+        if key in header and not isinstance(header[key], allowed):
+            raise ValueError(
+                f"{config_path}: field {key!r} must be {_type_names(allowed)}, got "
+                f"{_json_type(header[key])}"
+            )
+
+
+def _check_features(config_path: Path, features: dict[str, Any]) -> None:
+    """`features`: {"overlap": the size of the idf table of `nn.overlap` features}."""
+    if set(features) != {"overlap"}:
+        raise ValueError(
+            f"{config_path}: field 'features' must hold exactly the key 'overlap', got "
+            f"{sorted(features)}"
+        )
+    size = features["overlap"]
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise ValueError(
+            f"{config_path}: field 'features.overlap' must be an integer >= 0, got {size!r}"
+        )
+
+
+def _aliases(model: nn.Module) -> dict[str, set[str]]:
+    """State-dict name -> every name of the same parameter or buffer (tied weights, a module
+    used twice)."""
+    names: dict[int, set[str]] = {}
+    by_name: dict[str, int] = {}
+    tensors = [
+        *model.named_parameters(remove_duplicate=False),
+        *model.named_buffers(remove_duplicate=False),
+    ]
+    for name, tensor in tensors:
+        names.setdefault(id(tensor), set()).add(name)
+        by_name[name] = id(tensor)
+    return {name: names[key] for name, key in by_name.items()}
+
+
+def _more(names: list[str]) -> str:
+    return f" (and {len(names) - 1} more)" if len(names) > 1 else ""
+
+
+def _dtype(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 def _migrate_v1(
@@ -194,7 +439,10 @@ def _migrate_v1(
     """
     from attnmatch.inputs import migrate_v1
 
-    vectors = metrics.get("experiment", {}).get("embeddings", {}).get("source", "glove-6b-50d")
+    experiment = metrics.get("experiment")
+    embeddings = experiment.get("embeddings") if isinstance(experiment, dict) else None
+    source = embeddings.get("source") if isinstance(embeddings, dict) else None
+    vectors = source if isinstance(source, str) else "glove-6b-50d"
     inputs, config, state = migrate_v1(
         header["model_type"],
         dict(header["config"]),

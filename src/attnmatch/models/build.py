@@ -64,9 +64,11 @@ def resolve_model_config(
     return model_type, model_config_from_dict(model_type, data)
 
 
-def model_config_from_dict(model_type: str, data: dict[str, Any]) -> Any:
+def model_config_from_dict(model_type: str, data: dict[str, Any], *, path: str = "model") -> Any:
+    """The config of model type `model_type` from its dict; errors name the key under `path`
+    (e.g. "config.hidden_size" for a model directory's config.json)."""
     entry = get_model_entry(model_type)
-    return configs.from_dict(entry.config_cls, data, path="model")
+    return configs.from_dict(entry.config_cls, data, path=path)
 
 
 def build_model(model_type: str, config: Any) -> nn.Module:

@@ -131,7 +131,10 @@ class IARNNConfig:
 
 
 def _unit_spectral_(weight: torch.Tensor, blocks: int = 1) -> None:
-    """Rescales each of `blocks` row blocks of `weight` to largest singular value 1, in place."""
+    """Rescales each of `blocks` row blocks of `weight` to largest singular value 1, in place
+    (a meta tensor, built to check shapes, has no values to rescale)."""
+    if weight.is_meta:
+        return
     with torch.no_grad():
         for block in weight.chunk(blocks, dim=0):
             block.div_(torch.linalg.matrix_norm(block, ord=2).clamp(min=1e-12))

@@ -56,8 +56,6 @@ class OverlapFeatures(nn.Module):
     def __init__(self, idf: torch.Tensor) -> None:
         super().__init__()
         self.register_buffer("idf", idf.float())  # (V,)
-        num_docs_unseen = float(idf.max()) if idf.numel() else math.log(2.0)
-        self.unseen = num_docs_unseen  # ids beyond the table: the rarest
 
     def forward(
         self,
@@ -75,12 +73,15 @@ class OverlapFeatures(nn.Module):
         same = same & right_mask[:, None, :]
         found = same.any(dim=-1) & left_mask  # (B, L)
         size = self.idf.shape[0]
-        inside = left_ids < size
-        idf = torch.where(
-            inside,
-            self.idf[left_ids.clamp(max=size - 1)],
-            torch.full_like(self.idf[:1], self.unseen),
-        )  # (B, L)
+        # Ids beyond the table (words the training texts never held) weigh as the rarest: its
+        # largest idf, read from the buffer, so that a loaded model weighs them as trained.
+        unseen = self.idf.max() if size else torch.tensor(math.log(2.0), device=self.idf.device)
+        if size:
+            idf = torch.where(
+                left_ids < size, self.idf[left_ids.clamp(max=size - 1)], unseen
+            )  # (B, L)
+        else:
+            idf = unseen.expand(left_ids.shape)  # (B, L)
         idf = idf * left_mask
         count = found.sum(dim=-1).float()  # (B,)
         tokens = left_mask.sum(dim=-1).clamp(min=1).float()  # (B,)
