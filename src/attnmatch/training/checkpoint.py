@@ -21,7 +21,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import safetensors.torch
 import torch
 
 from attnmatch.atomic import atomic_directory
@@ -54,23 +53,67 @@ def save_checkpoint(
 
 
 def load_checkpoint(path: Path, model: torch.nn.Module) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Loads `path/model/model.safetensors` into `model` (strictly: every key must match).
+    """Loads the weights of `path/model` into `model` (strictly: every key and shape must
+    match).
 
-    Only the weights are read from the model directory; its config.json and vocabulary are not
-    (the caller has built `model` already).
+    Only the weights are read from the model directory; its config.json and vocabulary are
+    checked but not used (the caller has built `model` already).
 
     Returns:
         (the optimizer's state_dict from optimizer.pt, the trainer state from
         trainer_state.json).
 
     Raises:
-        FileNotFoundError: model/model.safetensors, optimizer.pt or trainer_state.json is
-            missing.
+        FileNotFoundError: model/config.json, model/model.safetensors, optimizer.pt or
+            trainer_state.json is missing.
+        ValueError: one of them is damaged, or the weights do not fit `model` (the file
+            named, in one line).
     """
-    for name in ("model/model.safetensors", "optimizer.pt", STATE_FILE):
+    from attnmatch import model_dir
+
+    for name in ("model/config.json", "model/model.safetensors", "optimizer.pt", STATE_FILE):
         if not (path / name).is_file():
-            raise FileNotFoundError(f"incomplete checkpoint: {path / name} is missing")
-    safetensors.torch.load_model(model, str(path / "model" / "model.safetensors"), strict=True)
-    optim_state = torch.load(path / "optimizer.pt", weights_only=True, map_location="cpu")
-    state = json.loads((path / STATE_FILE).read_text(encoding="utf-8"))
+            raise FileNotFoundError(
+                f"incomplete checkpoint: {path / name} is missing {_START_AGAIN}"
+            )
+    state = read_json(path / STATE_FILE, _START_AGAIN)
+    try:
+        files = model_dir.read(path / "model")
+        model_dir.load_weights(model, files)
+    except ValueError as e:
+        reason = " ".join(str(e).split())
+        raise ValueError(
+            f"cannot resume from {path}: {reason} (the checkpoint was made for another model "
+            f"than this experiment's, or is damaged) {_START_AGAIN}"
+        ) from None
+    try:
+        optim_state = torch.load(path / "optimizer.pt", weights_only=True, map_location="cpu")
+    except Exception as e:  # torch raises several types for a damaged file
+        reason = " ".join(str(e).split())[:200]
+        raise ValueError(
+            f"{path / 'optimizer.pt'}: not a readable optimizer state ({reason}) {_START_AGAIN}"
+        ) from None
+    if not isinstance(optim_state, dict):
+        raise ValueError(f"{path / 'optimizer.pt'}: not an optimizer state {_START_AGAIN}")
     return optim_state, state
+
+
+_START_AGAIN = "(train again with --overwrite, or into another folder)"
+
+
+def read_json(path: Path, hint: str) -> dict[str, Any]:
+    """A JSON object read from `path`; a damaged file is one line naming it, its line and
+    `hint` (what to do).
+
+    Raises:
+        ValueError: not UTF-8, not JSON, or not an object.
+    """
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text ({e.reason}) {hint}") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}, line {e.lineno}: invalid JSON ({e.msg}) {hint}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: not a JSON object {hint}")
+    return data

@@ -18,6 +18,7 @@ Example TOML (every key optional; unknown keys are errors)::
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,12 +164,25 @@ class TrainConfig:
         for name in ("num_negatives", "batch_size", "eval_batch_size", "lr_decay_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.lr <= 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        if self.encoder_lr is not None and self.encoder_lr <= 0:
-            raise ValueError(f"encoder_lr must be > 0 or unset, got {self.encoder_lr}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be a finite number > 0, got {self.lr}")
+        if self.encoder_lr is not None and not (
+            math.isfinite(self.encoder_lr) and self.encoder_lr > 0
+        ):
+            raise ValueError(
+                f"encoder_lr must be a finite number > 0 or unset, got {self.encoder_lr}"
+            )
         if not 0.0 < self.lr_decay <= 1.0:
             raise ValueError(f"lr_decay must be in (0, 1], got {self.lr_decay}")
+        for name in ("patience", "bucket_pool", "threads"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("margin", "weight_decay", "grad_clip"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+        if not 0 <= self.seed < 2**32:
+            raise ValueError(f"seed must be in [0, 2**32 - 1], got {self.seed}")
 
     def budget(self, steps_per_epoch: int) -> Budget:
         """The run's length for epochs of `steps_per_epoch` optimiser steps."""

@@ -190,10 +190,15 @@ def fit(
 ) -> None:
     """Trains from `state.epoch + 1` to the budget's last epoch (`TrainConfig.budget`),
     stopping early after `patience` dev evaluations without an improvement; checkpoints and
-    logs every epoch."""
+    logs every epoch.
+
+    Raises:
+        ValueError: `state` (resumed) has done more epochs than the budget.
+    """
     t = exp.config.train
     sampler = make_sampler(exp)
     budget = t.budget(len(sampler))
+    check_budget(run, state, budget.epochs)
     if state.epoch == 0:
         for line in budget_lines(exp, sampler, budget):
             console.print(line, highlight=False)
@@ -208,6 +213,21 @@ def fit(
             elapsed = round(state.wall_time_s + time.perf_counter() - wall_start, 2)
             run.save_checkpoint(exp.matcher, optimizer, _with_wall(state, elapsed), exp.config)
             console.print(epoch_line(exp, state, entry, dev))
+
+
+def check_budget(run: RunDir, state: TrainState, epochs: int) -> None:
+    """Refuses to resume a run for fewer epochs than it has done: its result would claim the
+    smaller budget beside a later best epoch.
+
+    Raises:
+        ValueError: `state.epoch` > `epochs`.
+    """
+    if state.epoch > epochs:
+        raise ValueError(
+            f"cannot resume {run.path} with a budget of {epochs} epochs: it has done "
+            f"{state.epoch} already; ask for {state.epoch} epochs or more (--epochs), or train "
+            "again with --overwrite"
+        )
 
 
 FEW_STEPS = 10  # fewer optimiser steps per epoch than this is worth a warning

@@ -4,29 +4,59 @@
     <run>/checkpoint/       the last epoch: model/ + optimizer.pt + trainer_state.json
     <run>/log.jsonl         one line per epoch
     <run>/result.json       the final result: metrics, commit, environment, training time
+    <run>/.lock             held by the process that runs in the folder (`RunDir.claim`)
 
 A run that finished under the same experiment is reused from its result.json; an interrupted
-one resumes from its checkpoint (only `train.epochs` may change in between).
+one resumes from its checkpoint (only `train.epochs` may change in between, and never below the
+epochs already done). What is reused is checked first: a damaged result.json, log.jsonl or
+checkpoint, a missing model/ or weights that do not fit the experiment's model end in one line
+that names the file.
+
+One process at a time: `claim` holds an exclusive `fcntl.flock` on `<run>/.lock` for the whole
+run (the kernel releases it when the process ends, however it ends), so a second run into the
+folder, or an `--overwrite` of it, fails at once and names the holder's pid. Where `fcntl` is
+missing (Windows) the folder is not locked and two runs into one folder are not detected.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import shutil
+import socket
 import subprocess
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from safetensors import safe_open
 
 from attnmatch import __version__
-from attnmatch.atomic import write_text_atomic
+from attnmatch.atomic import is_leftover, sweep_folder, write_error, write_text_atomic
 from attnmatch.matcher import Matcher
-from attnmatch.training.checkpoint import load_checkpoint, save_checkpoint
+from attnmatch.training.checkpoint import (
+    STATE_FILE,
+    load_checkpoint,
+    read_json,
+    save_checkpoint,
+)
 from attnmatch.training.config import ExperimentConfig
+
+try:
+    import fcntl
+except ImportError:  # Windows: run folders are not locked (module docstring)
+    fcntl = None  # type: ignore[assignment]
+
+LOCK_FILE = ".lock"
+
+
+class RunFolderInUse(OSError):
+    """Another process is running in the run folder (it holds its lock)."""
 
 
 @dataclass
@@ -125,6 +155,7 @@ class RunDir:
         self.checkpoint_dir = self.path / "checkpoint"
         self.log_file = self.path / "log.jsonl"
         self.result_file = self.path / "result.json"
+        self.lock_file = self.path / LOCK_FILE
 
     def is_run(self) -> bool:
         """Whether the folder holds what a run writes (result.json, log.jsonl, checkpoint/ or
@@ -134,8 +165,13 @@ class RunDir:
             for p in (self.result_file, self.log_file, self.checkpoint_dir, self.model_dir)
         )
 
+    def is_empty(self) -> bool:
+        """Whether the folder holds nothing but its lock file and leftovers of killed writes
+        (swept when a run starts)."""
+        return all(p.name == LOCK_FILE or is_leftover(p.name) for p in self.path.iterdir())
+
     def check_new(self, resume: bool, *, overwrite: bool = False) -> None:
-        """Checks that a run may start here; with `overwrite`, deletes the previous run first.
+        """Checks that a run may start here (`claim` deletes the previous run of `overwrite`).
 
         Raises:
             FileExistsError: the folder is not empty and neither `resume` nor `overwrite` is
@@ -147,7 +183,7 @@ class RunDir:
             raise ValueError("--resume and --overwrite exclude each other: choose one")
         if self.path.exists() and not self.path.is_dir():
             raise FileExistsError(f"{self.path} is a file, not a run folder: choose another path")
-        if not self.path.exists() or not any(self.path.iterdir()):
+        if not self.path.exists() or self.is_empty():
             return
         if overwrite:
             if not self.is_run():
@@ -155,30 +191,100 @@ class RunDir:
                     f"{self.path} is not a run folder (no result.json, log.jsonl, checkpoint/ "
                     "or model/): --overwrite replaces only run folders; choose another folder"
                 )
-            shutil.rmtree(self.path)
         elif not resume:
             raise FileExistsError(
                 f"{self.path} is not empty: continue the run there (--resume), replace it "
                 "(--overwrite) or choose another folder"
             )
 
+    @contextmanager
+    def claim(self, resume: bool, *, overwrite: bool = False) -> Iterator[None]:
+        """Holds the folder for a run: checks it (`check_new`), takes its lock, checks it again
+        (another run may have written there meanwhile), deletes the previous run if
+        `overwrite`, and sweeps the leftovers of killed writes.
+
+        Raises:
+            RunFolderInUse: another process holds the folder (its pid named when known).
+            FileExistsError, ValueError: as `check_new`.
+        """
+        self.check_new(resume, overwrite=overwrite)  # before creating .lock in the folder
+        with self._locked():
+            self.check_new(resume, overwrite=overwrite)
+            if overwrite:
+                for entry in self.path.iterdir():
+                    if entry.name == LOCK_FILE:
+                        continue
+                    if entry.is_dir() and not entry.is_symlink():
+                        shutil.rmtree(entry)
+                    else:
+                        entry.unlink()
+            for folder in (self.path, self.model_dir, self.checkpoint_dir):
+                sweep_folder(folder)
+            yield
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as e:
+            raise write_error(self.lock_file, e) from e
+        try:
+            if fcntl is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.lseek(fd, 0, os.SEEK_SET)
+                    holder = os.read(fd, 200).decode("utf-8", "replace").split()
+                    who = f" (pid {holder[0]} on {holder[1]})" if len(holder) == 2 else ""
+                    raise RunFolderInUse(
+                        f"{self.path} is in use by another attnmatch run{who}: wait for it to "
+                        "end, or choose another folder"
+                    ) from None
+            os.ftruncate(fd, 0)  # the holder, for the message of a second process
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.write(fd, f"{os.getpid()} {socket.gethostname()}\n".encode())
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
     def finished(self, config: ExperimentConfig) -> TrainResult | None:
         """The result of a run that finished under the same experiment (same epochs too),
-        read from result.json; None when there is none or anything differs."""
+        read from result.json; None when there is none, or when train.epochs differs (the
+        run then continues from its checkpoint).
+
+        Raises:
+            ValueError: result.json or log.jsonl is damaged, the experiment differs in
+                anything but train.epochs (`check_resumable`), or model/ is missing.
+        """
+        if not self.result_file.exists():
+            return None
+        where = _RECOMPUTE.format(file=self.result_file.name)
+        data = read_json(self.result_file, where)
         try:
-            data = json.loads(self.result_file.read_text(encoding="utf-8"))
             saved = data["metrics"]["experiment"]
-            check_resumable(saved, config.to_dict())
-            if saved.get("train", {}).get("epochs") != config.train.epochs:
-                return None
-            history = self.read_log()
+            if not isinstance(saved, dict):
+                raise TypeError
+        except (KeyError, TypeError):
+            raise ValueError(f"{self.result_file}: no metrics.experiment {where}") from None
+        if not _is_model(self.model_dir):
+            raise ValueError(
+                f"cannot reuse the finished run in {self.path}: its model ({self.model_dir}) "
+                "is missing or damaged; train again with --overwrite, or into another folder"
+            )
+        config = self._with_recipe(config)
+        check_resumable(saved, config.to_dict())
+        if saved.get("train", {}).get("epochs") != config.train.epochs:
+            return None
+        history = self.read_log()
+        try:
             train_time = data.get("train_time_s")
             return TrainResult(
                 output_dir=self.path,
-                model_dir=Path(data["model_dir"]),
+                model_dir=self.model_dir,  # where it is now, even if the folder was moved
                 best_epoch=int(data["best_epoch"]),
-                dev=data["dev"],
-                test=data["test"],
+                dev=_metrics_or_none(data["dev"]),
+                test=_metrics_or_none(data["test"]),
                 history=history,
                 wall_time_s=float(data["wall_time_s"]),
                 train_time_s=float(
@@ -192,28 +298,89 @@ class RunDir:
                     data.get("commit", data["metrics"].get("environment", {}).get("commit", ""))
                 ),
             )
+        except KeyError as e:
+            raise ValueError(f"{self.result_file}: no {e.args[0]!r} {where}") from None
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{self.result_file}: a field is invalid ({e}) {where}") from None
+
+    def _with_recipe(self, config: ExperimentConfig) -> ExperimentConfig:
+        """`config` as the run recorded it: with its preset's recipe for the task of the
+        saved model (`experiment.with_recipe`), which the splits decide."""
+        from attnmatch.tasks import Task
+        from attnmatch.training.experiment import with_recipe
+
+        try:
+            header = json.loads((self.model_dir / "config.json").read_text(encoding="utf-8"))
+            task = Task.from_dict(header["task"])
         except (OSError, ValueError, KeyError, TypeError):
-            return None
+            return config  # a model of the first format: compared as given
+        return with_recipe(config, task)
 
     def read_log(self) -> list[dict[str, Any]]:
+        """The epochs of log.jsonl, one dict each.
+
+        Raises:
+            ValueError: a line is not a JSON object (file and line named).
+        """
         if not self.log_file.is_file():
             return []
-        lines = self.log_file.read_text(encoding="utf-8").splitlines()
-        return [json.loads(line) for line in lines if line.strip()]
+        try:
+            lines = self.log_file.read_text(encoding="utf-8").splitlines()
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{self.log_file}: not UTF-8 text ({e.reason}) {_REWRITE}") from None
+        out = []
+        for i, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(
+                    f"{self.log_file}, line {i}: invalid JSON ({e.msg}) {_REWRITE}"
+                ) from None
+            if not isinstance(entry, dict):
+                raise ValueError(f"{self.log_file}, line {i}: not a JSON object {_REWRITE}")
+            out.append(entry)
+        return out
 
     def resume(
         self, matcher: Matcher, optimizer: torch.optim.Optimizer | None, config: ExperimentConfig
     ) -> TrainState | None:
         """The state of the last checkpoint, with the model (and optimizer) restored; None
-        when there is no checkpoint."""
+        when there is no checkpoint.
+
+        Raises:
+            FileNotFoundError: a file of the checkpoint is missing (named).
+            ValueError: a file of the checkpoint is damaged or does not fit the experiment
+                (named), the experiment changed (`check_resumable`), or the best model so far
+                (model/) is missing.
+        """
         if not self.checkpoint_dir.exists():
             return None
+        state_file = self.checkpoint_dir / STATE_FILE
+        if state_file.is_file():  # the config is compared before the weights are loaded
+            experiment = read_json(state_file, _DAMAGED).get("experiment")
+            if not isinstance(experiment, dict):
+                raise ValueError(f"{state_file}: no experiment config {_DAMAGED}")
+            check_resumable(experiment, config.to_dict())
         optim_state, saved = load_checkpoint(self.checkpoint_dir, matcher.model)
-        check_resumable(saved["experiment"], config.to_dict())
+        state = _train_state(saved, state_file)
+        if state.best_epoch > 0 and not _is_model(self.model_dir):
+            raise ValueError(
+                f"cannot resume {self.path}: its best model so far (epoch {state.best_epoch}, "
+                f"{self.model_dir}) is missing or damaged; train again with --overwrite, or "
+                "into another folder"
+            )
         if optimizer is not None:
-            optimizer.load_state_dict(optim_state)
-        fields = {k: v for k, v in saved.items() if k != "experiment"}
-        return TrainState(**fields)
+            try:
+                optimizer.load_state_dict(optim_state)
+            except (ValueError, KeyError, TypeError, RuntimeError) as e:
+                reason = " ".join(str(e).split())
+                raise ValueError(
+                    f"{self.checkpoint_dir / 'optimizer.pt'}: does not fit the experiment's "
+                    f"optimizer ({reason}) {_DAMAGED}"
+                ) from None
+        return state
 
     def save_checkpoint(
         self,
@@ -224,18 +391,95 @@ class RunDir:
     ) -> None:
         data = asdict(state) | {"experiment": config.to_dict()}
         save_checkpoint(self.checkpoint_dir, matcher=matcher, optimizer=optimizer, state=data)
-        write_text_atomic(self.log_file, "".join(json.dumps(h) + "\n" for h in state.history))
+        self.write_log(state.history)
+
+    def write_log(self, history: list[dict[str, Any]]) -> None:
+        write_text_atomic(self.log_file, "".join(json.dumps(h) + "\n" for h in history))
 
     def save_best(self, matcher: Matcher, dev: dict[str, float] | None) -> None:
         matcher.save(self.model_dir, metrics={"dev": dev})
 
     def write_result(self, result: TrainResult, metrics: dict[str, Any]) -> None:
+        """Writes the model's metrics.json, log.jsonl (complete even if a kill came between
+        the last checkpoint and its log) and, last, result.json."""
         from attnmatch.model_dir import write_metrics
 
         write_metrics(self.model_dir, metrics)
+        self.write_log(result.history)
         write_text_atomic(
             self.result_file, json.dumps(result.to_dict() | {"metrics": metrics}, indent=2) + "\n"
         )
+
+
+_RECOMPUTE = (
+    "(the run's result is damaged: delete {file} and resume to compute it again from the "
+    "checkpoint, or train again with --overwrite)"
+)
+_REWRITE = (
+    "(the run's epoch log is damaged: delete it and result.json, and resume to write both "
+    "again from the checkpoint)"
+)
+_DAMAGED = "(the checkpoint is damaged: train again with --overwrite, or into another folder)"
+
+
+def _is_model(path: Path) -> bool:
+    """Whether `path` holds a model directory whose weights file opens (its header read)."""
+    if not (path / "config.json").is_file():
+        return False
+    try:
+        with safe_open(str(path / "model.safetensors"), framework="pt") as f:
+            f.keys()
+    except Exception:  # missing, or damaged: safetensors raises its own error types
+        return False
+    return True
+
+
+def _metrics_or_none(value: Any) -> dict[str, float] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise TypeError(f"metrics must be an object, got {type(value).__name__}")
+    return value
+
+
+def _train_state(saved: dict[str, Any], state_file: Path) -> TrainState:
+    """The TrainState of a checkpoint's trainer_state.json, every field checked."""
+    known = {f.name: f for f in fields(TrainState)}
+    unknown = sorted(set(saved) - set(known) - {"experiment"})
+    if unknown:
+        raise ValueError(f"{state_file}: unknown field(s) {unknown} {_DAMAGED}")
+    kinds: dict[str, tuple[type, ...]] = {
+        "epoch": (int,),
+        "step": (int,),
+        "best_score": (int, float, type(None)),
+        "best_epoch": (int,),
+        "bad_epochs": (int,),
+        "history": (list,),
+        "wall_time_s": (int, float),
+    }
+    values: dict[str, Any] = {}
+    for name in known:
+        if name not in saved:
+            raise ValueError(f"{state_file}: no field {name!r} {_DAMAGED}")
+        value = saved[name]
+        if isinstance(value, bool) or not isinstance(value, kinds[name]):
+            raise ValueError(
+                f"{state_file}: field {name!r} is a {type(value).__name__}, not a "
+                f"{kinds[name][0].__name__} {_DAMAGED}"
+            )
+        values[name] = value
+    state = TrainState(**values)
+    if state.epoch < 0 or not 0 <= state.best_epoch <= state.epoch or state.bad_epochs < 0:
+        raise ValueError(
+            f"{state_file}: inconsistent epochs (epoch {state.epoch}, best_epoch "
+            f"{state.best_epoch}, bad_epochs {state.bad_epochs}) {_DAMAGED}"
+        )
+    if len(state.history) != state.epoch or not all(isinstance(h, dict) for h in state.history):
+        raise ValueError(
+            f"{state_file}: the history has {len(state.history)} entries for {state.epoch} "
+            f"epochs {_DAMAGED}"
+        )
+    return state
 
 
 def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:

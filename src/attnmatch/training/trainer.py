@@ -30,6 +30,7 @@ from attnmatch.training.config import ExperimentConfig
 from attnmatch.training.experiment import Experiment, build_experiment
 from attnmatch.training.loop import (
     below_floor,
+    check_budget,
     evaluate_split,
     fit,
     never_improved,
@@ -83,14 +84,16 @@ def train(
     Raises:
         FileExistsError: output_dir holds a previous run and neither `resume` nor `overwrite`
             is set, or `overwrite` is set and output_dir is not a run folder.
+        RunFolderInUse: another process runs in output_dir (it is locked for a whole run).
+        ValueError: with `resume`, what the run folder holds is damaged or does not fit the
+            experiment (the file named), or `config` asks for fewer epochs than were done.
     """
     console = console or Console(stderr=True)
     run = RunDir(output_dir)
-    run.check_new(resume, overwrite=overwrite)
-    with torch_settings(config.train.threads):
+    with run.claim(resume, overwrite=overwrite), torch_settings(config.train.threads):
         start = time.perf_counter()
         if resume and experiment is None and (done := run.finished(config)) is not None:
-            console.print(f"{run.path}: finished earlier, reusing result.json")
+            console.print(f"{run.path}: finished earlier, reusing result.json", markup=False)
             return done
         exp = experiment or build_experiment(config)
         config = exp.config  # with its preset's recipe, if any
@@ -99,7 +102,9 @@ def train(
         optimizer = _optimizer(exp)
         state = (run.resume(exp.matcher, optimizer, config) if resume else None) or TrainState()
         if state.epoch:
-            console.print(f"resuming {run.path} after epoch {state.epoch}")
+            console.print(f"resuming {run.path} after epoch {state.epoch}", markup=False)
+        if optimizer is None:  # train.epochs = 0 (`fit` checks the budget of the others)
+            check_budget(run, state, 0)
         if config.train.epochs == 0 and not run.model_dir.is_dir():  # the model as it is
             select(exp, state, 0, run)
         if optimizer is not None:
