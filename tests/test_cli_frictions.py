@@ -382,17 +382,44 @@ def test_own_pairs_default_model(
 def test_main_turns_every_error_into_one_line(
     error: Exception, shown: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    def fail() -> None:
+    def fail() -> int:
         raise error
 
-    monkeypatch.setattr(cli, "app", fail)
+    monkeypatch.setattr(cli, "_run", fail)
     monkeypatch.delenv(cli.DEBUG_ENV, raising=False)
     with pytest.raises(SystemExit) as exit_info:
         cli.main()
     assert exit_info.value.code == 2
     captured = capsys.readouterr().err.strip()
-    assert shown in " ".join(captured.split()) and "Traceback" not in captured
-    assert len(captured.splitlines()) <= 2  # one line (a narrow terminal may wrap it)
-    monkeypatch.setenv(cli.DEBUG_ENV, "1")
-    with pytest.raises(type(error)):
+    assert shown in captured and "Traceback" not in captured
+    assert len(captured.splitlines()) == 1  # one line, never wrapped
+    monkeypatch.setenv(cli.DEBUG_ENV, "1")  # the traceback too, and the same exit status
+    with pytest.raises(SystemExit) as exit_info:
         cli.main()
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr().err
+    assert "Traceback" in captured and shown in captured.splitlines()[-1]
+
+
+# --------------------------------------------------------------------------- user text on a terminal
+
+
+def test_shown_escapes_markup_and_makes_controls_visible() -> None:
+    from rich.console import Console
+
+    from attnmatch.terminal import shown, visible
+
+    cases = {
+        "Paris [citation needed] is big": "Paris [citation needed] is big",
+        "an unmatched [/quote]": "an unmatched [/quote]",
+        "[bold]x[/bold] :smile:": "[bold]x[/bold] :smile:",
+        "\x1b[2J\x07\x08\t\n\r\x7f\x9b": "\\x1b[2J\\x07\\x08\\t\\n\\r\\x7f\\x9b",
+        "a\u202eb\u2066c\u200fd\u2028e": "a\\u202eb\\u2066c\\u200fd\\u2028e",
+        "naïve 東京 🙂 e\u0301": "naïve 東京 🙂 e\u0301",  # printable text is untouched
+    }
+    for text, expected in cases.items():
+        console = Console(file=io.StringIO(), width=200, emoji=False)
+        console.print(shown(text), highlight=False)
+        assert console.file.getvalue() == expected + "\n", text
+        if "[" not in text:  # visible() leaves markup alone: it is for output without rich
+            assert visible(text) == expected

@@ -73,3 +73,30 @@ def test_table_rows_resolve_to_runnable_experiments(path: Path) -> None:
         assert set(row.paper) <= set(spec.metrics_of(row)) | {k for k in row.paper if "/" in k}, (
             f"{path.name}: row {row.id}: paper values for metrics the table does not show"
         )
+
+
+def test_results_json_is_strict_and_undefined_numbers_are_null() -> None:
+    import math
+
+    from attnmatch.results_index import dumps_json, render_markdown
+
+    row = {
+        "id": "r",
+        "label": "R",
+        "metric_names": ["pearson"],
+        "metrics": {"pearson": {"mean": math.nan, "std": math.inf, "runs": [math.nan]}},
+        "paper": {},
+        "dev": {"pearson": {"mean": 0.5}},
+        "seeds": [1],
+        "best_epochs": [1],
+        "train_pairs_per_s": [1.0],
+    }
+    env = {"attnmatch": "0", "torch": "2", "python": "3", "threads": 1, "platform": "x"}
+    result = {"table": "t", "title": "T", "protocol": "p", "commit": "c", "environment": env}
+    result["rows"] = [row]
+    text = dumps_json(result)
+    assert "NaN" not in text and "Infinity" not in text
+    loaded = json.loads(text)
+    assert loaded["rows"][0]["metrics"]["pearson"] == {"mean": None, "std": None, "runs": [None]}
+    for source in (result, loaded):  # in memory (NaN) or read back (null): "n/a"
+        assert "| R | `r` | n/a ± n/a |" in render_markdown(source, ["pearson"])

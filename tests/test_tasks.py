@@ -52,6 +52,12 @@ def test_invalid_tasks() -> None:
         Task(kind="classification", class_names=("yes",))
     with pytest.raises(ValueError, match=r"min_score \(3\) must be < max_score \(3\)"):
         Task(kind="regression", min_score=3, max_score=3)
+    with pytest.raises(ValueError, match=r"class name\(s\) \['yes'\] given twice"):
+        Task(kind="classification", class_names=("yes", "no", "yes"))
+    with pytest.raises(ValueError, match="class names are non-empty strings"):
+        Task(kind="classification", class_names=("yes", " "))
+    with pytest.raises(ValueError, match="finite"):
+        Task(kind="regression", min_score=0, max_score=math.inf)
 
 
 # --- losses and head sizes --------------------------------------------------------------------
@@ -232,3 +238,5 @@ def test_from_dict_rejects_unknown_keys() -> None:
         Task.from_dict({"kind": "ranking", "label_space": {}})
     with pytest.raises(ValueError, match="unknown task"):
         Task.from_dict({"kind": "sorting"})
+    with pytest.raises(ValueError, match="class_names must be a list of names, got 'ab'"):
+        Task.from_dict({"kind": "classification", "class_names": "ab"})

@@ -20,7 +20,6 @@ Example:
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from attnmatch.atomic import write_bytes_atomic, write_text_atomic
 from attnmatch.data.collate import bucketed_batches, collate
 from attnmatch.data.schema import Example
 from attnmatch.matcher import Matcher
+from attnmatch.results_index import dumps_json
 
 PLOT_INSTALL_HINT = "install it with `pip install 'attnmatch[plot]'`"
 
@@ -313,8 +313,9 @@ def attention_position_many(
 
 
 def write_results_json(path: str | Path, results: list[dict[str, Any]]) -> None:
-    """Writes {"models": results} as JSON, atomically."""
-    write_text_atomic(path, json.dumps({"models": results}, indent=2) + "\n")
+    """Writes {"models": results} as strict JSON (a value that is not a finite number is null),
+    atomically."""
+    write_text_atomic(path, dumps_json({"models": results}, indent=2) + "\n")
 
 
 def plot_attention_position(

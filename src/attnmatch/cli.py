@@ -1,10 +1,23 @@
-"""The `attnmatch` command line. Every command calls one library function."""
+"""The `attnmatch` command line. Every command calls one library function.
+
+Errors: `main` turns every failure into one line `error: ...` on stderr that names the file,
+line, field or option, and exit status 2 (1: `datasets verify` found a file that differs from its
+digest; 130: interrupted); `--debug` or `ATTNMATCH_DEBUG=1` also prints the traceback. A closed
+output pipe (`attnmatch rank ... | head -1`) ends the command quietly with status 0.
+
+User text (queries, candidates, file names, labels, error messages) is printed through
+`attnmatch.terminal.shown`: never read as rich markup, terminal control characters shown as
+escapes. JSON output is strict JSON (no `NaN` / `Infinity` tokens).
+"""
 
 from __future__ import annotations
 
 import json
+import math
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from enum import StrEnum
 from functools import partial
 from pathlib import Path
@@ -13,8 +26,9 @@ from typing import Annotated, Any
 import typer
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+
+from attnmatch.terminal import shown, visible
 
 app = typer.Typer(
     add_completion=False,
@@ -28,8 +42,52 @@ app.add_typer(models_app, name="models")
 app.add_typer(datasets_app, name="datasets")
 app.add_typer(analyze_app, name="analyze")
 
-out = Console()
-err = Console(stderr=True)
+
+class _PipeClosed(Exception):
+    """The reader of our output went away (`attnmatch rank ... | head -1`). Not an OSError, so
+    that it reaches `main` (which exits quietly with status 0): typer turns a BrokenPipeError
+    into exit status 1, which here means a failed verification."""
+
+
+class _PipeGuard:
+    """A stand-in for sys.stdout while a command runs: a closed pipe raises `_PipeClosed`."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except BrokenPipeError:
+            raise _PipeClosed from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise _PipeClosed from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+class _Console(Console):
+    """A rich console whose closed pipe reaches `main` (see `_PipeClosed`)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise _PipeClosed
+
+
+# emoji=False: ":smile:" in user text stays ":smile:".
+out = _Console(emoji=False)
+err = _Console(stderr=True, emoji=False)
+
+
+class _Session:
+    """Settings of the global options, read by `main` when a command fails."""
+
+    debug = False
 
 
 def _print_version(value: bool) -> None:
@@ -53,43 +111,245 @@ def _options(
             "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
         ),
     ] = False,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug", help="On an error, also print its traceback (as ATTNMATCH_DEBUG=1 does)."
+        ),
+    ] = False,
 ) -> None:
-    pass
+    _Session.debug = debug
 
 
-def _parse_value(text: str) -> Any:
+MAX_KEY_PARTS = 8  # the deepest config key is 3 levels (data.options.task)
+
+
+def _parse_value(text: str, option: str) -> Any:
+    """A `--set` value as TOML (0.01, true, [1, 2], "x"), else the text as a bare string."""
     import tomllib
 
+    if any(c in text for c in "\n\r"):
+        raise typer.BadParameter(f"a value is one line, got {text!r}", param_hint=option)
     try:
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         return text  # a bare string
+    except RecursionError:
+        raise typer.BadParameter(
+            f"{text[:40]!r}...: nested too deeply", param_hint=option
+        ) from None
 
 
-def _parse_sets(items: list[str]) -> dict[str, Any]:
-    """`--set train.lr=0.01 --set model_overrides.k=50` -> a nested dict (values parsed as TOML)."""
+def _finite(value: Any) -> bool:
+    """Whether every number in `value` (nested lists and tables) is finite."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_finite(v) for v in value)
+    return True
+
+
+def _parse_sets(items: list[str], option: str = "--set") -> dict[str, Any]:
+    """`--set train.lr=0.01 --set model_overrides.k=50` -> a nested dict (values parsed as TOML).
+
+    Refused, naming `option`: an item without '=', an empty key part (`train..lr`), a number
+    that is not finite (`nan`, `inf`), and a key set both as a value and as a table
+    (`train=1` with `train.lr=2`). The same key given twice: the last wins.
+    """
     result: dict[str, Any] = {}
     for item in items:
-        if "=" not in item:
-            raise typer.BadParameter(f"--set expects KEY=VALUE, got {item!r}")
-        key, value = item.split("=", 1)
+        key, sep, text = item.partition("=")
+        parts = [part.strip() for part in key.split(".")]
+        if not sep or not all(parts):
+            raise typer.BadParameter(
+                f"expected KEY=VALUE with a dotted KEY such as train.lr=0.01, got {item!r}",
+                param_hint=option,
+            )
+        if len(parts) > MAX_KEY_PARTS:
+            raise typer.BadParameter(
+                f"{key[:60]!r}: at most {MAX_KEY_PARTS} dotted parts", param_hint=option
+            )
+        key = ".".join(parts)
+        value = _parse_value(text.strip(), option)
+        if not _finite(value):
+            raise typer.BadParameter(
+                f"{key}={text.strip()}: not a finite number; give a number such as 0.01",
+                param_hint=option,
+            )
         node = result
-        parts = key.strip().split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-        node[parts[-1]] = _parse_value(value.strip())
+        for i, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise typer.BadParameter(
+                    f"{'.'.join(parts[: i + 1])} is given a value and also {key}; give one",
+                    param_hint=option,
+                )
+            node = child
+        if isinstance(node.get(parts[-1]), dict) and not isinstance(value, dict):
+            raise typer.BadParameter(
+                f"{key} is given a value and also keys inside it; give one", param_hint=option
+            )
+        node[parts[-1]] = value
     return result
 
 
-def _seeds(text: str | None) -> list[int] | None:
+def _seeds(text: str | None, option: str = "--seeds") -> list[int] | None:
+    """`--seeds N` (seeds 1..N, N >= 1) or a list `1,2,3` of distinct integers >= 0."""
+    from attnmatch.configs import MAX_SEEDS, ConfigError, check_seeds
+
     if text is None:
         return None
+    text = text.strip()
+    usage = "give N (seeds 1..N) or distinct seeds like 1,2,3"
+    if text.isascii() and text.isdigit():
+        count = int(text)
+        if not 1 <= count <= MAX_SEEDS:
+            raise typer.BadParameter(
+                f"{text}: N must be 1..{MAX_SEEDS} (N runs, seeds 1..N)", param_hint=option
+            )
+        return list(range(1, count + 1))  # "--seeds 3" means seeds 1, 2, 3
+    items = [s.strip() for s in text.split(",")]
+    if not text or not all(s.isascii() and s.isdigit() for s in items):
+        raise typer.BadParameter(f"{text!r}: {usage} (integers >= 0)", param_hint=option)
     try:
-        if text.isdigit() and "," not in text:
-            return list(range(1, int(text) + 1))  # "--seeds 3" means seeds 1, 2, 3
-        return [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise typer.BadParameter(f"--seeds expects N or a list like 1,2,3; got {text!r}") from None
+        return list(check_seeds([int(s) for s in items], option))
+    except ConfigError as e:
+        reason = str(e).removeprefix(f"{option}: ")
+        raise typer.BadParameter(f"{reason}; {usage}", param_hint=option) from None
+
+
+def _first_existing(path: Path) -> Path:
+    """`path` or its nearest existing ancestor."""
+    here = Path(os.path.abspath(path))
+    while not here.exists() and here != here.parent:
+        here = here.parent
+    return here
+
+
+def _check_writable_parent(path: Path, option: str) -> None:
+    parent = _first_existing(path.parent)
+    if not parent.is_dir():
+        raise typer.BadParameter(f"{path}: {parent} is a file, not a folder", param_hint=option)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise typer.BadParameter(
+            f"{path}: cannot write into {parent} (permission denied)", param_hint=option
+        )
+
+
+def _check_output_file(path: Path, option: str) -> None:
+    """Before any work: `path` can be written as a file (it is not a folder, its folder is a
+    folder we may write into)."""
+    if path.is_dir():
+        raise typer.BadParameter(f"{path} is a folder; give a file name", param_hint=option)
+    _check_writable_parent(path, option)
+
+
+def _check_output_folder(path: Path, option: str) -> None:
+    """Before any work: `path` can be a folder of outputs (it is not a file; the nearest folder
+    that exists may be written into)."""
+    if path.exists() and not path.is_dir():
+        raise typer.BadParameter(f"{path} is a file; give a folder", param_hint=option)
+    here = _first_existing(path)
+    if not here.is_dir():
+        raise typer.BadParameter(f"{path}: {here} is a file, not a folder", param_hint=option)
+    if not os.access(here, os.W_OK | os.X_OK):
+        raise typer.BadParameter(
+            f"{path}: cannot write into {here} (permission denied)", param_hint=option
+        )
+
+
+class OutputError(OSError):
+    """An output could not be written; the message names the option and the path."""
+
+
+@contextmanager
+def _writing(path: Path, option: str) -> Iterator[None]:
+    """Errors of writing `path` (a full disk, a read-only folder) name the option and the path."""
+    try:
+        yield
+    except OutputError:
+        raise
+    except OSError as e:
+        if isinstance(e, BrokenPipeError):
+            raise
+        reason = e.strerror or str(e) or type(e).__name__
+        raise OutputError(f"{option} {path}: cannot write: {reason}") from e
+
+
+# Errors of reading a file that say nothing of which file: `_reading` adds it.
+def _describe(error: BaseException) -> str:
+    """One line saying what is wrong, without the file (the caller knows it)."""
+    import gzip
+    import zipfile
+
+    if isinstance(error, UnicodeDecodeError):
+        where = ""
+        if isinstance(error.object, bytes | bytearray):
+            line = error.object[: error.start].count(b"\n") + 1
+            where = f" on line {line}"
+        return f"not {error.encoding} text{where} (byte {error.start}: {error.reason})"
+    if isinstance(error, json.JSONDecodeError):
+        return f"invalid JSON at line {error.lineno}, column {error.colno}: {error.msg}"
+    if isinstance(error, RecursionError):
+        return "nested too deeply (past Python's recursion limit)"
+    if isinstance(error, MemoryError):
+        return "ran out of memory (is it the right file?)"
+    if isinstance(error, zipfile.BadZipFile):
+        return f"not a valid zip file ({error})"
+    if isinstance(error, gzip.BadGzipFile):
+        return f"not a valid gzip file ({error})"
+    if isinstance(error, EOFError):
+        return "the file ends early (truncated or corrupt)" + (f": {error}" if str(error) else "")
+    if type(error).__name__ == "SafetensorError":
+        return f"not a valid safetensors file ({error})"
+    if isinstance(error, OSError):
+        reason = error.strerror or str(error) or type(error).__name__
+        names = [n for n in (error.filename, error.filename2) if n is not None]
+        return f"{' -> '.join(map(str, names))}: {reason}" if names else reason
+    if isinstance(error, KeyError) and error.args:
+        return str(error.args[0])
+    return str(error) or type(error).__name__
+
+
+def _corrupt_read_errors() -> tuple[type[BaseException], ...]:
+    import gzip
+    import zipfile
+
+    kinds: list[type[BaseException]] = [
+        UnicodeDecodeError,
+        json.JSONDecodeError,
+        RecursionError,
+        MemoryError,
+        zipfile.BadZipFile,
+        gzip.BadGzipFile,
+        EOFError,
+    ]
+    try:
+        from safetensors import SafetensorError
+
+        kinds.append(SafetensorError)
+    except ImportError:  # pragma: no cover - safetensors is a dependency
+        pass
+    return tuple(kinds)
+
+
+@contextmanager
+def _reading(what: object) -> Iterator[None]:
+    """Errors of reading `what` (a model folder, a config file, a dataset) that do not say which
+    file (a decoding error, a corrupt zip or gzip or safetensors file, a truncated file, a file
+    nested too deeply, an OS error without a file name) become one ValueError naming it."""
+    try:
+        yield
+    except _corrupt_read_errors() as e:
+        raise ValueError(f"{what}: {_describe(e)}") from e
+    except OSError as e:
+        # Only the system's own errors (an errno, no file name): ours carry their message.
+        bare = e.errno is not None and e.filename is None and str(what) not in str(e)
+        if not bare or isinstance(e, BrokenPipeError | OutputError):
+            raise
+        raise OSError(f"{what}: {_describe(e)}") from e
 
 
 class _TaskKind(StrEnum):
@@ -139,7 +399,7 @@ def train(
             "frozen; default: as the inputs say."
         ),
     ] = None,
-    epochs: Annotated[int | None, typer.Option(help="Maximum epochs.")] = None,
+    epochs: Annotated[int | None, typer.Option(min=0, help="Maximum epochs.")] = None,
     seeds: Annotated[
         str | None, typer.Option(help="N (seeds 1..N) or a list 1,2,3: one run each, mean ± std.")
     ] = None,
@@ -157,11 +417,14 @@ def train(
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
 ) -> None:
     """Train a model; the dev-selected model is saved to OUTPUT/model."""
+    seed_list = _seeds(seeds)  # options first: a bad one fails before torch loads
+    overrides = _parse_sets(set_)
+    _check_output_folder(output, "--output")
+    from attnmatch import configs
     from attnmatch.training import ExperimentConfig, train_seeds
     from attnmatch.training import train as train_run
     from attnmatch.training.config import load_experiment
 
-    overrides = _parse_sets(set_)
     flags = (
         ("model", model),
         ("data.dataset", dataset),
@@ -180,7 +443,12 @@ def train(
         overrides = _merge_key(overrides, "model", chosen)
         if chosen == OWN_DATA_FALLBACK and "overlap_features" not in overrides:
             overrides = _merge_key(overrides, "overlap_features", True)
-    exp = load_experiment(config, overrides) if config else ExperimentConfig.from_dict(overrides)
+    if config is not None:
+        configs.load_toml(config)  # too large, not UTF-8, not TOML: one line naming the line
+        with _reading(config):
+            exp = load_experiment(config, overrides)
+    else:
+        exp = ExperimentConfig.from_dict(overrides)
     if task is not None and exp.data.dataset != "pairs":
         raise typer.BadParameter(
             f"--task is for your own pairs (--dataset pairs); {exp.data.dataset} has its own task",
@@ -188,7 +456,6 @@ def train(
         )
     exp = exp.with_inputs(inputs, trainable=fine_tune)
     run_title = f"{output}: {exp.model} on {_data_label(exp)}"
-    seed_list = _seeds(seeds)
     if seed_list:
         summary = train_seeds(
             exp,
@@ -206,7 +473,7 @@ def train(
     )
     _print_metrics({"dev": result.dev, "test": result.test}, title=run_title)
     _print_floors(result.floors)
-    out.print(f"model saved to [bold]{escape(str(result.model_dir))}[/bold]")
+    out.print(f"model saved to [bold]{shown(result.model_dir)}[/bold]")
 
 
 def _warn_unknown(matcher: Any, texts: list[str], where: str) -> None:
@@ -219,7 +486,7 @@ def _warn_unknown(matcher: Any, texts: list[str], where: str) -> None:
     except NotImplementedError:
         return
     if note:
-        err.print(f"[yellow]warning:[/yellow] {escape(note)}", highlight=False)
+        err.print(f"[yellow]warning:[/yellow] {shown(note)}", highlight=False, soft_wrap=True)
 
 
 def _own_pairs(overrides: dict[str, Any]) -> bool:
@@ -267,17 +534,25 @@ def _print_metrics(
     names: list[str] = []
     for metrics in splits.values():
         names += [m for m in metrics or {} if m != "num_queries" and m not in names]
-    table = Table(title=escape(title))
+    table = Table(title=shown(title))
     table.add_column("split")
     for m in names:
-        table.add_column(m, justify="right")
+        table.add_column(shown(m), justify="right")
     for split, metrics in splits.items():
         if metrics:
-            cells = (f"{metrics[m]:.4f}" if m in metrics else "—" for m in names)
-            table.add_row(escape(split), *cells)
+            cells = (_number(metrics[m]) if m in metrics else "—" for m in names)
+            table.add_row(shown(split), *cells)
     if paper:
-        table.add_row("paper", *(f"{paper[m]:.4f}" if m in paper else "—" for m in names))
+        table.add_row("paper", *(_number(paper[m]) if m in paper else "—" for m in names))
     out.print(table)
+
+
+def _number(value: Any) -> str:
+    """A metric in a table: four decimals; "n/a" when it is not a finite number (undefined,
+    e.g. the Pearson of constant predictions)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return "n/a"
+    return f"{value:.4f}"
 
 
 def _print_summary(summary: dict[str, Any], title: str) -> None:
@@ -286,12 +561,12 @@ def _print_summary(summary: dict[str, Any], title: str) -> None:
         if not stats:
             continue
         seeds = ", ".join(str(s) for s in summary["seeds"])
-        table = Table(title=escape(f"{title}, {split}: mean ± std over seeds {seeds}"))
+        table = Table(title=shown(f"{title}, {split}: mean ± std over seeds {seeds}"))
         table.add_column("metric")
         table.add_column("mean ± std", justify="right")
         for name, s in stats.items():
             if name != "num_queries":
-                table.add_row(name, f"{s['mean']:.4f} ± {s['std']:.4f}")
+                table.add_row(shown(name), f"{_number(s['mean'])} ± {_number(s['std'])}")
         out.print(table)
 
 
@@ -323,17 +598,28 @@ def evaluate(
     SemEval STS splits report Pearson per set and, as "pearson", the pair-weighted mean.
     """
     from attnmatch.matcher import load_matcher
+    from attnmatch.results_index import dumps_json
 
-    options = _parse_sets(dataset_option or [])
+    options = _parse_sets(dataset_option or [], "--dataset-option")
     if filtered:
         options["filtered"] = True
-    report = load_matcher(model_dir).evaluate(dataset, data_dir=data_dir, **options)
-    if per_query:
+    if per_query is not None:
+        _check_output_file(per_query, "--per-query")
+    with _reading(model_dir):
+        matcher = load_matcher(model_dir)
+    with _reading(f"--dataset {dataset}"):
+        report = matcher.evaluate(dataset, data_dir=data_dir, **options)
+    if per_query is not None:
         from attnmatch.atomic import write_text_atomic
 
-        write_text_atomic(per_query, "".join(json.dumps(r) + "\n" for r in report.per_query))
+        # Strict JSON lines: a value that is not a finite number (undefined) is null.
+        rows = "".join(dumps_json(r) + "\n" for r in report.per_query)
+        with _writing(per_query, "--per-query"):
+            write_text_atomic(per_query, rows)
     if as_json:
-        out.print_json(json.dumps(report.to_dict() | {"per_query": len(report.per_query)}))
+        # Strict JSON: a metric that is not a finite number (undefined) is null.
+        data = report.to_dict() | {"per_query": len(report.per_query)}
+        sys.stdout.write(dumps_json(data, indent=2) + "\n")
         return
     _print_metrics({dataset: report.metrics}, title=f"{model_dir} on {dataset} ({report.protocol})")
     if "num_queries" in report.metrics:
@@ -341,22 +627,13 @@ def evaluate(
 
 
 def _read_candidates(path: Path | None) -> tuple[list[str], list[int], str]:
-    """The non-blank lines of a file, or of stdin when `path` is None or '-', stripped, with
-    their 1-based line numbers, and the name of the source."""
-    if path is None or str(path) == "-":
-        if sys.stdin.isatty():
-            raise ValueError("no candidates: pass a file (-c) or pipe one per line on stdin")
-        text, source = sys.stdin.read(), "stdin"
-    else:
-        if not path.is_file():
-            raise FileNotFoundError(f"candidates file not found: {path}")
-        source = str(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as e:
-            raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    numbered = [(i, line.strip()) for i, line in enumerate(text.splitlines(), 1) if line.strip()]
-    return [t for _, t in numbered], [i for i, _ in numbered], source
+    """The candidates of a file, or of stdin when `path` is None or '-'
+    (`attnmatch.scoring.read_candidates`: UTF-8, a byte order mark dropped, blank lines
+    skipped), their 1-based line numbers in the file, and the name of the source."""
+    from attnmatch.scoring import read_candidates
+
+    texts, lines = read_candidates(path)
+    return texts, lines, "stdin" if path is None or str(path) == "-" else str(path)
 
 
 class _RankFormat(StrEnum):
@@ -372,7 +649,7 @@ def _run_tag(model_dir: str) -> str:
     name = path.name or path.resolve().name
     if name == "model" and path.parent.name:
         name = path.parent.name
-    return "_".join(name.split()) or "attnmatch"
+    return "".join(c if c.isprintable() and not c.isspace() else "_" for c in name) or "attnmatch"
 
 
 @app.command()
@@ -390,7 +667,7 @@ def rank(
         ),
     ] = None,
     top_k: Annotated[
-        int | None, typer.Option("--top-k", "-k", help="Show only the best K.")
+        int | None, typer.Option("--top-k", "-k", min=1, help="Show only the best K (K >= 1).")
     ] = None,
     output_format: Annotated[
         _RankFormat | None,
@@ -420,34 +697,47 @@ def rank(
     fmt = _RankFormat.json if as_json else output_format or _RankFormat.table
     run_tag = _run_tag(model_dir) if tag is None else tag
     for option, value in (("--qid", qid), ("--tag", run_tag)):
-        if not value or len(value.split()) != 1 or value != value.strip():
+        if (
+            not value
+            or len(value.split()) != 1
+            or value != value.strip()
+            or not value.isprintable()
+        ):
             raise typer.BadParameter(
-                f"a TREC field must be one word without spaces, got {value!r}", param_hint=option
+                f"a TREC field must be one printable word without spaces, got {value!r}",
+                param_hint=option,
             )
     if not query.strip():
         raise ValueError("the query is empty: pass --query 'some question'")
     texts, lines, source = _read_candidates(candidates)
     if not texts:
         raise ValueError(f"no candidates in {source} (expected one non-empty line per candidate)")
-    matcher = load_matcher(model_dir)
+    with _reading(model_dir):
+        matcher = load_matcher(model_dir)
     _warn_unknown(matcher, [query, *texts], "the query and candidates")
     ranked = matcher.rank(query, texts, top_k=top_k)
+    for r in ranked:  # never print a NaN: not a ranking, and not JSON
+        if not math.isfinite(r.score):
+            raise ValueError(
+                f"{source}:{lines[r.index]}: the model scored this candidate {r.score}, not a "
+                f"number: {model_dir} may be corrupt (retrain or re-download it)"
+            )
     if fmt is _RankFormat.json:
         for i, r in enumerate(ranked, 1):
-            row = {"rank": i, "index": r.index, "line": lines[r.index], "score": r.score}
-            print(json.dumps(row | {"text": r.text}))
+            row = {"rank": i, "index": r.index, "line": lines[r.index], "score": float(r.score)}
+            sys.stdout.write(json.dumps(row | {"text": r.text}, allow_nan=False) + "\n")
         return
     if fmt is _RankFormat.trec:
         for i, r in enumerate(ranked, 1):
-            print(f"{qid} Q0 d{lines[r.index]} {i} {r.score:.8g} {run_tag}")
+            sys.stdout.write(f"{qid} Q0 d{lines[r.index]} {i} {r.score:.8g} {run_tag}\n")
         return
-    table = Table(title=escape(f"query: {query}"))
+    table = Table(title=shown(f"query: {query}"))
     table.add_column("rank", justify="right")
     table.add_column("score", justify="right")
     table.add_column("line", justify="right")
     table.add_column("candidate")
     for i, r in enumerate(ranked, 1):
-        table.add_row(str(i), f"{r.score:.4f}", str(lines[r.index]), escape(r.text))
+        table.add_row(str(i), f"{r.score:.4f}", str(lines[r.index]), shown(r.text))
     out.print(table)
 
 
@@ -491,8 +781,16 @@ def score(
     if pairs_file is not None and pairs is not None:
         raise typer.BadParameter("give the pairs once: as PAIRS or --pairs", param_hint="--pairs")
     path = pairs_file if pairs_file is not None else pairs
+    if output is not None:
+        _check_output_file(output, "--output")
+        if path is not None and str(path) != "-" and _same_file(path, output):
+            raise typer.BadParameter(
+                f"{output} is the pairs file itself; write the scores to another file",
+                param_hint="--output",
+            )
     with PairsFile(path) as records:
-        matcher = load_matcher(model_dir)
+        with _reading(model_dir):
+            matcher = load_matcher(model_dir)
 
         def warn(chunk: list[Any]) -> None:
             texts = [t for r in chunk for t in (r.left, r.right)]
@@ -504,17 +802,29 @@ def score(
                 sys.stdout.flush()
             return
         if not err.is_terminal:
-            count = write_scored(matcher, records, output, on_first=warn)
+            with _writing(output, "--output"):
+                count = write_scored(matcher, records, output, on_first=warn)
         else:
             from rich.progress import MofNCompleteColumn, Progress, TimeElapsedColumn
 
             columns = (*Progress.get_default_columns(), MofNCompleteColumn(), TimeElapsedColumn())
-            with Progress(*columns, console=err, transient=True) as bar:
+            with (
+                Progress(*columns, console=err, transient=True) as bar,
+                _writing(output, "--output"),
+            ):
                 task = bar.add_task("scoring pairs", total=_count_lines(path))
                 count = write_scored(
                     matcher, records, output, on_chunk=partial(bar.advance, task), on_first=warn
                 )
-    err.print(f"{count} pairs scored into {escape(str(output))}", highlight=False)
+    err.print(f"{count} pairs scored into {shown(output)}", highlight=False, soft_wrap=True)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether `a` and `b` name one existing file (writing b would replace the input a)."""
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _count_lines(path: Path | None) -> int | None:
@@ -547,16 +857,16 @@ def models_list() -> None:
         encoders,
     )
     out.print(table)
-    out.print(escape(f"extracted once into {cache_dir()} ($ATTNMATCH_CACHE/encoders)"))
+    out.print(shown(f"extracted once into {cache_dir()} ($ATTNMATCH_CACHE/encoders)"))
 
 
 def _table(title: str, columns: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> Table:
     """A table of plain text: brackets in cells are printed, not read as markup."""
-    table = Table(title=escape(title))
+    table = Table(title=shown(title))
     for column in columns:
         table.add_column(column)
     for row in rows:
-        table.add_row(*(escape(cell) for cell in row))
+        table.add_row(*(shown(cell) for cell in row))
     return table
 
 
@@ -587,9 +897,9 @@ def datasets_list(
     for col in ("name", "task", "splits", "local", "license"):
         table.add_column(col, no_wrap=col in ("name", "task"), overflow="fold")
     for spec in list_datasets():
-        splits = "\n".join(_split_cell(spec, s) for s in spec.splits)
+        splits = "\n".join(shown(_split_cell(spec, s)) for s in spec.splits)
         local = _local_status(split_availability(spec, data_dir))
-        table.add_row(spec.name, spec.task, splits, local, spec.license)
+        table.add_row(shown(spec.name), spec.task, splits, local, shown(spec.license))
     splits = "train.tsv (required)\ndev.tsv, test.tsv (optional)"
     table.add_row("pairs", "any", splits, "your folder", "yours")
     out.print(table)
@@ -616,7 +926,7 @@ def datasets_info(
         return
     spec = get_dataset(name)
     available = split_availability(spec, data_dir)
-    out.print(f"[bold]{spec.name}[/bold]: {spec.title} ({spec.task})")
+    out.print(f"[bold]{shown(spec.name)}[/bold]: {shown(spec.title)} ({spec.task})")
     table = Table(title="splits (protocol with default options; primary metric in bold)")
     for col in ("split", "pairs", "local", "protocol"):
         table.add_column(col, overflow="fold")
@@ -626,25 +936,25 @@ def datasets_info(
         try:
             protocol = _protocol_line(spec.protocol(split))
         except ValueError as e:  # a split that needs a non-default option
-            protocol = f"({e})"
+            protocol = shown(f"({e})")
         local = "[green]yes[/green]" if available[split] else "[red]no[/red]"
-        table.add_row(label, f"{size:,}" if size is not None else "?", local, protocol)
+        table.add_row(shown(label), f"{size:,}" if size is not None else "?", local, protocol)
     out.print(table)
     if spec.protocol_description:
-        out.print(f"[bold]protocol[/bold]: {spec.protocol_description}")
+        out.print(f"[bold]protocol[/bold]: {shown(spec.protocol_description)}")
     if spec.options:
         options = "; ".join(
             f"{k} = {' | '.join(repr(v) for v in allowed)} (default {allowed[0]!r})"
             for k, allowed in spec.options.items()
         )
-        out.print(f"[bold]options[/bold]: {options}")
+        out.print(f"[bold]options[/bold]: {shown(options)}")
     if spec.notes:
-        out.print(f"[bold]notes[/bold]: {spec.notes}")
-    out.print(f"[bold]license[/bold]: {spec.license}")
-    out.print(f"[bold]cite[/bold]: {spec.citation}")
-    out.print(f"[bold]official download[/bold]: {spec.url or '-'}")
+        out.print(f"[bold]notes[/bold]: {shown(spec.notes)}")
+    out.print(f"[bold]license[/bold]: {shown(spec.license)}")
+    out.print(f"[bold]cite[/bold]: {shown(spec.citation)}")
+    out.print(f"[bold]official download[/bold]: {shown(spec.url or '-')}")
     try:
-        out.print(f"[bold]local folder[/bold]: {find_dataset_dir(spec, data_dir)}")
+        out.print(f"[bold]local folder[/bold]: {shown(find_dataset_dir(spec, data_dir))}")
     except FileNotFoundError:
         out.print(f"[bold]local folder[/bold]: none (`attnmatch datasets fetch {spec.name}`)")
 
@@ -670,27 +980,30 @@ def datasets_verify(
         skipped = [s.name for s in list_datasets() if s.name not in names]
         if skipped:
             out.print(f"not present locally, skipped: {', '.join(skipped)}")
-    bad = 0
+    problems: list[str] = []
     colors = {"ok": "green", "unverified": "yellow", "missing": "yellow"}
     for dataset in names:
         checks = verify_dataset(dataset, data_dir)
         for c in checks:
             color = colors.get(c.status, "red")
             detail = "" if c.status == "ok" else f"  {c.detail}"
-            text = escape(f"{dataset}: {c.file}{detail}")
-            out.print(f"[{color}]{c.status:10s}[/{color}] {text}")
+            text = shown(f"{dataset}: {c.file}{detail}")
+            out.print(f"[{color}]{c.status:10s}[/{color}] {text}", highlight=False)
         counts = {k: sum(c.status == k for c in checks) for k in ("ok", "missing", "mismatch")}
-        bad += counts["mismatch"] + (counts["ok"] == 0)
+        differ = [c.file for c in checks if c.status == "mismatch"]
+        if differ:
+            problems.append(f"{dataset}: {', '.join(differ)} differ(s) from the published sha256")
+        if counts["ok"] == 0 and not differ:
+            problems.append(f"{dataset}: none of its files is present")
         summary = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
-        out.print(f"[bold]{escape(dataset)}[/bold]: {summary} (of {len(checks)} files)")
-    if bad:
+        out.print(f"[bold]{shown(dataset)}[/bold]: {summary} (of {len(checks)} files)")
+    if problems:
+        _print_error(f"verification failed: {'; '.join(problems)}")
         raise typer.Exit(1)
 
 
 def _pairs_info(folder: Path | None) -> None:
     """`datasets info pairs`: the rules of your own pairs (and what a folder holds)."""
-    from rich.markup import escape
-
     from attnmatch.data.datasets import pairs
     from attnmatch.data.labels import RULE
 
@@ -710,15 +1023,15 @@ def _pairs_info(folder: Path | None) -> None:
         "options": "; ".join(f"{k}: {v}" for k, v in pairs.OPTION_HELP.items()),
     }
     for key, text in lines.items():
-        out.print(f"[bold]{key}[/bold]: {escape(text)}", highlight=False)
+        out.print(f"[bold]{key}[/bold]: {shown(text)}", highlight=False)
     if folder is None:
         return
     present = sorted(p.name for p in folder.glob("*.tsv*") if p.name.endswith((".tsv", ".tsv.gz")))
     files = ", ".join(present) or "no .tsv files"
-    out.print(f"[bold]local folder[/bold]: {escape(str(folder))}: {escape(files)}")
+    out.print(f"[bold]local folder[/bold]: {shown(folder)}: {shown(files)}")
     if pairs.split_path(folder, pairs.TRAIN) is not None:
         scheme, _ = pairs.label_scheme(folder, pairs.TRAIN, pairs.resolve_options({}))
-        out.print(escape(scheme.reason), highlight=False)
+        out.print(shown(scheme.reason), highlight=False)
 
 
 @datasets_app.command("fetch")
@@ -729,16 +1042,12 @@ def datasets_fetch(
     ] = None,
 ) -> None:
     """Download a dataset from its official URL and verify it (needs internet)."""
-    from rich.markup import escape
+    from attnmatch.data.datasets import fetch_dataset
 
-    from attnmatch.data.datasets import DownloadError, fetch_dataset
-
-    try:
-        folder = fetch_dataset(name, dest)
-    except DownloadError as e:  # no network: one line, what to do instead
-        err.print(f"[bold red]error:[/bold red] {escape(str(e))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
-    out.print(f"fetched to {folder}")
+    if dest is not None:
+        _check_output_folder(dest, "--dest")
+    folder = fetch_dataset(name, dest)  # no network: DownloadError, one line from `main`
+    out.print(f"fetched to {shown(folder)}", highlight=False)
 
 
 @analyze_app.command("attention-position")
@@ -784,21 +1093,31 @@ def analyze_attention_position(
         write_results_json,
     )
 
-    results = attention_position_many(
-        model_dirs,
-        dataset,
-        labels=label or None,
-        key=key,
-        bins=bins,
-        max_pairs=max_pairs,
-        data_dir=data_dir,
-        batch_size=batch_size,
-        options=_parse_sets(dataset_option or []),
-    )
-    json_path = Path(f"{output}.json")
-    write_results_json(json_path, results)
+    if label and len(label) != len(model_dirs):
+        raise typer.BadParameter(
+            f"{len(label)} labels for {len(model_dirs)} model directories; give one per model",
+            param_hint="--label",
+        )
+    json_path, png_path = Path(f"{output}.json"), Path(f"{output}.png")
+    for path in (json_path, png_path) if plot else (json_path,):
+        _check_output_file(path, "--output")
+    options = _parse_sets(dataset_option or [], "--dataset-option")
+    with _reading(", ".join(map(str, model_dirs))):
+        results = attention_position_many(
+            model_dirs,
+            dataset,
+            labels=label or None,
+            key=key,
+            bins=bins,
+            max_pairs=max_pairs,
+            data_dir=data_dir,
+            batch_size=batch_size,
+            options=options,
+        )
+    with _writing(json_path, "--output"):
+        write_results_json(json_path, results)
     table = Table(
-        title=escape(f"mean relative attention by position ({dataset}, {key}; 1.00 = uniform)"),
+        title=shown(f"mean relative attention by position ({dataset}, {key}; 1.00 = uniform)"),
         caption="columns: bin centres (normalised position in the right text)",
         box=box.SIMPLE_HEAD,
         padding=(0, 1),
@@ -812,20 +1131,20 @@ def analyze_attention_position(
     for r in results:
         cells = ["—" if v is None else f"{v:.2f}" for v in r["mean_relative_weight"]]
         ratio = r["first_last_ratio"]
-        table.add_row(escape(r["label"]), *cells, "—" if ratio is None else f"{ratio:.2f}")
+        table.add_row(shown(r["label"]), *cells, "—" if ratio is None else f"{ratio:.2f}")
     out.print(table)
     texts = ", ".join(f"{r['label']}: {r['num_texts']}" for r in results)
-    out.print(escape(f"right texts (one per pair): {texts}"), highlight=False)
-    out.print(escape(f"wrote {json_path}"))
+    out.print(shown(f"right texts (one per pair): {texts}"), highlight=False)
+    out.print(shown(f"wrote {json_path}"))
     if plot:
-        png_path = Path(f"{output}.png")
         try:
-            plot_attention_position(results, [r["label"] for r in results], png_path)
+            with _writing(png_path, "--output"):
+                plot_attention_position(results, [r["label"] for r in results], png_path)
         except ImportError as e:
-            message = escape(f"{png_path} not written: {e}")
+            message = shown(f"{png_path} not written: {e}")
             err.print(f"[yellow]warning:[/yellow] {message}", highlight=False, soft_wrap=True)
         else:
-            out.print(escape(f"wrote {png_path}"))
+            out.print(shown(f"wrote {png_path}"))
 
 
 @app.command()
@@ -847,17 +1166,29 @@ def reproduce(
     from attnmatch.reproduce import find_table, load_table, render_markdown
     from attnmatch.reproduce import reproduce as run
 
+    seed_list = _seeds(seeds)
+    row_ids = None
+    if rows is not None:
+        row_ids = [r.strip() for r in rows.split(",")]
+        if not all(row_ids) or len(set(row_ids)) != len(row_ids):
+            raise typer.BadParameter(
+                f"{rows!r}: give distinct row ids separated by commas, e.g. mvlstm,amvlstm_q",
+                param_hint="--rows",
+            )
+    _check_output_folder(runs_dir, "--runs-dir")
+    if row_ids is None:
+        _check_output_folder(results_dir, "--results-dir")
+    spec = load_table(find_table(table))
     result = run(
         table,
-        seeds=_seeds(seeds),
-        rows=rows.split(",") if rows else None,
+        seeds=seed_list,
+        rows=row_ids,
         runs_dir=runs_dir,
         results_dir=results_dir,
         progress=progress,
         console=err,
     )
-    spec = load_table(find_table(table))
-    out.print(render_markdown(result, spec.metrics))
+    out.print(shown(render_markdown(result, spec.metrics)), highlight=False)
 
 
 @app.command()
@@ -871,6 +1202,7 @@ def demo(
     from attnmatch.training import ExperimentConfig
     from attnmatch.training import train as train_run
 
+    _check_output_folder(output, "--output")
     # The defaults are the recipe of benchmarks/tables/amvlstm_table3.toml, so this is its seed-1 run.
     exp = ExperimentConfig.from_dict({"model": "amvlstm_q", "data": {"dataset": "wikiqa"}})
     err.print("[bold]attnmatch demo[/bold]: aMV-LSTM (Q) on WikiQA (official split), GloVe 6B 50d")
@@ -882,42 +1214,110 @@ def demo(
         paper=paper,
     )
     out.print(
-        f"model saved to [bold]{escape(str(result.model_dir))}[/bold] (best epoch {result.best_epoch}, {result.wall_time_s:.0f}s)"
+        f"model saved to [bold]{shown(result.model_dir)}[/bold] (best epoch {result.best_epoch}, {result.wall_time_s:.0f}s)"
     )
     print(  # plain print: a command to copy must not be wrapped
-        f"try: attnmatch rank {result.model_dir} --query 'how are glacier caves formed?' "
-        "--candidates examples/glacier.txt"
+        f"try: attnmatch rank {visible(result.model_dir)} --query 'how are glacier caves "
+        "formed?' --candidates examples/glacier.txt"
     )
 
 
 DEBUG_ENV = "ATTNMATCH_DEBUG"  # set (e.g. to 1) to see the traceback behind an error line
 
+try:  # typer >= 0.22 carries its own copy of click
+    from typer._click import exceptions as _click_errors
+except ImportError:  # pragma: no cover - older typer, on click
+    from click import exceptions as _click_errors  # type: ignore[no-redef]
+
+# Errors whose message is the whole story; any other type is named in the line.
+_EXPECTED: tuple[type[BaseException], ...] = (
+    OSError,
+    ValueError,
+    KeyError,
+    ImportError,
+    EOFError,
+    RecursionError,
+    MemoryError,
+)
+
+
+def _run() -> int:
+    """Runs the command line of `sys.argv` and returns its exit status; errors propagate."""
+    command = typer.main.get_command(app)
+    code = command.main(args=sys.argv[1:], prog_name="attnmatch", standalone_mode=False)
+    return code if isinstance(code, int) else 0
+
+
+def _run_guarded() -> int:
+    """`_run` with stdout behind `_PipeGuard`, flushed before it is put back."""
+    stdout = sys.stdout
+    sys.stdout = _PipeGuard(stdout)  # type: ignore[assignment]
+    try:
+        code = _run()
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
+    finally:
+        sys.stdout = stdout
+
 
 def main() -> None:
-    """Entry point: every failure becomes one line on stderr and exit status 2, never a
-    traceback (`ATTNMATCH_DEBUG=1` re-raises it). Expected errors (a missing file, a bad value,
-    a config key, a missing extra, a disk error) print their message; anything else also names
-    its type."""
-    import os
-
-    from attnmatch.configs import ConfigError
-
-    expected = (OSError, ValueError, KeyError, ConfigError, ImportError, EOFError)
+    """Entry point: every failure becomes one line `error: ...` on stderr and exit status 2,
+    never a traceback (`--debug` or `ATTNMATCH_DEBUG=1` prints it too). Usage errors (a bad
+    option value) name the option; expected errors (a missing file, a bad value, a config
+    key, a missing extra, a disk error) print their message; anything else also names its
+    type. `datasets verify` exits 1 when a file differs; Ctrl-C exits 130; a closed output pipe
+    ends quietly with status 0."""
+    _Session.debug = False
     try:
-        app()
+        code = _run_guarded()
+    except (_PipeClosed, BrokenPipeError):
+        _quiet_exit()
     except KeyboardInterrupt:
-        err.print("interrupted", highlight=False)
-        raise SystemExit(130) from None
-    except Exception as e:
-        if os.environ.get(DEBUG_ENV):
-            raise
-        message = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
-        message = str(message) or type(e).__name__
-        if not isinstance(e, expected):
-            message = f"{type(e).__name__}: {message} ({DEBUG_ENV}=1 shows the traceback)"
-        line = " ".join(_with_install_hint(e, message).split())  # one line
-        err.print(f"[bold red]error:[/bold red] {escape(line)}", highlight=False)
+        code = 130
+    except _click_errors.ClickException as e:
+        if type(e).__name__ == "NoArgsIsHelpError":  # the help is shown already
+            raise SystemExit(e.exit_code) from None
+        _print_error(e.format_message())
         raise SystemExit(2) from None
+    except Exception as e:
+        if isinstance(e, typer.Abort) and isinstance(e.__cause__, Exception):
+            e = e.__cause__  # typer turns an EOFError into Abort
+        if _Session.debug or os.environ.get(DEBUG_ENV):
+            import traceback
+
+            traceback.print_exception(e, file=sys.stderr)
+        _print_error(_error_message(e))
+        raise SystemExit(2) from None
+    if code == 130:
+        err.print("interrupted", highlight=False)
+    raise SystemExit(code)
+
+
+def _error_message(error: BaseException) -> str:
+    message = _describe(error)
+    if not isinstance(error, _EXPECTED):
+        message = f"{type(error).__name__}: {message} (--debug shows the traceback)"
+    return _with_install_hint(error, message)
+
+
+def _print_error(message: str) -> None:
+    """`error: MESSAGE` on one line: markup and control characters shown, never wrapped."""
+    line = " ".join(str(message).split())
+    try:
+        err.print(f"[bold red]error:[/bold red] {shown(line)}", highlight=False, soft_wrap=True)
+    except (_PipeClosed, BrokenPipeError):  # stderr is gone too
+        pass
+
+
+def _quiet_exit() -> None:
+    """The reader of stdout is gone (`| head`): it has what it asked for. Exit 0 without a
+    word, and without Python's own complaint when it flushes stdout at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real file descriptor (e.g. a test's captured stdout)
+        pass
+    raise SystemExit(0)
 
 
 # The extra that installs each optional module (pyproject.toml [project.optional-dependencies]).

@@ -1,14 +1,23 @@
 """Dataclass configs <-> plain dicts (JSON, TOML), strictly.
 
 An unknown key is an error naming its full path (e.g. `model.encoder.dimm`), never ignored; a
-value of the wrong type is an error too. Nested dataclasses, tuples, `Literal`s and optionals are
-supported, which is all our configs use.
+value of the wrong type is an error too, and so is a number that is not finite (TOML and
+Python's JSON reader accept `nan` and `inf`; no config means them). Nested dataclasses, tuples,
+`Literal`s, typed dicts and optionals are supported, which is all our configs use.
+
+`load_toml` reads a config file: a file that is not UTF-8, not TOML, nested too deeply or
+larger than `MAX_CONFIG_BYTES` is one error naming the file (and the line, where there is one).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
+import tomllib
 import types
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
 T = TypeVar("T")
@@ -59,8 +68,15 @@ def from_dict(cls: type[T], data: Any, *, path: str = "") -> T:
         raise ConfigError(f"{path or cls.__name__}: {e}") from e
     except ValueError as e:  # __post_init__ validation
         if isinstance(e, ConfigError):
-            raise
+            if not path:
+                raise
+            # "id: ..." of rows[0] -> "rows[0].id: ..."
+            joint = "." if _FIELD_FIRST.match(str(e)) else ": "
+            raise ConfigError(f"{path}{joint}{e}") from e
         raise ConfigError(f"{path or cls.__name__}: {e}") from e
+
+
+_FIELD_FIRST = re.compile(r"[A-Za-z_]\w*[:.\[]")
 
 
 def _convert(tp: Any, value: Any, path: str) -> Any:
@@ -104,10 +120,15 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
     if origin is dict or tp is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{path}: expected a table/object, got {type(value).__name__}")
+        args = get_args(tp)
+        if len(args) == 2:  # dict[str, float]: every value is checked
+            return {k: _convert(args[1], v, f"{path}.{k}") for k, v in value.items()}
         return dict(value)
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(f"{path}: expected a number, got {value!r}")
+        if not math.isfinite(value):
+            raise ConfigError(f"{path}: expected a finite number, got {value!r}")
         return float(value)
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -138,7 +159,98 @@ def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["ConfigError", "from_dict", "merge", "replace", "to_dict"]
+__all__ = [
+    "MAX_CONFIG_BYTES",
+    "ConfigError",
+    "check_name",
+    "check_seeds",
+    "from_dict",
+    "load_toml",
+    "merge",
+    "replace",
+    "to_dict",
+]
+
+# A config or table is a small hand-written file (the largest table is ~35 KB).
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def load_toml(path: str | Path, *, max_bytes: int = MAX_CONFIG_BYTES) -> dict[str, Any]:
+    """The TOML file `path` as a dict.
+
+    Raises:
+        FileNotFoundError: no such file (or a folder).
+        ConfigError: the file is larger than `max_bytes`, is not UTF-8 (names the line), is not
+            TOML (names line and column) or is nested too deeply; the message names the file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        what = "a folder, not a file" if path.is_dir() else "not found"
+        raise FileNotFoundError(f"{path}: {what} (expected a TOML file)")
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise ConfigError(
+            f"{path}: {size:,} bytes; a config is a small text file (at most {max_bytes:,} bytes)"
+        )
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x}); save the file as UTF-8"
+        ) from None
+    try:
+        return tomllib.loads(text.removeprefix("\ufeff"))
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: invalid TOML: {' '.join(str(e).split())}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to be a config") from None
+
+
+# Names that become file or folder names (a table, a row id): a letter or digit, then letters,
+# digits, '.', '_' or '-'; no '..', at most 100 characters.
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+NAME_RULE = (
+    "letters, digits, '.', '_' and '-', starting with a letter or digit, no '..', "
+    "at most 100 characters"
+)
+
+
+def check_name(value: str, field: str) -> str:
+    """`value`, when it can safely name a file or folder (`NAME_RULE`): never a path, never
+    outside its folder.
+
+    Raises:
+        ConfigError: naming `field` and the rule.
+    """
+    if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value) or ".." in value:
+        raise ConfigError(f"{field}: {value!r} cannot name a file: use {NAME_RULE}")
+    return value
+
+
+MAX_SEEDS = 1000
+
+
+def check_seeds(seeds: Iterable[int], field: str, *, allow_empty: bool = False) -> tuple[int, ...]:
+    """`seeds` as a tuple, when they are distinct integers >= 0 (and at most `MAX_SEEDS`).
+
+    Raises:
+        ConfigError: naming `field`: an empty list (unless `allow_empty`), a negative, repeated
+            or non-integer seed.
+    """
+    out = tuple(seeds)
+    if not out and not allow_empty:
+        raise ConfigError(f"{field}: no seeds; give at least one, e.g. [1, 2, 3]")
+    for seed in out:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ConfigError(f"{field}: seeds are integers >= 0, got {seed!r}")
+    twice = sorted({s for s in out if out.count(s) > 1})
+    if twice:
+        raise ConfigError(f"{field}: seed(s) {twice} given twice; each seed runs once")
+    if len(out) > MAX_SEEDS:
+        raise ConfigError(f"{field}: {len(out)} seeds; at most {MAX_SEEDS}")
+    return out
 
 
 def check_positive(config: object, *names: str) -> None:

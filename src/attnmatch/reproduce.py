@@ -18,6 +18,11 @@ A table is a TOML file under `benchmarks/tables/` (see `amvlstm_table3.toml`):
     paper = { map = 0.650664 }       # the paper's numbers (omit if none)
     overrides = { ... }              # optional experiment overrides for this row (e.g. data)
 
+The table name and every row id become file and folder names (`results/<table>.json`,
+`runs/<table>/<id>/`): they are checked when the table is loaded (`configs.NAME_RULE`: letters,
+digits, '.', '_' and '-', no '..'), and every path is checked to stay inside `runs_dir` /
+`results_dir` before anything is written. Seeds are distinct integers >= 0.
+
 Rows trained or evaluated on a split the dataset marks as non-standard (e.g. `quora`
 "train-on-dev") are labelled "non-standard protocol" in the results.
 
@@ -36,7 +41,7 @@ table's `commit` is the code that wrote the table.
 from __future__ import annotations
 
 import json
-import tomllib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,7 +52,8 @@ from attnmatch import configs
 from attnmatch.atomic import write_text_atomic
 from attnmatch.inputs import merge_inputs
 from attnmatch.models import get_preset, list_models, list_presets
-from attnmatch.results_index import render_markdown, write_results_readme
+from attnmatch.results_index import dumps_json, render_markdown, write_results_readme
+from attnmatch.terminal import shown
 from attnmatch.training.config import ExperimentConfig
 from attnmatch.training.trainer import environment, train_seeds
 
@@ -66,6 +72,10 @@ class TableRow:
     # The seeds of this row when fewer than the table's are affordable (say why in `note`); a
     # `--seeds` given on the command line is cut to these.
     seeds: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        configs.check_name(self.id, "id")
+        configs.check_seeds(self.seeds, "seeds", allow_empty=True)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,13 +97,22 @@ class TableSpec:
         return row.metrics or self.metrics
 
     def __post_init__(self) -> None:
+        configs.check_name(self.table, "table")
+        configs.check_seeds(self.seeds, "seeds")
+        if not self.metrics:
+            raise configs.ConfigError('metrics: no metrics; list at least one, e.g. ["map"]')
+        if not self.rows:
+            raise configs.ConfigError("rows: no rows; a table needs at least one [[rows]]")
         ids = [r.id for r in self.rows]
-        if len(ids) != len(set(ids)):
-            raise configs.ConfigError(f"row ids must be unique, got {ids}")
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        if twice:
+            raise configs.ConfigError(f"rows: row id(s) {twice} given twice; ids must be unique")
 
 
 def find_table(name_or_path: str | Path) -> Path:
     """A table TOML by path, or by name under ./benchmarks/tables (searched upwards from cwd)."""
+    if "\0" in str(name_or_path):
+        raise ValueError(f"table {str(name_or_path)!r}: a name or path holds no NUL character")
     path = Path(name_or_path)
     if path.suffix == ".toml" and path.is_file():
         return path
@@ -108,18 +127,37 @@ def find_table(name_or_path: str | Path) -> Path:
 
 
 def load_table(path: str | Path) -> TableSpec:
+    """The table TOML at `path`, validated, every row's experiment included.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ConfigError: one line naming the file and the field (`rows[2].id: ...`): not UTF-8, not
+            TOML, an unknown key, a name that cannot be a file name, no seeds, a row whose
+            experiment is invalid.
+    """
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise configs.ConfigError(f"{path}: invalid TOML: {e}") from e
+    data = configs.load_toml(path)
     try:
         spec = configs.from_dict(TableSpec, data)
         for row in spec.rows:
             experiment_for(spec, row)  # validate every row's config up front
     except (configs.ConfigError, KeyError) as e:
-        raise configs.ConfigError(f"{path}: {e}") from e
+        message = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+        raise configs.ConfigError(f"{path}: {' '.join(message.split())}") from e
     return spec
+
+
+def inside(folder: str | Path, *parts: str) -> Path:
+    """`folder / parts...`, checked to stay inside `folder` (after resolving '..').
+
+    Raises:
+        ValueError: the path would leave `folder`.
+    """
+    base = Path(os.path.abspath(folder))
+    path = Path(os.path.abspath(base.joinpath(*parts)))
+    if path == base or base not in path.parents:
+        raise ValueError(f"{'/'.join(parts)!r} would be written outside {folder}; refusing")
+    return Path(folder).joinpath(*parts)
 
 
 def model_of(row: TableRow) -> str:
@@ -163,27 +201,41 @@ def reproduce(
     console = console or Console(stderr=True)
     env = environment()  # the code that runs is the code at the start
     spec = load_table(find_table(table))
-    seeds = list(seeds or spec.seeds)
+    seeds = list(configs.check_seeds(seeds, "seeds") if seeds is not None else spec.seeds)
+    if rows is not None:
+        if not rows:
+            raise ValueError("rows: an empty list; give row ids, or None for every row")
+        twice = sorted({r for r in rows if rows.count(r) > 1})
+        if twice:
+            raise ValueError(f"rows: row id(s) {twice} given twice")
     selected = [r for r in spec.rows if rows is None or r.id in rows]
     if rows is not None and len(selected) != len(rows):
         unknown = sorted(set(rows) - {r.id for r in spec.rows})
         raise ValueError(
             f"unknown row id(s) {unknown}; rows of {spec.table}: {[r.id for r in spec.rows]}"
         )
+    for row in selected:  # before any training: every run folder stays inside runs_dir
+        inside(runs_dir, spec.table, row.id)
+    if rows is None:
+        for suffix in (".json", ".md"):
+            inside(results_dir, spec.table + suffix)
     out_rows = []
     for row in selected:
         exp = experiment_for(spec, row)
         if row.not_run:
-            console.print(f"{spec.table}: {row.label} ({row.id}) not run: {row.not_run}")
+            console.print(
+                shown(f"{spec.table}: {row.label} ({row.id}) not run: {row.not_run}"),
+                highlight=False,
+            )
             out_rows.append(_not_run_row(spec, row, exp))
             continue
         row_seeds = [s for s in seeds if s in row.seeds] if row.seeds else seeds
         if not row_seeds:
             row_seeds = list(row.seeds)
-        console.rule(f"[bold]{spec.table}: {row.label} ({row.id}), seeds {row_seeds}")
+        console.rule(f"[bold]{shown(f'{spec.table}: {row.label} ({row.id})')}, seeds {row_seeds}")
         summary = train_seeds(
             exp,
-            Path(runs_dir) / spec.table / row.id,
+            inside(runs_dir, spec.table, row.id),
             row_seeds,
             resume=True,
             progress=progress,
@@ -192,7 +244,7 @@ def reproduce(
         split_summary = summary["test"] if spec.split == "test" else summary["dev"]
         metrics = spec.metrics_of(row)
         provenance = [
-            run_provenance(_run_dir(run, Path(runs_dir) / spec.table / row.id, seed))
+            run_provenance(_run_dir(run, inside(runs_dir, spec.table, row.id), seed))
             for run, seed in zip(summary["runs"], row_seeds, strict=True)
         ]
         out_rows.append(
@@ -228,8 +280,13 @@ def reproduce(
     }
     if rows is None:  # partial reproductions do not overwrite the committed table
         results = Path(results_dir)
-        write_text_atomic(results / f"{spec.table}.json", json.dumps(result, indent=2) + "\n")
-        write_text_atomic(results / f"{spec.table}.md", render_markdown(result, spec.metrics))
+        # JSON any parser reads: a metric that is not a number (e.g. NaN) is written as null.
+        write_text_atomic(
+            inside(results, f"{spec.table}.json"), dumps_json(result, indent=2) + "\n"
+        )
+        write_text_atomic(
+            inside(results, f"{spec.table}.md"), render_markdown(result, spec.metrics)
+        )
         write_results_readme(results)
     return result
 
@@ -250,7 +307,9 @@ def run_provenance(run_dir: str | Path) -> dict[str, Any]:
     run_dir = Path(run_dir)
     try:
         result = json.loads((run_dir / "result.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
+        result = {}
+    if not isinstance(result, dict):
         result = {}
     commit = result.get("commit")
     if not commit:

@@ -13,6 +13,10 @@ to `results/<table>.md` and the table's hand-written `summary` (a key of the tab
 label, note, not-run reason and paper numbers) from `benchmarks/tables/<table>.toml` into
 `results/<table>.json` without touching any result, re-renders `results/<table>.md` and this index.
 
+Every JSON file is written with `dumps_json`: strict JSON that any parser reads, where a value
+that is not a finite number (NaN, infinity: e.g. an undefined Pearson) is `null`, shown as "n/a"
+in the Markdown.
+
 This module needs neither torch nor the models: it reads JSON and, for `--sync-text`, TOML.
 """
 
@@ -20,13 +24,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
-import tomllib
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from attnmatch import configs
 from attnmatch.atomic import write_text_atomic
 
 README = "README.md"
@@ -56,6 +61,24 @@ MAIN_METRICS = ("map", "accuracy", "pearson", "p@1", "r10@1", "mrr")
 RECOVERED = "recovered from git history"
 
 
+def finite_or_null(value: Any) -> Any:
+    """`value` (nested dicts, lists, tuples) with every float that is not finite replaced by
+    None: JSON null, "undefined"."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_or_null(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_or_null(v) for v in value]
+    return value
+
+
+def dumps_json(value: Any, **kwargs: Any) -> str:
+    """`json.dumps` that always writes valid JSON: NaN and infinities become null
+    (`finite_or_null`), never the `NaN` / `Infinity` tokens that strict parsers reject."""
+    return json.dumps(finite_or_null(value), allow_nan=False, **kwargs)
+
+
 def metric_label(name: str) -> str:
     return METRIC_LABELS.get(name, name.replace("ndcg", "nDCG").replace("p@", "P@"))
 
@@ -69,7 +92,10 @@ def load_tables(results_dir: str | Path) -> list[dict[str, Any]]:
     """Every reproduce result in `results_dir`, sorted by file name."""
     tables = []
     for path in sorted(Path(results_dir).glob("*.json")):
-        data = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+            raise ValueError(f"{path}: not a readable JSON file: {_reason(e)}") from None
         if is_table(data):
             tables.append(data)
     return tables
@@ -113,8 +139,20 @@ def commits_text(row: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _fmt3(value: float) -> str:
-    return f"{value:.3f}"
+def _reason(error: Exception) -> str:
+    if isinstance(error, json.JSONDecodeError):
+        return f"{error.msg} at line {error.lineno}, column {error.colno}"
+    if isinstance(error, UnicodeDecodeError):
+        return f"not UTF-8 (byte {error.start})"
+    return "nested too deeply"
+
+
+def _defined(value: float | None) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
+def _fmt3(value: float | None) -> str:
+    return f"{value:.3f}" if _defined(value) else "n/a"
 
 
 def _data_text(row: dict[str, Any]) -> str:
@@ -151,8 +189,9 @@ def _seeds_of(result: dict[str, Any]) -> list[int]:
     return max(run, key=len) if run else []
 
 
-def _fmt(value: float) -> str:
-    return f"{value:.4f}"
+def _fmt(value: float | None) -> str:
+    """Four decimals; "n/a" for a value that is not a number (null in the JSON)."""
+    return f"{value:.4f}" if _defined(value) else "n/a"
 
 
 def _seconds(values: list[float | None]) -> str:
@@ -411,7 +450,7 @@ def table_text(table_toml: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:
-    return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    return configs.load_toml(path)
 
 
 def sync_text(table_path: str | Path, results_dir: str | Path) -> bool:
@@ -424,9 +463,10 @@ def sync_text(table_path: str | Path, results_dir: str | Path) -> bool:
             (the table needs `attnmatch reproduce`, not a text sync).
     """
     data = read_toml(table_path)
-    path = Path(results_dir) / f"{data['table']}.json"
+    name = configs.check_name(data.get("table", ""), f"{table_path}: table")
+    path = Path(results_dir) / f"{name}.json"
     result = json.loads(path.read_text(encoding="utf-8"))
-    before = json.dumps(result, indent=2)
+    before = dumps_json(result, indent=2)
     text = table_text(data)
     result.update(text["table"])
     for row in result["rows"]:
@@ -442,7 +482,7 @@ def sync_text(table_path: str | Path, results_dir: str | Path) -> bool:
             if key == "not_run" and not value:
                 continue  # rows that ran carry no not_run key
             row[key] = value
-    after = json.dumps(result, indent=2)
+    after = dumps_json(result, indent=2)
     write_text_atomic(path, after + "\n")
     write_text_atomic(path.with_suffix(".md"), render_markdown(result, data["metrics"]))
     return after != before

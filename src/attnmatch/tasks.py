@@ -82,6 +82,12 @@ class Task:
         object.__setattr__(self, "max_score", integral(self.max_score))
         if self.kind == "classification" and len(self.class_names) < 2:
             raise ValueError("a classification task needs at least 2 class names")
+        for name in self.class_names:
+            if not isinstance(name, str) or not name.strip():
+                raise ValueError(f"class names are non-empty strings, got {name!r}")
+        twice = sorted({n for n in self.class_names if self.class_names.count(n) > 1})
+        if twice:
+            raise ValueError(f"class name(s) {twice} given twice; each class needs its own name")
         if self.kind == "regression" and not self.min_score < self.max_score:
             raise ValueError(f"min_score ({self.min_score}) must be < max_score ({self.max_score})")
 
@@ -193,9 +199,12 @@ class Task:
         unknown = set(data) - {"kind", "class_names", "min_score", "max_score"}
         if unknown:
             raise ValueError(f"unknown task keys {sorted(unknown)}")
+        names = data.get("class_names", ())
+        if not isinstance(names, list | tuple):  # a string would become one class per letter
+            raise ValueError(f"task class_names must be a list of names, got {names!r}")
         return cls(
             kind=data["kind"],
-            class_names=tuple(data.get("class_names", ())),
+            class_names=tuple(names),
             min_score=data.get("min_score", 0),
             max_score=data.get("max_score", 1),
         )
