@@ -477,16 +477,24 @@ def train(
 
 
 def _warn_unknown(matcher: Any, texts: list[str], where: str) -> None:
-    """A one-line warning when many tokens of `texts` are unknown to the model's vocabulary
-    (`attnmatch.inputs.unknown_note`); silent for inputs that cannot tell."""
-    from attnmatch.inputs import unknown_note
+    """One-line warnings when many tokens of `texts` are unknown to the model's vocabulary
+    (`attnmatch.inputs.unknown_note`; silent for inputs that cannot tell) and when some texts
+    are longer than the model's bound (`attnmatch.inputs.truncation_note`)."""
+    from attnmatch.inputs import truncation_note, unknown_note
 
     try:
         note = unknown_note(matcher.inputs, texts, where)
     except NotImplementedError:
-        return
+        note = None
     if note:
-        err.print(f"[yellow]warning:[/yellow] {shown(note)}", highlight=False, soft_wrap=True)
+        _warn(note)
+    cut = (
+        truncation_note(matcher.inputs, texts, where)
+        if hasattr(matcher.inputs, "truncated")
+        else None
+    )
+    if cut:
+        _warn(cut)
 
 
 def _own_pairs(overrides: dict[str, Any]) -> bool:
@@ -1249,15 +1257,30 @@ def _run() -> int:
 
 
 def _run_guarded() -> int:
-    """`_run` with stdout behind `_PipeGuard`, flushed before it is put back."""
-    stdout = sys.stdout
+    """`_run` with stdout behind `_PipeGuard`, flushed before it is put back, and the
+    library's Python warnings shown as one `warning:` line each."""
+    import warnings
+
+    stdout, showwarning = sys.stdout, warnings.showwarning
     sys.stdout = _PipeGuard(stdout)  # type: ignore[assignment]
+    warnings.showwarning = _show_warning
     try:
         code = _run()
         sys.stdout.flush()  # a closed pipe shows here, not at exit
         return code
     finally:
-        sys.stdout = stdout
+        sys.stdout, warnings.showwarning = stdout, showwarning
+
+
+def _show_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+    """`warnings.showwarning` for the command line: one line, no source location."""
+    _warn(str(message))
+
+
+def _warn(message: str) -> None:
+    """`warning: MESSAGE` on stderr, on one line, user text shown verbatim."""
+    line = " ".join(message.split())
+    err.print(f"[yellow]warning:[/yellow] {shown(line)}", highlight=False, soft_wrap=True)
 
 
 def main() -> None:

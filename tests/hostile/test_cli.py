@@ -840,3 +840,36 @@ def test_rank_leaves_torch_settings_as_they_were(
     outcome = run_cli(_rank(ranker, tmp_path, "w1\nw2\n"), capsys)
     assert outcome.code == 0, outcome.stderr
     assert (torch.get_num_threads(), torch.is_grad_enabled()) == (threads, grad)
+
+
+@case("c6-rank-warns-of-cut-texts")
+def test_rank_warns_once_when_texts_are_longer_than_the_bound(
+    case: str, ranker: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    long = " ".join(["w1"] * 600)  # the tiny model keeps 512 tokens per text
+    outcome = run_cli(_rank(ranker, tmp_path, f"w3 w4\n{long}\n"), capsys)
+    assert outcome.code == 0, outcome.stderr
+    warnings = [line for line in outcome.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1, outcome.stderr
+    assert "1 of the 3 distinct texts" in warnings[0] and "512 tokens" in warnings[0]
+
+
+@case("c2-python-warning-is-one-line")
+def test_a_library_warning_is_one_warning_line(
+    case: str,
+    ranker: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import warnings
+
+    def warn_then_load(path: Any) -> Matcher:
+        warnings.warn("vectors cover 10% of the vocabulary\n(check lowercase)", UserWarning)
+        return Matcher.load(path)
+
+    monkeypatch.setattr("attnmatch.matcher.load_matcher", warn_then_load)
+    outcome = run_cli(_rank(ranker, tmp_path, "w3 w4\n"), capsys)
+    assert outcome.code == 0, outcome.stderr
+    lines = [line for line in outcome.stderr.splitlines() if line.strip()]
+    assert lines == ["warning: vectors cover 10% of the vocabulary (check lowercase)"], lines

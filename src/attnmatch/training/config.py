@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -312,12 +311,7 @@ def own_data_model() -> tuple[str, str]:
 def load_experiment(path: str | Path, overrides: dict[str, Any] | None = None) -> ExperimentConfig:
     """Reads a TOML experiment config; errors name the file and the offending key."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"config file not found: {path}")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise configs.ConfigError(f"{path}: invalid TOML: {e}") from e
+    data = configs.load_toml(path)
     overrides = dict(overrides or {})
     merged = configs.merge(data, {k: v for k, v in overrides.items() if k != "inputs"})
     if "inputs" in overrides:

@@ -56,9 +56,11 @@ def make_sampler(exp: Experiment) -> Sampler:
     t = exp.config.train
     if exp.matcher.task.kind == "ranking" and exp.loss in ("rank_hinge", "listwise"):
         source = negative_source(exp)
+        where = f"{exp.config.data.dataset}: the training split"
         if source is None:
             return RankingGroupSampler(
                 exp.train,
+                where=where,
                 num_negatives=t.num_negatives,
                 groups_per_batch=t.batch_size,
                 seed=t.seed,
@@ -67,6 +69,7 @@ def make_sampler(exp: Experiment) -> Sampler:
         hard = bm25_candidates(exp.train, exp.train_texts) if source == "bm25" else None
         return SampledNegativesSampler(
             exp.train,
+            where=where,
             source=source,
             num_negatives=t.num_negatives,
             groups_per_batch=t.batch_size,

@@ -26,6 +26,7 @@ from attnmatch.atomic import write_text_atomic
 from attnmatch.configs import ConfigError
 from attnmatch.matcher import Matcher
 from attnmatch.models import input_layer
+from attnmatch.terminal import visible
 from attnmatch.training.config import ExperimentConfig
 from attnmatch.training.experiment import Experiment, build_experiment
 from attnmatch.training.loop import (
@@ -93,16 +94,18 @@ def train(
     with run.claim(resume, overwrite=overwrite), torch_settings(config.train.threads):
         start = time.perf_counter()
         if resume and experiment is None and (done := run.finished(config)) is not None:
-            console.print(f"{run.path}: finished earlier, reusing result.json", markup=False)
+            console.print(
+                f"{visible(run.path)}: finished earlier, reusing result.json", markup=False
+            )
             return done
         exp = experiment or build_experiment(config)
         config = exp.config  # with its preset's recipe, if any
         for note in exp.notes:
-            console.print(note, highlight=False, markup=False)
+            console.print(visible(note), highlight=False, markup=False)
         optimizer = _optimizer(exp)
         state = (run.resume(exp.matcher, optimizer, config) if resume else None) or TrainState()
         if state.epoch:
-            console.print(f"resuming {run.path} after epoch {state.epoch}", markup=False)
+            console.print(f"resuming {visible(run.path)} after epoch {state.epoch}", markup=False)
         if optimizer is None:  # train.epochs = 0 (`fit` checks the budget of the others)
             check_budget(run, state, 0)
         if config.train.epochs == 0 and not run.model_dir.is_dir():  # the model as it is
