@@ -865,7 +865,9 @@ def test_a_library_warning_is_one_warning_line(
     import warnings
 
     def warn_then_load(path: Any) -> Matcher:
-        warnings.warn("vectors cover 10% of the vocabulary\n(check lowercase)", UserWarning)
+        warnings.warn(
+            "vectors cover 10% of the vocabulary\n(check lowercase)", UserWarning, stacklevel=2
+        )
         return Matcher.load(path)
 
     monkeypatch.setattr("attnmatch.matcher.load_matcher", warn_then_load)

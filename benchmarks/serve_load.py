@@ -1,0 +1,297 @@
+"""Load test of `attnmatch serve`: throughput and latency of /v1/rank under concurrent clients.
+
+Starts the server (`python -m attnmatch serve MODEL`, a subprocess on 127.0.0.1 and a free port)
+once with batching and once with `--no-batching`, and for each concurrency level sends a fixed
+number of `/v1/rank` requests (a query and `--candidates` candidates, WikiQA questions and
+sentences from `data/wikiqa`, or synthetic text when the data is missing) from an async httpx
+client, stopping early at the time limit. A share of the requests (`--malformed`) is malformed
+(invalid JSON, a missing or wrongly typed field, top_k 0, an unknown model, an oversized body):
+they must be answered 4xx, never 5xx. Prints one row per (batching, concurrency): requests
+answered, 2xx / 4xx / 5xx / transport failures, malformed requests accepted (should be 0),
+throughput in requests/s and the p50/p95/p99 latency in ms.
+
+Run: python benchmarks/serve_load.py                       (runs/demo/model, 200 requests a row)
+     python benchmarks/serve_load.py --model PATH --requests 20 --concurrency 1,8 --time-limit 10
+     python benchmarks/serve_load.py --batching on --malformed 0   (one server, no bad requests)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import gzip
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class Row:
+    """The outcome of one (batching, concurrency) run."""
+
+    batching: str
+    concurrency: int
+    latencies_ms: list[float] = field(default_factory=list)
+    status: dict[str, int] = field(default_factory=lambda: dict.fromkeys(("2xx", "4xx", "5xx"), 0))
+    transport_errors: int = 0
+    malformed_accepted: int = 0  # a malformed request answered 2xx
+    wall_s: float = 0.0
+
+    @property
+    def answered(self) -> int:
+        return sum(self.status.values())
+
+
+def read_texts(data_dir: Path, seed: int) -> tuple[list[str], list[str]]:
+    """(questions, sentences) of WikiQA's test split, or synthetic ones when it is missing."""
+    path = data_dir / "wikiqa" / "WikiQA-test.tsv.gz"
+    if path.is_file():
+        seen: dict[str, None] = {}  # the questions, in order, once each
+        sentences: list[str] = []
+        with gzip.open(path, "rt", encoding="utf-8", newline="") as f:
+            for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE):
+                seen[row["Question"]] = None
+                sentences.append(row["Sentence"])
+        return list(seen), sentences
+    rng = random.Random(seed)
+    words = [f"word{i}" for i in range(500)] + "the a of in is how what when where who".split()
+    questions = [" ".join(rng.choices(words, k=rng.randint(4, 10))) for _ in range(200)]
+    sentences = [" ".join(rng.choices(words, k=rng.randint(8, 40))) for _ in range(2000)]
+    return questions, sentences
+
+
+def malformed_request(rng: random.Random, query: str, candidates: list[str]) -> dict[str, Any]:
+    """Keyword arguments of `httpx.AsyncClient.post` for one malformed /v1/rank request."""
+    kind = rng.randrange(7)
+    if kind == 0:
+        return {
+            "content": b'{"query": "unterminated',
+            "headers": {"content-type": "application/json"},
+        }
+    if kind == 1:
+        return {"json": {"candidates": candidates}}  # no query
+    if kind == 2:
+        return {"json": {"query": query, "candidates": "not a list"}}
+    if kind == 3:
+        return {"json": {"query": query, "candidates": candidates, "top_k": 0}}
+    if kind == 4:
+        return {"json": {"model": "no-such-model", "query": query, "candidates": candidates}}
+    if kind == 5:
+        return {"json": {"query": query, "candidates": [*candidates[:-1], 7]}}
+    return {"json": {"query": query, "candidates": ["x" * 1_100_000]}}  # over max_request_bytes
+
+
+async def run_load(
+    url: str,
+    *,
+    batching: str,
+    concurrency: int,
+    requests: int,
+    time_limit: float,
+    questions: list[str],
+    sentences: list[str],
+    candidates: int,
+    malformed: float,
+    seed: int,
+) -> Row:
+    """Sends `requests` /v1/rank requests from `concurrency` clients (fewer at the time limit)."""
+    row = Row(batching=batching, concurrency=concurrency)
+    rng = random.Random(seed)
+    plan = []
+    for _ in range(requests):
+        query = rng.choice(questions)
+        texts = rng.sample(sentences, candidates)
+        if rng.random() < malformed:
+            plan.append((True, malformed_request(rng, query, texts)))
+        else:
+            plan.append((False, {"json": {"query": query, "candidates": texts}}))
+    queue = iter(plan)
+    deadline = time.perf_counter() + time_limit
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+
+        async def worker() -> None:
+            for bad, kwargs in queue:
+                if time.perf_counter() > deadline:
+                    return
+                start = time.perf_counter()
+                try:
+                    response = await client.post("/v1/rank", **kwargs)
+                except httpx.HTTPError:
+                    row.transport_errors += 1
+                    continue
+                row.latencies_ms.append(1000 * (time.perf_counter() - start))
+                code = response.status_code
+                row.status[f"{code // 100}xx" if 2 <= code // 100 <= 5 else "5xx"] += 1
+                if bad and code < 300:
+                    row.malformed_accepted += 1
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        row.wall_s = time.perf_counter() - start
+    return row
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Server:
+    """`attnmatch serve MODEL` in a subprocess; its log goes to a temporary file."""
+
+    def __init__(self, model: str, *, batching: bool, startup_s: float) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = tempfile.NamedTemporaryFile(prefix="serve_load-", suffix=".log", delete=False)
+        command = [sys.executable, "-m", "attnmatch", "serve", model, "--port", str(self.port)]
+        if not batching:
+            command.append("--no-batching")
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + startup_s
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the server exited ({self.process.returncode}): {self.tail()}")
+            try:
+                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(
+                    f"the server was not ready within {startup_s:.0f}s: {self.tail()}"
+                )
+            time.sleep(0.2)
+
+    def tail(self, lines: int = 5) -> str:
+        text = Path(self.log.name).read_text(encoding="utf-8", errors="replace")
+        return " | ".join(text.strip().splitlines()[-lines:])
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.log.close()
+        os.unlink(self.log.name)
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+def print_table(rows: list[Row]) -> None:
+    header = (
+        f"{'batching':>8} {'conc':>4} {'answered':>8} {'2xx':>5} {'4xx':>5} {'5xx':>5} "
+        f"{'failed':>6} {'bad ok':>6} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        rate = r.answered / r.wall_s if r.wall_s else float("nan")
+        print(
+            f"{r.batching:>8} {r.concurrency:>4} {r.answered:>8} {r.status['2xx']:>5} "
+            f"{r.status['4xx']:>5} {r.status['5xx']:>5} {r.transport_errors:>6} "
+            f"{r.malformed_accepted:>6} {rate:>8.1f} {percentile(r.latencies_ms, 50):>8.1f} "
+            f"{percentile(r.latencies_ms, 95):>8.1f} {percentile(r.latencies_ms, 99):>8.1f}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=str(ROOT / "runs" / "demo" / "model"))
+    parser.add_argument("--requests", type=int, default=200, help="requests per row")
+    parser.add_argument("--time-limit", type=float, default=60, help="seconds per row at most")
+    parser.add_argument("--concurrency", default="1,8,32", help="comma-separated client counts")
+    parser.add_argument("--candidates", type=int, default=20, help="candidates per request")
+    parser.add_argument("--malformed", type=float, default=0.1, help="share of bad requests")
+    parser.add_argument("--batching", choices=("both", "on", "off"), default="both")
+    parser.add_argument("--data-dir", type=Path, default=ROOT / "data")
+    parser.add_argument("--startup", type=float, default=180, help="seconds to wait for /readyz")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path, help="also write the rows to this JSON file")
+    args = parser.parse_args()
+    if args.requests < 1 or args.candidates < 1 or args.time_limit <= 0:
+        parser.error("--requests, --candidates and --time-limit must be positive")
+    if not 0 <= args.malformed <= 1:
+        parser.error(f"--malformed is a share between 0 and 1, got {args.malformed}")
+    try:
+        levels = [int(c) for c in args.concurrency.split(",")]
+    except ValueError:
+        parser.error(f"--concurrency takes integers like 1,8,32, got {args.concurrency!r}")
+    if not levels or min(levels) < 1:
+        parser.error("--concurrency levels must be >= 1")
+    model = args.model
+    if not Path(model).exists() and "/" in model:
+        parser.error(f"--model {model}: no such folder (train one with `make demo`, or pass one)")
+    questions, sentences = read_texts(args.data_dir, args.seed)
+    if len(sentences) < args.candidates:
+        parser.error(f"--candidates {args.candidates}: only {len(sentences)} texts to draw from")
+
+    modes = {"both": ("on", "off"), "on": ("on",), "off": ("off",)}[args.batching]
+    rows: list[Row] = []
+    for mode in modes:
+        server = Server(model, batching=mode == "on", startup_s=args.startup)
+        try:
+            warm = {"query": questions[0], "candidates": sentences[: args.candidates]}
+            httpx.post(server.url + "/v1/rank", json=warm, timeout=60)  # first-call costs
+            for i, concurrency in enumerate(levels):
+                row = asyncio.run(
+                    run_load(
+                        server.url,
+                        batching=mode,
+                        concurrency=concurrency,
+                        requests=args.requests,
+                        time_limit=args.time_limit,
+                        questions=questions,
+                        sentences=sentences,
+                        candidates=args.candidates,
+                        malformed=args.malformed,
+                        seed=args.seed + i,
+                    )
+                )
+                rows.append(row)
+                print(f"# batching {mode}, {concurrency} clients: done", file=sys.stderr)
+        finally:
+            server.stop()
+    print(f"model {model}; {args.candidates} candidates a request; {args.malformed:.0%} malformed")
+    print_table(rows)
+    if args.json:
+        summary = [
+            {
+                "batching": r.batching,
+                "concurrency": r.concurrency,
+                "answered": r.answered,
+                **r.status,
+                "transport_errors": r.transport_errors,
+                "malformed_accepted": r.malformed_accepted,
+                "req_per_s": r.answered / r.wall_s if r.wall_s else None,
+                **{f"p{q}_ms": percentile(r.latencies_ms, q) for q in (50, 95, 99)},
+            }
+            for r in rows
+        ]
+        args.json.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    if any(r.status["5xx"] or r.transport_errors or r.malformed_accepted for r in rows):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

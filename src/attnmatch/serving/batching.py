@@ -1,0 +1,193 @@
+"""Dynamic batching: concurrent requests to one model share one forward pass.
+
+A request puts its pairs on the model's queue and waits on a future. One worker per model takes
+the first waiting request, then gathers more until the batch holds `max_batch_pairs` pairs or
+`max_wait_ms` have passed since the first, runs one `run(pairs)` (e.g. `Matcher.outputs`) on a
+single worker thread (the event loop keeps serving meanwhile; one thread per model, so a model
+never runs two forwards at once), and hands each request its own rows of the result.
+
+Why: a forward over 64 pairs costs far less than 64 forwards over one pair (the matrix products
+are wider, the Python overhead is paid once), so under load the throughput grows with the
+batch while a lone request waits at most `max_wait_ms` more. A request larger than
+`max_batch_pairs` runs alone (the Matcher cuts it into its own inference batches). If a batch
+fails, each of its requests is retried alone, so one request's error never fails another's.
+With `batching=False` every request runs alone (the baseline of `benchmarks/serve_load.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+
+T = TypeVar("T")
+Pairs = Sequence[tuple[str, str]]
+
+
+@dataclass
+class _Request:
+    pairs: Pairs
+    future: asyncio.Future[np.ndarray]
+
+
+@dataclass
+class _Worker:
+    """The queue and worker task of one event loop (a test client may run several loops)."""
+
+    loop: asyncio.AbstractEventLoop
+    queue: asyncio.Queue[_Request] = field(default_factory=asyncio.Queue)
+    task: asyncio.Task[None] | None = None
+
+
+class Batcher:
+    """Gathers the pairs of concurrent requests into shared calls of `run`.
+
+    Args:
+        run: pairs -> an array with one row per pair (e.g. `matcher.outputs`).
+        max_batch_pairs: the most pairs one gathered call holds (>= 1).
+        max_wait_ms: how long the first request of a batch waits for others (>= 0).
+        batching: False: every request runs alone, in arrival order.
+        on_batch: called with the number of pairs of every call of `run` (metrics).
+
+    Example:
+        >>> batcher = Batcher(matcher.outputs, max_batch_pairs=256, max_wait_ms=5)
+        >>> outputs = await batcher.submit([("query", "a candidate")])  # (1, num_outputs)
+    """
+
+    def __init__(
+        self,
+        run: Callable[[Pairs], np.ndarray],
+        *,
+        max_batch_pairs: int = 256,
+        max_wait_ms: float = 5,
+        batching: bool = True,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> None:
+        if isinstance(max_batch_pairs, bool) or not isinstance(max_batch_pairs, int):
+            raise ValueError(f"max_batch_pairs must be an integer >= 1, got {max_batch_pairs!r}")
+        if max_batch_pairs < 1:
+            raise ValueError(f"max_batch_pairs must be >= 1, got {max_batch_pairs}")
+        if not max_wait_ms >= 0 or max_wait_ms == float("inf"):
+            raise ValueError(f"max_wait_ms must be a finite number >= 0, got {max_wait_ms!r}")
+        self._run = run
+        self.max_batch_pairs = max_batch_pairs
+        self.max_wait_s = max_wait_ms / 1000
+        self.batching = batching
+        self._on_batch = on_batch
+        self._executor: ThreadPoolExecutor | None = None  # made on first use, again after aclose
+        self._worker: _Worker | None = None
+        self.forwards = 0  # calls of `run` so far
+
+    async def submit(self, pairs: Pairs) -> np.ndarray:
+        """`run(pairs)`, computed together with the pairs of concurrent requests."""
+        if not self.batching:
+            return await self.call(self._forward, pairs)
+        worker = self._ensure_worker()
+        future: asyncio.Future[np.ndarray] = worker.loop.create_future()
+        worker.queue.put_nowait(_Request(pairs, future))
+        return await future
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` on the model's thread (for work that is not batched, e.g. explain)."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attnmatch-model")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, fn, *args)
+
+    async def aclose(self) -> None:
+        """Stops the worker (requests still queued fail) and the model's thread; a later
+        request starts them again (e.g. an app whose lifespan runs twice)."""
+        worker, self._worker = self._worker, None
+        if worker is not None and worker.task is not None:
+            worker.task.cancel()
+            try:
+                await worker.task
+            except asyncio.CancelledError:
+                pass
+            while not worker.queue.empty():
+                request = worker.queue.get_nowait()
+                if not request.future.done():
+                    request.future.set_exception(RuntimeError("the server is shutting down"))
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+    # ----------------------------------------------------------------- internals
+
+    def _forward(self, pairs: Pairs) -> np.ndarray:
+        out = self._run(pairs)
+        self.forwards += 1
+        if self._on_batch is not None:
+            self._on_batch(len(pairs))
+        return out
+
+    def _ensure_worker(self) -> _Worker:
+        loop = asyncio.get_running_loop()
+        worker = self._worker
+        if worker is None or worker.loop is not loop or worker.task is None or worker.task.done():
+            worker = _Worker(loop)
+            worker.task = loop.create_task(self._work(worker))
+            self._worker = worker
+        return worker
+
+    async def _work(self, worker: _Worker) -> None:
+        carry: _Request | None = None
+        while True:
+            first = carry if carry is not None else await worker.queue.get()
+            carry = None
+            batch, size = [first], len(first.pairs)
+            deadline = worker.loop.time() + self.max_wait_s
+            while size < self.max_batch_pairs:
+                if worker.queue.empty():
+                    left = deadline - worker.loop.time()
+                    if left <= 0:
+                        break
+                    try:
+                        request = await asyncio.wait_for(worker.queue.get(), left)
+                    except TimeoutError:
+                        break
+                else:
+                    request = worker.queue.get_nowait()
+                if size + len(request.pairs) > self.max_batch_pairs:
+                    carry = request  # it starts the next batch
+                    break
+                batch.append(request)
+                size += len(request.pairs)
+            await self._answer([r for r in batch if not r.future.done()])
+
+    async def _answer(self, batch: list[_Request]) -> None:
+        if not batch:
+            return
+        pairs = [pair for request in batch for pair in request.pairs]
+        try:
+            out = await self.call(self._forward, pairs)
+        except Exception as error:
+            if len(batch) == 1:
+                _settle(batch[0].future, error=error)
+                return
+            for request in batch:  # find whose input failed; the others still get answers
+                await self._answer([request])
+            return
+        start = 0
+        for request in batch:
+            end = start + len(request.pairs)
+            _settle(request.future, result=out[start:end])
+            start = end
+
+
+def _settle(
+    future: asyncio.Future[np.ndarray],
+    *,
+    result: np.ndarray | None = None,
+    error: BaseException | None = None,
+) -> None:
+    if future.done():  # the client went away
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)  # type: ignore[arg-type]
