@@ -573,6 +573,16 @@ def test_fit_labels_checked_like_files(case: str) -> None:
     failure(lambda: scheme.label(3.0, "dev: row 0"), "dev: row 0", "binary")
 
 
+@case("c4-fit-conflicting-duplicate-pair")
+def test_fit_refuses_a_pair_given_twice_with_two_labels(case: str) -> None:
+    from attnmatch.training.api import as_examples
+
+    pairs = [("a b", "c d", 1), ("e f", "g h", 0), ("a  b", "c d ", 0)]
+    failure(lambda: as_examples(pairs, "train"), "train: row 2", "row 0", "another label")
+    kept = as_examples([("a b", "c d", 1), ("a b", "c d", 1), ("e f", "g h", 0)], "train")
+    assert [ex.label for ex in kept] == [1, 1, 0]  # exact repeats are the caller's weighting
+
+
 @case("c4-quora-train-label")
 def test_quora_train_label(tmp_path: Path, case: str) -> None:
     (tmp_path / "train.tsv").write_bytes(tsv("1\ta b\tc d\t7", "2\te f\tg h\t8"))

@@ -72,6 +72,25 @@ def _labelled(
         else:
             label = int(value) if value.is_integer() else value
         examples.append(Example(left=left, right=right, label=label, group=group))
+    return _distinct(examples, name)
+
+
+def _distinct(examples: list[Example], name: str) -> list[Example]:
+    """`examples`, checked that no pair (its group and both texts, spaces normalised) is given
+    twice with different labels; exact repeats are kept (docs/robustness.md).
+
+    Raises:
+        ValueError: a pair given twice with different labels, naming both rows.
+    """
+    first: dict[tuple[str, ...], int] = {}
+    for i, ex in enumerate(examples):
+        key = tuple(" ".join((text or "").split()) for text in (ex.group, ex.left, ex.right))
+        j = first.setdefault(key, i)
+        if j != i and examples[j].label != ex.label:
+            raise ValueError(
+                f"{name}: row {i} repeats the pair of row {j} with another label "
+                f"({ex.label!r} vs {examples[j].label!r}): keep one"
+            )
     return examples
 
 
