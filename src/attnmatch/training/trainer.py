@@ -95,7 +95,9 @@ def train(
         start = time.perf_counter()
         if resume and experiment is None and (done := run.finished(config)) is not None:
             console.print(
-                f"{visible(run.path)}: finished earlier, reusing result.json", markup=False
+                f"{visible(run.path)}: finished earlier, reusing result.json",
+                markup=False,
+                soft_wrap=True,  # a path is never cut by a line break
             )
             return done
         exp = experiment or build_experiment(config)
@@ -105,7 +107,11 @@ def train(
         optimizer = _optimizer(exp)
         state = (run.resume(exp.matcher, optimizer, config) if resume else None) or TrainState()
         if state.epoch:
-            console.print(f"resuming {visible(run.path)} after epoch {state.epoch}", markup=False)
+            console.print(
+                f"resuming {visible(run.path)} after epoch {state.epoch}",
+                markup=False,
+                soft_wrap=True,  # a path is never cut by a line break
+            )
         if optimizer is None:  # train.epochs = 0 (`fit` checks the budget of the others)
             check_budget(run, state, 0)
         if config.train.epochs == 0 and not run.model_dir.is_dir():  # the model as it is
