@@ -492,10 +492,14 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+_MAY_CHANGE = frozenset({"train.epochs", "train.device"})
+
+
 def check_resumable(saved: dict[str, Any], current: dict[str, Any]) -> None:
-    """Refuse to resume under a different experiment, except for train.epochs. A key the saved
-    config lacks (a field added to the config since that run) counts as its default, which keeps
-    the earlier behaviour."""
+    """Refuse to resume under a different experiment, except for train.epochs and
+    train.device (where it runs: a run started on a GPU may continue on the CPU). A key the
+    saved config lacks (a field added to the config since that run) counts as its default,
+    which keeps the earlier behaviour."""
     if "embeddings" in saved:  # input settings in [embeddings] and [data]: before [inputs]
         raise ValueError(
             "cannot resume: the run was made by an earlier attnmatch whose experiment config "
@@ -505,10 +509,10 @@ def check_resumable(saved: dict[str, Any], current: dict[str, Any]) -> None:
     a, b = _flatten(saved), _flatten(current)
     defaults = _flatten(ExperimentConfig().to_dict())
     changed = sorted(
-        k for k in set(a) | set(b) if a.get(k, defaults.get(k)) != b.get(k) and k != "train.epochs"
+        k for k in set(a) | set(b) if a.get(k, defaults.get(k)) != b.get(k) and k not in _MAY_CHANGE
     )
     if changed:
         raise ValueError(
             f"cannot resume: the experiment config changed ({', '.join(changed)}); "
-            "only train.epochs may change"
+            "only train.epochs may change (and train.device)"
         )
