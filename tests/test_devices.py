@@ -274,3 +274,15 @@ def test_cli_rank_in_bf16(
     assert fp32.code == bf16.code == 0, bf16.stderr
     best = [json.loads(o.stdout.splitlines()[0])["index"] for o in (fp32, bf16)]
     assert best[0] == best[1]
+
+
+def test_checkpoints_made_before_the_loss_scale_was_saved_resume(tmp_path: Path) -> None:
+    train(tiny_experiment(epochs=1, floors="none"), tmp_path / "run", progress=False)
+    state_file = tmp_path / "run" / "checkpoint" / "trainer_state.json"
+    state = json.loads(state_file.read_text())
+    assert state.pop("grad_scaler") is None  # fp32: no loss scale
+    state_file.write_text(json.dumps(state))
+    resumed = train(
+        tiny_experiment(epochs=2, floors="none"), tmp_path / "run", resume=True, progress=False
+    )
+    assert [h["epoch"] for h in resumed.history] == [1, 2]

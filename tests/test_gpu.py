@@ -185,6 +185,29 @@ def test_checkpoint_made_on_cuda_resumes_on_cpu(tmp_path: Path) -> None:
     assert [h["epoch"] for h in resumed.history] == [1, 2, 3]
 
 
+def test_fp16_resume_continues_with_its_loss_scale(tmp_path: Path) -> None:
+    """The GradScaler's state is checkpointed: a resumed fp16 run starts from the scale the
+    interrupted one had reached, not from the initial 65536."""
+    train(
+        tiny_experiment(epochs=2, device=CUDA, precision="fp16"), tmp_path / "run", progress=False
+    )
+    state_file = tmp_path / "run" / "checkpoint" / "trainer_state.json"
+    saved = json.loads(state_file.read_text())["grad_scaler"]
+    assert saved["scale"] > 0 and saved["_growth_tracker"] >= 0
+    resumed = train(
+        tiny_experiment(epochs=3, device=CUDA, precision="fp16"),
+        tmp_path / "run",
+        resume=True,
+        progress=False,
+    )
+    assert [h["epoch"] for h in resumed.history] == [1, 2, 3]
+    after = json.loads(state_file.read_text())["grad_scaler"]
+    # 6 more steps without overflow add 6 to the tracker (or an overflow halves the scale).
+    assert (after["_growth_tracker"] == saved["_growth_tracker"] + 6) or (
+        after["scale"] < saved["scale"]
+    )
+
+
 def test_matcher_fit_on_cuda_saved_and_loaded_on_cpu(tmp_path: Path, no_tf32: None) -> None:
     train_rows = [
         tuple(line.split("\t")[:4])

@@ -220,6 +220,8 @@ def fit(
         for line in budget_lines(exp, sampler, budget):
             console.print(line, highlight=False)
     scaler = grad_scaler(exp.matcher.device, exp.matcher.precision)
+    if scaler is not None and state.grad_scaler:  # resumed: the loss scale it had reached
+        scaler.load_state_dict(state.grad_scaler)
     with progress_bar(console, progress) as bar:
         for epoch in range(state.epoch + 1, budget.epochs + 1):
             if t.patience and exp.dev is not None and state.bad_epochs >= t.patience:
@@ -228,6 +230,8 @@ def fit(
             dev = select(exp, state, epoch, run) if budget.evaluates(epoch) else None
             state.epoch = epoch
             state.history.append({**entry, "dev": dev})
+            if scaler is not None:
+                state.grad_scaler = scaler.state_dict()
             elapsed = round(state.wall_time_s + time.perf_counter() - wall_start, 2)
             run.save_checkpoint(exp.matcher, optimizer, _with_wall(state, elapsed), exp.config)
             console.print(epoch_line(exp, state, entry, dev))

@@ -69,6 +69,9 @@ class TrainState:
         bad_epochs: epochs since the last improvement (early stopping).
         history: one dict per epoch (train loss, dev metrics, time, pairs).
         wall_time_s: seconds spent by the run in earlier launches (when resumed).
+        grad_scaler: fp16 training's loss scale (`torch.amp.GradScaler.state_dict`), so that
+            a resumed run continues with it; None in fp32 and bf16 (absent from checkpoints
+            made before it existed).
     """
 
     epoch: int = 0
@@ -78,6 +81,7 @@ class TrainState:
     bad_epochs: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
     wall_time_s: float = 0.0
+    grad_scaler: dict[str, Any] | None = None
 
     @property
     def train_time_s(self) -> float:
@@ -442,6 +446,9 @@ def _metrics_or_none(value: Any) -> dict[str, float] | None:
     return value
 
 
+_ADDED_STATE = frozenset({"grad_scaler"})  # TrainState fields that older checkpoints lack
+
+
 def _train_state(saved: dict[str, Any], state_file: Path) -> TrainState:
     """The TrainState of a checkpoint's trainer_state.json, every field checked."""
     known = {f.name: f for f in fields(TrainState)}
@@ -456,9 +463,12 @@ def _train_state(saved: dict[str, Any], state_file: Path) -> TrainState:
         "bad_epochs": (int,),
         "history": (list,),
         "wall_time_s": (int, float),
+        "grad_scaler": (dict, type(None)),
     }
     values: dict[str, Any] = {}
     for name in known:
+        if name not in saved and name in _ADDED_STATE:
+            continue  # a checkpoint made before the field existed: its default
         if name not in saved:
             raise ValueError(f"{state_file}: no field {name!r} {_DAMAGED}")
         value = saved[name]
