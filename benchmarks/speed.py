@@ -23,6 +23,9 @@ batch, KL over the 6 score levels; inference over dev-2012-2014 + test-2015 (4,0
 dev + test (5,427 pairs). MP-CNN keeps its own hidden_size (the output MLP's width, 150), not
 --hidden-size.
 
+--device cuda and --precision bf16/fp16 time the same on a GPU (`attnmatch.devices`; training
+under autocast, with a GradScaler in fp16); the GPU is synchronised before a timer stops.
+
 Run: python benchmarks/speed.py [--models mvlstm,amvlstm_q] [--threads 2] [--inputs random]
      python benchmarks/speed.py --models mpcnn_attention,mpcnn --task sts2015 --reference
      python benchmarks/speed.py --models damm,esim:hidden_size=100 --task sick_entailment \
@@ -42,6 +45,7 @@ import torch
 
 from attnmatch.data.collate import collate
 from attnmatch.data.encoding import EncodedPairs
+from attnmatch.devices import grad_scaler
 from attnmatch.inputs import inputs_config_to_dict, parse_inputs
 from attnmatch.matcher import Matcher
 from attnmatch.models import get_preset, list_models, list_presets
@@ -58,31 +62,47 @@ def train_throughput(
     exp: Experiment, batches, steps: int, warmup: int = 3, repeats: int = 3
 ) -> tuple[float, float]:
     model, t = exp.model, exp.config.train
+    device = exp.matcher.device
     sampler = make_sampler(exp)
     optimizer = make_optimizer(model, t)
+    scaler = grad_scaler(device, exp.matcher.precision)
     model.train()
 
     def step(idx: np.ndarray) -> None:
-        loss = batch_loss(exp, collate(exp.train, idx, group_index=sampler.group_index(idx)))
+        batch = collate(exp.train, idx, group_index=sampler.group_index(idx)).to(device)
+        loss = batch_loss(exp, batch)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        (loss if scaler is None else scaler.scale(loss)).backward()
         if t.grad_clip > 0:
+            if scaler is not None:
+                scaler.unscale_(optimizer)
             torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
-        optimizer.step()
+        if scaler is None:
+            optimizer.step()
+        else:
+            scaler.step(optimizer)
+            scaler.update()
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
 
     for idx in batches[:warmup]:
         step(idx)
     chosen = batches[warmup : warmup + steps]
     seconds = float("inf")
     for _ in range(repeats):  # best of `repeats`: the machines are noisy
+        sync()
         start = time.perf_counter()
         for idx in chosen:
             step(idx)
+        sync()
         seconds = min(seconds, time.perf_counter() - start)
     pairs = sum(len(b) for b in chosen)
     start = time.perf_counter()
     for idx in batches:
         step(idx)
+    sync()
     epoch_s = time.perf_counter() - start
     return pairs / seconds, epoch_s
 
@@ -186,6 +206,8 @@ def main() -> None:
     ap.add_argument("--task", choices=sorted(TASKS), default="wikiqa", help="which batches")
     ap.add_argument("--steps", type=int, default=20, help="timed training batches")
     ap.add_argument("--json", action="store_true", help="also print one JSON line per model")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
+    ap.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
     ap.add_argument(
         "--reference",
         action="store_true",
@@ -196,8 +218,16 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)  # as the trainer does
+    where = platform.processor() or platform.machine()
+    if args.device != "cpu":
+        from attnmatch.devices import resolve_device
+
+        device = resolve_device(args.device, "--device")
+        if device.type == "cuda":
+            where = torch.cuda.get_device_name(device)
     print(
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}"
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {where}, "
+        f"{args.device} {args.precision}"
     )
     print(f"{'model':24s} {'train pairs/s':>14s} {'epoch s':>8s} {'infer pairs/s':>14s}")
     variants = [(spec, True) for spec in args.models.split(",") if spec]
@@ -224,6 +254,7 @@ def main() -> None:
         )
         torch.manual_seed(0)
         exp = build_experiment(config)
+        exp.matcher.to(args.device, precision=args.precision)
         for module in exp.model.modules():
             if isinstance(module, BiRNN):
                 module.fast_cpu_lstm = fast

@@ -358,6 +358,31 @@ class _TaskKind(StrEnum):
     regression = "regression"
 
 
+class _Precision(StrEnum):
+    fp32 = "fp32"
+    bf16 = "bf16"
+    fp16 = "fp16"
+
+
+_DEVICE_HELP = "Where the model runs: cpu, cuda, cuda:N, or auto (CUDA when available, else cpu)."
+_PRECISION_HELP = (
+    "fp32, or bf16 / fp16: forward passes under torch.autocast, scores still float32 "
+    "(fp16 needs CUDA)."
+)
+_DeviceOption = Annotated[str, typer.Option("--device", help=_DEVICE_HELP)]
+_PrecisionOption = Annotated[_Precision, typer.Option("--precision", help=_PRECISION_HELP)]
+
+
+def _device(device: str, precision: str) -> Any:
+    """`--device` as the torch device it means here, checked with `--precision`: one clear
+    line for a misspelt device, CUDA where there is none, or fp16 on the CPU."""
+    from attnmatch.devices import check_precision, resolve_device
+
+    torch_device = resolve_device(device, "--device")
+    check_precision(precision, torch_device, "--precision")
+    return torch_device
+
+
 @app.command()
 def train(
     config: Annotated[
@@ -415,10 +440,20 @@ def train(
         ),
     ] = False,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+    device: Annotated[
+        str | None,
+        typer.Option(help=_DEVICE_HELP + " Default: train.device of the config (cpu)."),
+    ] = None,
+    precision: Annotated[
+        _Precision | None,
+        typer.Option(help=_PRECISION_HELP + " Default: train.precision of the config (fp32)."),
+    ] = None,
 ) -> None:
     """Train a model; the dev-selected model is saved to OUTPUT/model."""
     seed_list = _seeds(seeds)  # options first: a bad one fails before torch loads
     overrides = _parse_sets(set_)
+    if device is not None:
+        _device(device, (precision or _Precision.fp32).value)
     _check_output_folder(output, "--output")
     from attnmatch import configs
     from attnmatch.training import ExperimentConfig, train_seeds
@@ -431,6 +466,8 @@ def train(
         ("data.data_dir", None if data_dir is None else str(data_dir)),
         ("data.options.task", None if task is None else task.value),
         ("train.epochs", epochs),
+        ("train.device", device),
+        ("train.precision", None if precision is None else precision.value),
     )
     for key, value in flags:
         if value is not None:
@@ -600,6 +637,8 @@ def evaluate(
         typer.Option(help="Write per-query (ranking) or per-set (SemEval) rows to this JSONL."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    device: _DeviceOption = "cpu",
+    precision: _PrecisionOption = _Precision.fp32,
 ) -> None:
     """Evaluate a saved model on a dataset split under its official protocol.
 
@@ -613,8 +652,9 @@ def evaluate(
         options["filtered"] = True
     if per_query is not None:
         _check_output_file(per_query, "--per-query")
+    torch_device = _device(device, precision.value)
     with _reading(model_dir):
-        matcher = load_matcher(model_dir)
+        matcher = load_matcher(model_dir).to(torch_device, precision=precision.value)
     with _reading(f"--dataset {dataset}"):
         report = matcher.evaluate(dataset, data_dir=data_dir, **options)
     if per_query is not None:
@@ -694,6 +734,8 @@ def rank(
             "the run's for RUN/model, or the encoder's name)."
         ),
     ] = None,
+    device: _DeviceOption = "cpu",
+    precision: _PrecisionOption = _Precision.fp32,
 ) -> None:
     """Rank candidates (one per line, from a file or stdin) for a query."""
     from attnmatch.matcher import load_matcher
@@ -717,11 +759,12 @@ def rank(
             )
     if not query.strip():
         raise ValueError("the query is empty: pass --query 'some question'")
+    torch_device = _device(device, precision.value)
     texts, lines, source = _read_candidates(candidates)
     if not texts:
         raise ValueError(f"no candidates in {source} (expected one non-empty line per candidate)")
     with _reading(model_dir):
-        matcher = load_matcher(model_dir)
+        matcher = load_matcher(model_dir).to(torch_device, precision=precision.value)
     _warn_unknown(matcher, [query, *texts], "the query and candidates")
     ranked = matcher.rank(query, texts, top_k=top_k)
     for r in ranked:  # never print a NaN: not a ranking, and not JSON
@@ -777,6 +820,8 @@ def score(
             "score per line.",
         ),
     ] = None,
+    device: _DeviceOption = "cpu",
+    precision: _PrecisionOption = _Precision.fp32,
 ) -> None:
     """Score text pairs; prints one score per line in input order, or writes a scored file (-o).
 
@@ -796,9 +841,10 @@ def score(
                 f"{output} is the pairs file itself; write the scores to another file",
                 param_hint="--output",
             )
+    torch_device = _device(device, precision.value)
     with PairsFile(path) as records:
         with _reading(model_dir):
-            matcher = load_matcher(model_dir)
+            matcher = load_matcher(model_dir).to(torch_device, precision=precision.value)
 
         def warn(chunk: list[Any]) -> None:
             texts = [t for r in chunk for t in (r.left, r.right)]
@@ -1283,6 +1329,8 @@ def serve(
     no_batching: Annotated[
         bool, typer.Option("--no-batching", help="Run every request on its own.")
     ] = False,
+    device: _DeviceOption = "cpu",
+    precision: _PrecisionOption = _Precision.fp32,
 ) -> None:
     """Serve models over HTTP: rank, score, classify, explain, TEI /rerank and a web page."""
     import logging
@@ -1301,6 +1349,7 @@ def serve(
 
     if not math.isfinite(max_wait_ms):
         raise typer.BadParameter(f"{max_wait_ms} is not a number of ms", param_hint="--max-wait-ms")
+    torch_device = _device(device, precision.value)
     settings = ServeSettings(
         max_batch_pairs=max_batch, max_wait_ms=max_wait_ms, batching=not no_batching
     )
@@ -1315,7 +1364,7 @@ def serve(
     loaded = {}
     for name, spec in _model_specs(models):
         with _reading(spec):
-            loaded[name] = load_matcher(spec)
+            loaded[name] = load_matcher(spec).to(torch_device, precision=precision.value)
     app_ = create_app(loaded, settings=settings)
     access = logging.getLogger("attnmatch.serve")
     if not access.handlers:  # one JSON line per request on stderr

@@ -38,6 +38,13 @@ from attnmatch.configs import ConfigError
 from attnmatch.data.collate import bucketed_batches, collate
 from attnmatch.data.encoding import EncodedPairs, encode_examples
 from attnmatch.data.schema import Example
+from attnmatch.devices import (
+    Precision,
+    autocast,
+    check_precision,
+    module_device,
+    resolve_device,
+)
 from attnmatch.inputs import Inputs, check_accepts, load_inputs, parse_inputs
 from attnmatch.models import (
     build_model,
@@ -81,6 +88,9 @@ class Matcher:
         metrics: how it was trained and evaluated (metrics.json).
         path: the directory it was loaded from, if any.
         batch_size: pairs per inference batch.
+        precision: of inference: "fp32", or "bf16"/"fp16" under `torch.autocast`
+            (`attnmatch.devices`); outputs are float32 either way. The device is the model's
+            (`device`, `to`).
     """
 
     model: nn.Module
@@ -90,26 +100,61 @@ class Matcher:
     metrics: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
     batch_size: int = 512
+    precision: Precision = "fp32"
 
     # ----------------------------------------------------------------- construction
 
     def __post_init__(self) -> None:
         _check_batch_size(self.batch_size)
+        check_precision(self.precision)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the model runs (the CPU for a lexical matcher, which has no tensors)."""
+        return module_device(self.model)
+
+    def to(self, device: str | torch.device, *, precision: str | None = None) -> Matcher:
+        """Moves the model to `device` ("cpu", "cuda", "cuda:N", "auto"), in place, and sets
+        the inference precision when given; returns self.
+
+        Raises:
+            ValueError: `device` is misspelt or not here, or `precision` is unknown or does
+                not run on the device (fp16 on the CPU).
+        """
+        torch_device = resolve_device(device)
+        chosen = check_precision(precision or self.precision, torch_device)
+        self.model.to(torch_device)
+        self.precision = chosen
+        return self
 
     @classmethod
-    def load(cls, path: str | Path, *, device: str = "cpu", batch_size: int = 512) -> Matcher:
+    def load(
+        cls,
+        path: str | Path,
+        *,
+        device: str | torch.device = "cpu",
+        precision: str = "fp32",
+        batch_size: int = 512,
+    ) -> Matcher:
         """Loads a model directory strictly: every key known and of its type, every weight
         present, shaped, typed and finite, the vocabulary as large as the embedding table.
 
         Loading changes no global state (the model is built under a forked random generator).
+        The weights load onto any device, wherever they were trained.
+
+        Args:
+            device: "cpu", "cuda", "cuda:N" or "auto" (`attnmatch.devices`).
+            precision: of inference, "fp32", "bf16" or "fp16" (not on the CPU).
 
         Raises:
             FileNotFoundError: the directory or one of its files is missing (named).
             OSError: a file cannot be read (named).
             ValueError: a file is malformed, of an unknown format, or does not fit the others
-                (the file named, with the field or tensor); `device` or `batch_size` is invalid.
+                (the file named, with the field or tensor); `device`, `precision` or
+                `batch_size` is invalid.
         """
-        torch_device = _check_device(device)
+        torch_device = resolve_device(device)
+        chosen = check_precision(precision, torch_device)
         _check_batch_size(batch_size)
         files = model_dir.read(path)
         header = files.header
@@ -145,6 +190,7 @@ class Matcher:
             metrics=files.metrics,
             path=files.path,
             batch_size=batch_size,
+            precision=chosen,
         )
 
     @classmethod
@@ -324,7 +370,9 @@ class Matcher:
             task: "ranking", "classification" or "regression"; inferred when omitted (pairs
                 grouped by query with 0/1 labels rank; other integer labels classify; real
                 labels regress).
-            epochs, seed, **train_options: `[train]` settings (lr, batch_size, loss, ...).
+            epochs, seed, **train_options: `[train]` settings (lr, batch_size, loss, ...),
+                among them device ("cpu", "cuda", "cuda:N", "auto") and precision ("fp32",
+                "bf16", "fp16"): the returned Matcher is on that device, in that precision.
             output_dir: the run folder (a temporary one by default).
         """
         from attnmatch.training.api import fit_matcher
@@ -375,7 +423,8 @@ class Matcher:
     def predict(self, data: EncodedPairs, *, device: str | None = None) -> np.ndarray:
         """Raw outputs for every pair of `data`, in order: (N, num_outputs) float32.
 
-        Batches are length-bucketed and run under `torch.inference_mode`. With no pairs no
+        Batches are length-bucketed and run under `torch.inference_mode` on `device` (default:
+        the model's), autocast to the matcher's `precision`. With no pairs no
         forward pass runs: (0, num_outputs).
         """
         model = self.model
@@ -386,14 +435,14 @@ class Matcher:
             )
         if len(data) == 0:
             return np.zeros((0, int(getattr(model.config, "num_outputs", 1))), dtype=np.float32)
-        device = device or str(next(model.parameters()).device)
+        run_on = resolve_device(device) if device is not None else self.device
         was_training = model.training
         model.eval()
         outputs: np.ndarray | None = None
         try:
-            with torch.inference_mode():
+            with torch.inference_mode(), autocast(run_on, self.precision):
                 for idx in bucketed_batches(data, self.batch_size):
-                    out = model(collate(data, idx).to(device)).float().cpu().numpy()  # (b, C)
+                    out = model(collate(data, idx).to(run_on)).float().cpu().numpy()  # (b, C)
                     if outputs is None:
                         outputs = np.empty((len(data), out.shape[1]), dtype=np.float32)
                     outputs[idx] = out
@@ -491,8 +540,8 @@ class Matcher:
         if attention is None:
             raise NotImplementedError(f"{type(self.model).__name__} exposes no attention maps")
         data = self.encode([Example(left=left, right=right, label=0)])
-        device = next(self.model.parameters()).device
-        with torch.inference_mode():
+        device = self.device
+        with torch.inference_mode(), autocast(device, self.precision):
             maps = attention(collate(data, np.array([0])).to(device))
         out: dict[str, Any] = {
             "left_tokens": self.inputs.tokens(left),
@@ -648,25 +697,6 @@ def _type_of(value: object) -> str:
     if isinstance(value, tuple | list):
         return f"a {type(value).__name__} of {len(value)}"
     return f"a {type(value).__name__}"
-
-
-def _check_device(device: str | torch.device) -> torch.device:
-    """`device` as a torch device that exists here, or one ValueError naming it."""
-    try:
-        parsed = torch.device(device)
-    except (RuntimeError, TypeError, ValueError) as e:
-        raise ValueError(
-            f"device {device!r} is not a device name (e.g. 'cpu', 'cuda', 'cuda:1')"
-        ) from e
-    if parsed.type == "meta":
-        raise ValueError("device 'meta' holds no values: load the model on 'cpu' or 'cuda'")
-    if parsed.type == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if count == 0:
-            raise ValueError(f"device {device!r}: no CUDA device is available here; use 'cpu'")
-        if parsed.index is not None and parsed.index >= count:
-            raise ValueError(f"device {device!r}: this machine has {count} CUDA device(s)")
-    return parsed
 
 
 def _check_batch_size(size: int) -> None:
@@ -850,10 +880,24 @@ def _check_inputs_fit(path: Path, model: nn.Module, inputs: Inputs) -> None:
         )
 
 
-def load_matcher(spec: str | Path) -> Matcher:
+def load_matcher(
+    spec: str | Path, *, device: str | torch.device = "cpu", precision: str = "fp32"
+) -> Matcher:
     """A saved model directory (`Matcher.load`), an encoder source to use zero-shot
     (`Matcher.from_encoder`: "minilm-l6" or a Hugging Face model directory), or a lexical
-    scorer ("bm25", "overlap", "idf_overlap": `Matcher.from_lexical`)."""
+    scorer ("bm25", "overlap", "idf_overlap": `Matcher.from_lexical`), on `device` in
+    `precision` (`attnmatch.devices`; a lexical scorer runs on the CPU whatever the device).
+
+    Raises:
+        ValueError: `device` or `precision` is invalid here (checked before anything loads),
+            or what `spec` names cannot be loaded.
+    """
+    torch_device = resolve_device(device)
+    check_precision(precision, torch_device)
+    return _load_matcher(spec).to(torch_device, precision=precision)
+
+
+def _load_matcher(spec: str | Path) -> Matcher:
     from attnmatch.encoders import ENCODERS
     from attnmatch.lexical import LEXICAL_KINDS
 

@@ -97,12 +97,36 @@ def write(
         full = {"format": FORMAT, "attnmatch_version": __version__, **header}
         full["inputs"] = save_inputs(tmp)
         (tmp / "config.json").write_text(json.dumps(full, indent=2) + "\n", encoding="utf-8")
-        safetensors.torch.save_model(
-            model, str(tmp / "model.safetensors"), metadata={"format": "pt"}
-        )
+        _save_weights(model, tmp / "model.safetensors")
         if metrics:
             (tmp / "metrics.json").write_text(_metrics_json(metrics), encoding="utf-8")
     return path
+
+
+def _save_weights(model: nn.Module, file: Path) -> None:
+    """model.safetensors, written from CPU tensors whatever device the model is on.
+
+    On the CPU, `safetensors.torch.save_model` (tied weights saved once, the others named in
+    the metadata). On a GPU, cuDNN packs a recurrent layer's weights into one buffer, which
+    `save_model` refuses as partly shared storage: each distinct tensor is copied to the CPU
+    once, so that tied names still share one copy, and the tied names are dropped as
+    `save_model` drops them (the first name in sorted order kept).
+    """
+    state = model.state_dict()
+    if all(t.device.type == "cpu" for t in state.values()):
+        safetensors.torch.save_model(model, str(file), metadata={"format": "pt"})
+        return
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    for name, tensor in state.items():
+        key = (tensor.device, tensor.data_ptr(), tensor.dtype, tensor.shape, tensor.stride())
+        groups.setdefault(key, []).append(name)
+    weights: dict[str, torch.Tensor] = {}
+    metadata = {"format": "pt"}
+    for names in groups.values():
+        kept, *tied = sorted(names)
+        weights[kept] = state[kept].detach().to("cpu").contiguous()
+        metadata.update({name: kept for name in tied})
+    safetensors.torch.save_file(weights, str(file), metadata=metadata)
 
 
 def write_metrics(path: str | Path, metrics: dict[str, Any]) -> None:

@@ -310,6 +310,8 @@ class IARNN(nn.Module):
                     getattr(self.rnn, f"bias_hh_l0{sfx}"),
                 ]
             h0 = x.new_zeros(len(self._directions()), x.shape[0], hid)
+            # `train`: with dropout 0 it changes no value, but cuDNN keeps what its backward
+            # needs only when it is True (on the CPU it makes no difference).
             data, _ = torch.gru(
                 packed.data,
                 packed.batch_sizes,
@@ -318,7 +320,7 @@ class IARNN(nn.Module):
                 True,
                 1,
                 0.0,
-                False,
+                torch.is_grad_enabled(),
                 self.config.bidirectional,
             )
             out = PackedSequence(

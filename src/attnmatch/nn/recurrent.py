@@ -21,7 +21,10 @@ tests/nn/test_recurrent.py checks outputs and gradients against `nn.LSTM`.
 
 In inference, below `_SMALL_INFERENCE_BATCH` sequences the per-step Python overhead outweighs the
 savings and `nn.LSTM` over a `PackedSequence` is faster, so that path is used there; GRUs and
-GPU inputs (cuDNN) always use it.
+inputs on any other device than the CPU (CUDA: cuDNN's fused LSTM) always use it. Both paths have
+the same parameters, so a model trained on one device runs on the other. Under CPU autocast
+(bf16) the hand-written LSTM computes in float32 (`torch.amp.custom_fwd`): its in-place
+recurrence is not autocast-aware, and its cost is the per-step overhead, not the arithmetic.
 
 Dims: B batch, T padded length, E input size, H hidden size per direction, D = 2 directions,
 N real tokens in the batch.
@@ -173,6 +176,7 @@ class _PackedBiLSTM(torch.autograd.Function):
     """
 
     @staticmethod
+    @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)
     def forward(
         ctx: Any,
         x: torch.Tensor,
@@ -201,6 +205,7 @@ class _PackedBiLSTM(torch.autograd.Function):
         return out.view(batch, steps, dirs * h)
 
     @staticmethod
+    @torch.amp.custom_bwd(device_type="cpu")
     @once_differentiable
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         tokens, w_ih, w_hh, gates, kept, tanh_cells, hidden = ctx.saved_tensors

@@ -156,7 +156,7 @@ def _fit(
 ) -> Matcher:
     if isinstance(train, str):  # a registered dataset, its standard splits
         config = _config(base, DataConfig(dataset=train))
-        return Matcher.load(train_run(config, out, progress=progress).model_dir)
+        return _trained(config, train_run(config, out, progress=progress).model_dir)
     texts, labels = read_pairs(train, "train")
     scheme = choose_task(labels, [group for _, _, group in texts], task=task or "auto")
     train_split = _split(_labelled(texts, labels, scheme, "train"), "train", scheme)
@@ -168,7 +168,13 @@ def _fit(
         dev_split = _split(dev_examples, "dev", scheme)
     config = _config(base, DataConfig(dataset="pairs", test_split=None))
     exp = experiment_from_splits(config, train_split, dev_split, None)
-    return Matcher.load(train_run(config, out, progress=progress, experiment=exp).model_dir)
+    return _trained(config, train_run(config, out, progress=progress, experiment=exp).model_dir)
+
+
+def _trained(config: ExperimentConfig, model_dir: Path) -> Matcher:
+    """The trained model, on the device and in the precision it was trained in."""
+    t = config.train
+    return Matcher.load(model_dir, device=t.device, precision=t.precision)
 
 
 def _config(base: dict[str, Any], data: DataConfig) -> ExperimentConfig:

@@ -5,8 +5,9 @@ checkpoint/
     config.json            model type, model config, task, inputs
     model.safetensors      the weights
     vocab.json             word-vector inputs' vocabulary (transformer inputs: tokenizer.json)
-  optimizer.pt           `torch.save` of the optimizer's state_dict (tensors and plain Python
-                         values; loaded with weights_only=True onto the CPU)
+  optimizer.pt           `torch.save` of the optimizer's state_dict (CPU tensors and plain
+                         Python values; loaded with weights_only=True onto the CPU, then onto
+                         the parameters' device by the optimizer)
   trainer_state.json     the trainer's state dict as JSON (epoch, step, best score and epoch,
                          bad epochs, history, wall time, experiment config)
 
@@ -47,9 +48,21 @@ def save_checkpoint(
     with atomic_directory(path) as tmp:
         matcher.save(tmp / "model", metrics={})  # no metrics.json
         buffer = io.BytesIO()
-        torch.save(optimizer.state_dict(), buffer)
+        torch.save(_on_cpu(optimizer.state_dict()), buffer)
         (tmp / "optimizer.pt").write_bytes(buffer.getvalue())
         (tmp / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+
+
+def _on_cpu(value: Any) -> Any:
+    """`value` (nested dicts and lists of tensors and plain values) with every tensor on the
+    CPU: a checkpoint written on a GPU resumes anywhere."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, dict):
+        return {k: _on_cpu(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_on_cpu(v) for v in value)
+    return value
 
 
 def load_checkpoint(path: Path, model: torch.nn.Module) -> tuple[dict[str, Any], dict[str, Any]]:

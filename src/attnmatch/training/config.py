@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from attnmatch import configs
+from attnmatch.devices import Precision, check_device_name, check_precision
 from attnmatch.inputs import (
     InputsConfig,
     inputs_config_from_dict,
@@ -121,6 +122,12 @@ class TrainConfig:
     eval_batch_size: pairs per inference batch.
     bucket_pool: length-bucketing pool in batches (0 disables).
     threads: torch CPU threads (0: torch's default).
+    device: where the run trains and evaluates: "cpu" (the default), "cuda", "cuda:N" or
+        "auto" (CUDA when available, else the CPU); `attnmatch.devices`. The default stays
+        "cpu" so that a config gives the same run wherever it is started; the device may
+        change when a run is resumed.
+    precision: "fp32" (the default: no autocast, exactly as before), "bf16" or "fp16"
+        (`torch.autocast` over forward passes; fp16 adds a `GradScaler`, and is CUDA only).
     """
 
     epochs: int | None = None
@@ -149,6 +156,8 @@ class TrainConfig:
     eval_batch_size: int = 512
     bucket_pool: int = 50
     threads: int = 0
+    device: str = "cpu"
+    precision: Precision = "fp32"
 
     def __post_init__(self) -> None:
         if self.epochs is not None and self.epochs < 0:
@@ -182,6 +191,8 @@ class TrainConfig:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value}")
         if not 0 <= self.seed < 2**32:
             raise ValueError(f"seed must be in [0, 2**32 - 1], got {self.seed}")
+        check_device_name(self.device, "device")  # its presence: when the run starts
+        check_precision(self.precision, option="precision")
 
     def budget(self, steps_per_epoch: int) -> Budget:
         """The run's length for epochs of `steps_per_epoch` optimiser steps."""

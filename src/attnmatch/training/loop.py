@@ -24,6 +24,7 @@ from attnmatch.data.sampling import (
     bm25_candidates,
 )
 from attnmatch.data.schema import PairBatch
+from attnmatch.devices import autocast, grad_scaler
 from attnmatch.evaluation import Report, report_from_outputs
 from attnmatch.losses import auxiliary_loss, compute_loss
 from attnmatch.metrics import greater_is_better
@@ -83,10 +84,13 @@ def make_sampler(exp: Experiment) -> Sampler:
 
 
 def batch_loss(exp: Experiment, batch: PairBatch) -> torch.Tensor:
-    """The training loss of one batch: the task loss plus the model's auxiliary terms (e.g.
-    IARNN's Occam regulariser)."""
+    """The training loss of one batch (on the model's device): the task loss plus the model's
+    auxiliary terms (e.g. IARNN's Occam regulariser). The forward pass runs in the matcher's
+    precision (`attnmatch.devices.autocast`); the loss is computed in float32."""
     t, task = exp.config.train, exp.matcher.task
-    outputs = exp.model(batch)  # (B, num_outputs)
+    with autocast(batch.left_ids.device, exp.matcher.precision):
+        outputs = exp.model(batch)  # (B, num_outputs)
+    outputs = outputs.float()  # (B, num_outputs); a no-op in fp32
     loss = compute_loss(exp.loss, outputs, batch, margin=t.margin, min_score=task.min_score)
     aux = auxiliary_loss(exp.model)
     return loss if aux is None else loss + aux
@@ -119,9 +123,12 @@ def run_epoch(
     epoch: int,
     bar: Progress,
     budget: Budget,
+    scaler: torch.amp.GradScaler | None = None,
 ) -> dict[str, Any]:
-    """One epoch of optimiser steps; returns its history entry (without dev metrics)."""
+    """One epoch of optimiser steps; returns its history entry (without dev metrics).
+    `scaler` scales the loss of fp16 training (`attnmatch.devices.grad_scaler`)."""
     t = exp.config.train
+    device = exp.matcher.device
     torch.manual_seed(t.seed * 1_000_003 + epoch)
     batches = sampler.epoch(epoch)
     data = getattr(sampler, "data", exp.train)  # with the epoch's drawn negatives, if any
@@ -129,13 +136,20 @@ def run_epoch(
     exp.model.train()
     start, losses, n_pairs = time.perf_counter(), [], 0
     for idx in batches:
-        loss = batch_loss(exp, collate(data, idx, group_index=sampler.group_index(idx)))
+        batch = collate(data, idx, group_index=sampler.group_index(idx)).to(device)
+        loss = batch_loss(exp, batch)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        (loss if scaler is None else scaler.scale(loss)).backward()
         if t.grad_clip > 0:
+            if scaler is not None:
+                scaler.unscale_(optimizer)  # clip the true gradients
             torch.nn.utils.clip_grad_norm_(exp.model.parameters(), t.grad_clip)
         set_learning_rate(optimizer, learning_rate(t, state.step, budget.steps))
-        optimizer.step()
+        if scaler is None:
+            optimizer.step()
+        else:
+            scaler.step(optimizer)  # skipped when the scaled gradients overflowed
+            scaler.update()
         state.step += 1
         losses.append(loss.item())
         n_pairs += len(idx)
@@ -205,14 +219,19 @@ def fit(
     if state.epoch == 0:
         for line in budget_lines(exp, sampler, budget):
             console.print(line, highlight=False)
+    scaler = grad_scaler(exp.matcher.device, exp.matcher.precision)
+    if scaler is not None and state.grad_scaler:  # resumed: the loss scale it had reached
+        scaler.load_state_dict(state.grad_scaler)
     with progress_bar(console, progress) as bar:
         for epoch in range(state.epoch + 1, budget.epochs + 1):
             if t.patience and exp.dev is not None and state.bad_epochs >= t.patience:
                 break
-            entry = run_epoch(exp, optimizer, sampler, state, epoch, bar, budget)
+            entry = run_epoch(exp, optimizer, sampler, state, epoch, bar, budget, scaler)
             dev = select(exp, state, epoch, run) if budget.evaluates(epoch) else None
             state.epoch = epoch
             state.history.append({**entry, "dev": dev})
+            if scaler is not None:
+                state.grad_scaler = scaler.state_dict()
             elapsed = round(state.wall_time_s + time.perf_counter() - wall_start, 2)
             run.save_checkpoint(exp.matcher, optimizer, _with_wall(state, elapsed), exp.config)
             console.print(epoch_line(exp, state, entry, dev))

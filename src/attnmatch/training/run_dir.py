@@ -69,6 +69,9 @@ class TrainState:
         bad_epochs: epochs since the last improvement (early stopping).
         history: one dict per epoch (train loss, dev metrics, time, pairs).
         wall_time_s: seconds spent by the run in earlier launches (when resumed).
+        grad_scaler: fp16 training's loss scale (`torch.amp.GradScaler.state_dict`), so that
+            a resumed run continues with it; None in fp32 and bf16 (absent from checkpoints
+            made before it existed).
     """
 
     epoch: int = 0
@@ -78,6 +81,7 @@ class TrainState:
     bad_epochs: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
     wall_time_s: float = 0.0
+    grad_scaler: dict[str, Any] | None = None
 
     @property
     def train_time_s(self) -> float:
@@ -442,6 +446,9 @@ def _metrics_or_none(value: Any) -> dict[str, float] | None:
     return value
 
 
+_ADDED_STATE = frozenset({"grad_scaler"})  # TrainState fields that older checkpoints lack
+
+
 def _train_state(saved: dict[str, Any], state_file: Path) -> TrainState:
     """The TrainState of a checkpoint's trainer_state.json, every field checked."""
     known = {f.name: f for f in fields(TrainState)}
@@ -456,9 +463,12 @@ def _train_state(saved: dict[str, Any], state_file: Path) -> TrainState:
         "bad_epochs": (int,),
         "history": (list,),
         "wall_time_s": (int, float),
+        "grad_scaler": (dict, type(None)),
     }
     values: dict[str, Any] = {}
     for name in known:
+        if name not in saved and name in _ADDED_STATE:
+            continue  # a checkpoint made before the field existed: its default
         if name not in saved:
             raise ValueError(f"{state_file}: no field {name!r} {_DAMAGED}")
         value = saved[name]
@@ -492,10 +502,14 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+_MAY_CHANGE = frozenset({"train.epochs", "train.device"})
+
+
 def check_resumable(saved: dict[str, Any], current: dict[str, Any]) -> None:
-    """Refuse to resume under a different experiment, except for train.epochs. A key the saved
-    config lacks (a field added to the config since that run) counts as its default, which keeps
-    the earlier behaviour."""
+    """Refuse to resume under a different experiment, except for train.epochs and
+    train.device (where it runs: a run started on a GPU may continue on the CPU). A key the
+    saved config lacks (a field added to the config since that run) counts as its default,
+    which keeps the earlier behaviour."""
     if "embeddings" in saved:  # input settings in [embeddings] and [data]: before [inputs]
         raise ValueError(
             "cannot resume: the run was made by an earlier attnmatch whose experiment config "
@@ -505,10 +519,10 @@ def check_resumable(saved: dict[str, Any], current: dict[str, Any]) -> None:
     a, b = _flatten(saved), _flatten(current)
     defaults = _flatten(ExperimentConfig().to_dict())
     changed = sorted(
-        k for k in set(a) | set(b) if a.get(k, defaults.get(k)) != b.get(k) and k != "train.epochs"
+        k for k in set(a) | set(b) if a.get(k, defaults.get(k)) != b.get(k) and k not in _MAY_CHANGE
     )
     if changed:
         raise ValueError(
             f"cannot resume: the experiment config changed ({', '.join(changed)}); "
-            "only train.epochs may change"
+            "only train.epochs may change (and train.device)"
         )

@@ -24,6 +24,7 @@ from rich.console import Console
 
 from attnmatch.atomic import write_text_atomic
 from attnmatch.configs import ConfigError
+from attnmatch.devices import check_precision, resolve_device
 from attnmatch.matcher import Matcher
 from attnmatch.models import input_layer
 from attnmatch.terminal import visible
@@ -90,6 +91,8 @@ def train(
             experiment (the file named), or `config` asks for fewer epochs than were done.
     """
     console = console or Console(stderr=True)
+    device = resolve_device(config.train.device, "train.device")  # before the folder is claimed
+    check_precision(config.train.precision, device, "train.precision")
     run = RunDir(output_dir)
     with run.claim(resume, overwrite=overwrite), torch_settings(config.train.threads):
         start = time.perf_counter()
@@ -104,6 +107,7 @@ def train(
         config = exp.config  # with its preset's recipe, if any
         for note in exp.notes:
             console.print(visible(note), highlight=False, markup=False)
+        exp.matcher.to(device, precision=config.train.precision)  # before the optimiser
         optimizer = _optimizer(exp)
         state = (run.resume(exp.matcher, optimizer, config) if resume else None) or TrainState()
         if state.epoch:
@@ -140,7 +144,13 @@ def _finish(
 ) -> TrainResult:
     """Evaluates the selected model on dev and test, computes the floors beside them, and
     writes the result."""
-    best = Matcher.load(run.model_dir, batch_size=exp.config.train.eval_batch_size)
+    t = exp.config.train
+    best = Matcher.load(
+        run.model_dir,
+        batch_size=t.eval_batch_size,
+        device=exp.matcher.device,
+        precision=t.precision,
+    )
     best.inputs.enable_cache(input_layer(best.model))  # shares the run's cache when frozen
     exp_best = dataclasses.replace(exp, matcher=best)
     dev = evaluate_split(exp_best, exp.dev) if exp.dev is not None else None
@@ -178,6 +188,7 @@ def _finish(
         "experiment": exp.config.to_dict(),
         "inputs": exp.inputs_stats,
         "environment": env,
+        "device": str(exp.matcher.device),
         "wall_time_s": result.wall_time_s,
         "train_time_s": result.train_time_s,
     }
