@@ -8,6 +8,7 @@ protocol's primary metric, larger or smaller being better as the metric says (`m
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ from attnmatch.data.schema import PairBatch
 from attnmatch.evaluation import Report, report_from_outputs
 from attnmatch.losses import auxiliary_loss, compute_loss
 from attnmatch.metrics import greater_is_better
+from attnmatch.training import distributed
 from attnmatch.training.config import Budget
 from attnmatch.training.experiment import EvalSplit, Experiment
 from attnmatch.training.optim import learning_rate, set_learning_rate
@@ -82,13 +84,16 @@ def make_sampler(exp: Experiment) -> Sampler:
     )
 
 
-def batch_loss(exp: Experiment, batch: PairBatch) -> torch.Tensor:
+def batch_loss(
+    exp: Experiment, batch: PairBatch, model: torch.nn.Module | None = None
+) -> torch.Tensor:
     """The training loss of one batch: the task loss plus the model's auxiliary terms (e.g.
-    IARNN's Occam regulariser)."""
+    IARNN's Occam regulariser). `model`: the experiment's model as trained (e.g. in DDP)."""
     t, task = exp.config.train, exp.matcher.task
-    outputs = exp.model(batch)  # (B, num_outputs)
+    model = model or exp.model
+    outputs = model(batch)  # (B, num_outputs)
     loss = compute_loss(exp.loss, outputs, batch, margin=t.margin, min_score=task.min_score)
-    aux = auxiliary_loss(exp.model)
+    aux = auxiliary_loss(model)
     return loss if aux is None else loss + aux
 
 
@@ -119,17 +124,26 @@ def run_epoch(
     epoch: int,
     bar: Progress,
     budget: Budget,
+    model: torch.nn.Module | None = None,
 ) -> dict[str, Any]:
-    """One epoch of optimiser steps; returns its history entry (without dev metrics)."""
+    """One epoch of optimiser steps; returns its history entry (without dev metrics).
+
+    `model`: the experiment's model as trained (in DDP under torchrun: each rank then takes
+    its share of every batch, `distributed.shard`, and the loss is that of the global batch).
+    """
     t = exp.config.train
-    torch.manual_seed(t.seed * 1_000_003 + epoch)
+    torch.manual_seed(distributed.rank_seed(t.seed * 1_000_003 + epoch))
     batches = sampler.epoch(epoch)
     data = getattr(sampler, "data", exp.train)  # with the epoch's drawn negatives, if any
     task_id = bar.add_task(f"epoch {epoch}/{budget.epochs}", total=len(batches), info="")
     exp.model.train()
     start, losses, n_pairs = time.perf_counter(), [], 0
     for idx in batches:
-        loss = batch_loss(exp, collate(data, idx, group_index=sampler.group_index(idx)))
+        part = distributed.shard_batch(sampler.group_index(idx))
+        batch = collate(data, idx[part.rows], group_index=part.group_index)
+        loss = batch_loss(exp, batch, model)
+        if part.weight != 1.0:  # this rank's share of the global batch's mean
+            loss = loss * part.weight
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if t.grad_clip > 0:
@@ -145,7 +159,7 @@ def run_epoch(
     return {
         "epoch": epoch,
         "step": state.step,
-        "train_loss": float(np.mean(losses)) if losses else None,
+        "train_loss": distributed.mean_over_ranks(float(np.mean(losses))) if losses else None,
         "epoch_time_s": round(seconds, 3),
         "train_pairs": n_pairs,
         "train_pairs_per_s": round(n_pairs / max(seconds, 1e-9), 1),
@@ -205,17 +219,33 @@ def fit(
     if state.epoch == 0:
         for line in budget_lines(exp, sampler, budget):
             console.print(line, highlight=False)
+    model = distributed.wrap(exp.model, partial(_first_batch_loss, exp, sampler, state.epoch + 1))
     with progress_bar(console, progress) as bar:
         for epoch in range(state.epoch + 1, budget.epochs + 1):
             if t.patience and exp.dev is not None and state.bad_epochs >= t.patience:
                 break
-            entry = run_epoch(exp, optimizer, sampler, state, epoch, bar, budget)
-            dev = select(exp, state, epoch, run) if budget.evaluates(epoch) else None
+            entry = run_epoch(exp, optimizer, sampler, state, epoch, bar, budget, model)
+            dev = (  # rank 0 selects; every rank gets its decision (best epoch, patience)
+                distributed.on_rank0(partial(select, exp, state, epoch, run), state=state)
+                if budget.evaluates(epoch)
+                else None
+            )
             state.epoch = epoch
             state.history.append({**entry, "dev": dev})
             elapsed = round(state.wall_time_s + time.perf_counter() - wall_start, 2)
-            run.save_checkpoint(exp.matcher, optimizer, _with_wall(state, elapsed), exp.config)
+            if distributed.world().is_main:
+                run.save_checkpoint(exp.matcher, optimizer, _with_wall(state, elapsed), exp.config)
             console.print(epoch_line(exp, state, entry, dev))
+
+
+def _first_batch_loss(
+    exp: Experiment, sampler: Sampler, epoch: int, model: torch.nn.Module
+) -> torch.Tensor:
+    """The loss of this rank's share of `epoch`'s first batch (`distributed.wrap`'s probe)."""
+    idx = sampler.epoch(epoch)[0]
+    part = distributed.shard_batch(sampler.group_index(idx))
+    data = getattr(sampler, "data", exp.train)
+    return batch_loss(exp, collate(data, idx[part.rows], group_index=part.group_index), model)
 
 
 def check_budget(run: RunDir, state: TrainState, epochs: int) -> None:
