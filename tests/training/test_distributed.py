@@ -9,6 +9,7 @@ the order of float reductions), before and after a resume of the 2-process run.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -149,7 +150,9 @@ def _assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor])
         torch.testing.assert_close(a[key], b[key], atol=ATOL, rtol=0, msg=key)
 
 
-def _torchrun(config: Path, run: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def _torchrun(
+    config: Path, run: Path, *extra: str, ok: bool = True
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
     command = [
         sys.executable,
@@ -168,7 +171,7 @@ def _torchrun(config: Path, run: Path, *extra: str) -> subprocess.CompletedProce
         *extra,
     ]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert (done.returncode == 0) == ok, done.stderr[-3000:]
     return done
 
 
@@ -189,6 +192,11 @@ def test_two_processes_train_as_one_and_resume(tmp_path: Path) -> None:
     assert done.stderr.count("epoch   2  loss") == 1
     assert (pair / "result.json").is_file()
 
+    # The checkpoint does not depend on the number of processes: one process resumes it.
+    shutil.copytree(pair, tmp_path / "pair-then-one")
+    train(load_experiment(full), tmp_path / "pair-then-one", resume=True, progress=False)
+    _assert_same_weights(_weights(tmp_path / "pair-then-one"), _weights(single))
+
     done = _torchrun(full, pair, "--resume")
     assert "resuming" in done.stderr and done.stderr.count("epoch   3  loss") == 1
     _assert_same_weights(_weights(pair), _weights(single))
@@ -196,3 +204,16 @@ def test_two_processes_train_as_one_and_resume(tmp_path: Path) -> None:
     assert [h["train_pairs"] for h in log] == [h["train_pairs"] for h in one_full.history]
     for mine, theirs in zip(log, one_full.history, strict=True):
         assert mine["train_loss"] == pytest.approx(theirs["train_loss"], abs=1e-6)
+
+
+def test_a_failure_on_rank_0_stops_every_rank(tmp_path: Path) -> None:
+    """Rank 0 cannot take the run folder (it holds another file): it says why, the other rank
+    stops at once instead of waiting for it."""
+    config = tmp_path / "exp.toml"
+    config.write_text(experiment_toml(1))
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "notes.txt").write_text("mine")
+    done = _torchrun(config, tmp_path / "run", ok=False)
+    assert "error: " in done.stderr and "is not empty" in done.stderr
+    assert (tmp_path / "run" / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["notes.txt"]

@@ -43,7 +43,7 @@ import inspect
 import json
 import os
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import asdict, dataclass, fields, is_dataclass
 from datetime import timedelta
 from typing import Any, ParamSpec, TypeVar
@@ -318,17 +318,13 @@ def rank0_context(
 ) -> Iterator[None]:
     """Enters `make(*args, **kwargs)` on rank 0 only (e.g. the run folder's lock); the other
     ranks go on once rank 0 is inside, or raise `RankFailed` when it failed to enter."""
-    w = world()
-    if not w.distributed:
-        with make(*args, **kwargs):
-            yield
-        return
-    if not w.is_main:
-        on_rank0(lambda: None)
-        yield
-        return
-    with make(*args, **kwargs):
-        on_rank0(lambda: None)
+    stack = ExitStack()
+
+    def enter() -> None:
+        stack.enter_context(make(*args, **kwargs))
+
+    on_rank0(enter)
+    with stack:
         yield
 
 
