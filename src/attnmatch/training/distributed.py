@@ -28,8 +28,9 @@ dropout (rank r > 0 draws its masks from its own seed, `rank_seed`), and anythin
 on the composition of a rank's share beyond a per-group mean.
 
 Backends: gloo on CPU; where CUDA is available the group is "cpu:gloo,cuda:nccl" (NCCL for the
-gradients of CUDA models, gloo for the broadcasts of decisions). A run on CUDA trains rank r on
-`rank_device("cuda")` = cuda:LOCAL_RANK.
+gradients of CUDA models, gloo for the broadcasts of decisions), and the current CUDA device of
+rank r is cuda:LOCAL_RANK, so that a model moved to "cuda" trains on the rank's own GPU
+(`rank_device` names it explicitly).
 
 The process group is joined lazily, by the first call to `world()` in a process that torchrun
 started (it sets WORLD_SIZE, RANK and LOCAL_RANK), and left when the process exits. Without
@@ -125,6 +126,8 @@ def world() -> World:
     if found is None:
         return World()
     backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
+    if torch.cuda.is_available() and found.local_rank < torch.cuda.device_count():
+        torch.cuda.set_device(found.local_rank)  # "cuda" is now this rank's GPU
     dist.init_process_group(
         backend=backend, rank=found.rank, world_size=found.size, timeout=TIMEOUT
     )
