@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from attnmatch.data.collate import collate
-from attnmatch.training import build_experiment, train
+from attnmatch.training import ExperimentConfig, build_experiment, train
 from attnmatch.training.config import load_experiment
 from attnmatch.training.distributed import World, _unused_parameters, shard, world
 from attnmatch.training.loop import batch_loss, make_sampler
@@ -101,24 +101,52 @@ def test_shard_single_process_and_fewer_groups_than_ranks() -> None:
         shard(np.array([0, 2]), 0, 2)
 
 
-def test_weighted_shares_give_the_global_batch_gradient(tmp_path: Path) -> None:
+SAMPLERS = {  # name: (fixture, data options, train settings)
+    "rank_hinge groups": ("pairs_tiny", {}, {}),
+    "listwise, in-batch negatives": (
+        "pairs_tiny",
+        {},
+        {"loss": "listwise", "negatives": "in_batch"},
+    ),
+    "pointwise pairs": ("pairs_tiny", {}, {"loss": "cross_entropy"}),
+    "regression pairs (kl)": ("pairs_sts_tiny", {"task": "regression"}, {"batch_size": 7}),
+}
+
+
+@pytest.mark.parametrize("name", list(SAMPLERS))
+def test_weighted_shares_give_the_global_batch_gradient(name: str) -> None:
     """DDP averages the ranks' gradients; with each share's loss weighted by `shard`, that mean
     is the gradient of the global batch's loss, also for unequal shares and idle ranks."""
-    path = tmp_path / "exp.toml"
-    path.write_text(experiment_toml(1))
-    exp = build_experiment(load_experiment(path))
+    fixture, options, settings = SAMPLERS[name]
+    config = ExperimentConfig.from_dict(
+        {
+            "model": "mvlstm",
+            "model_overrides": {"hidden_size": 8, "k": 10},
+            "data": {
+                "dataset": "pairs",
+                "data_dir": str(FIXTURE.parent / fixture),
+                "options": options,
+            },
+            "inputs": {"kind": "word_vectors", "vectors": "random", "dim": 8, "trainable": True},
+            "train": {"epochs": 1, "batch_size": 5, "num_negatives": 2, **settings},
+        }
+    )
+    exp = build_experiment(config)
     sampler = make_sampler(exp)
-    idx = sampler.epoch(1)[-1]  # the last batch: 4 groups
+    idx = sampler.epoch(1)[0]
+    data = getattr(sampler, "data", exp.train)
+    groups = sampler.group_index(idx)
     params = [p for p in exp.model.parameters() if p.requires_grad]
 
-    def gradient(rows: np.ndarray, groups: np.ndarray, weight: float) -> list[torch.Tensor]:
-        loss = batch_loss(exp, collate(exp.train, idx[rows], group_index=groups)) * weight
-        return list(torch.autograd.grad(loss, params, allow_unused=True))
+    def gradient(rows: np.ndarray, index: np.ndarray, weight: float) -> list[torch.Tensor]:
+        loss = batch_loss(exp, collate(data, idx[rows], group_index=index)) * weight
+        return list(torch.autograd.grad(loss, params))
 
     exp.model.train()
-    whole = gradient(np.arange(len(idx)), sampler.group_index(idx), 1.0)
-    for size in (2, 3, 6):  # 4 groups over 2 (2 + 2), 3 (2 + 1 + 1), 6 ranks (2 idle)
-        parts = [shard(sampler.group_index(idx), r, size) for r in range(size)]
+    whole = gradient(np.arange(len(idx)), groups, 1.0)
+    num_groups = int(groups[-1]) + 1
+    for size in (2, 3, num_groups + 1):  # shares of 3 + 2, 2 + 2 + 1, ..., and an idle rank
+        parts = [shard(groups, r, size) for r in range(size)]
         grads = [gradient(p.rows, p.group_index, p.weight) for p in parts]
         for i, expected in enumerate(whole):
             mean = sum(g[i] for g in grads) / size
