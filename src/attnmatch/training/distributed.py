@@ -61,8 +61,8 @@ R = TypeVar("R")
 # Rank 0 evaluates (dev every epoch, the floors and test at the end) while the other ranks
 # wait in a broadcast: long evaluations of large splits must not time the group out.
 TIMEOUT = timedelta(hours=6)
-# Rank r > 0 seeds its dropout with base + r * RANK_SEED_STRIDE: distinct for every
-# (seed, epoch, rank) while base = seed * 1_000_003 + epoch < 2**48.
+# Rank r > 0 seeds its dropout with base + r * RANK_SEED_STRIDE, base = seed * 1_000_003 +
+# epoch: distinct for every (epoch, rank) of a run, and below 2**64 up to 4,096 ranks.
 RANK_SEED_STRIDE = 2**48
 
 
