@@ -245,3 +245,15 @@ def test_a_failure_on_rank_0_stops_every_rank(tmp_path: Path) -> None:
     assert "error: " in done.stderr and "is not empty" in done.stderr
     assert (tmp_path / "run" / "notes.txt").read_text() == "mine"
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["notes.txt"]
+
+
+def test_helpers_in_a_two_process_group() -> None:
+    """`distributed_worker.py` under torchrun: broadcasts, rank 0's decisions and failures,
+    disagreement, and DDP with an unused and a frozen parameter on unequal shares."""
+    env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
+    worker = Path(__file__).with_name("distributed_worker.py")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    command += ["--nproc-per-node", "2", str(worker)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert {line for line in done.stdout.splitlines() if line.startswith("ok ")} == {"ok 0", "ok 1"}
