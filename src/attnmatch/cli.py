@@ -459,6 +459,9 @@ def train(
     from attnmatch.training import ExperimentConfig, train_seeds
     from attnmatch.training import train as train_run
     from attnmatch.training.config import load_experiment
+    from attnmatch.training.distributed import world
+
+    out.quiet = not world().is_main  # under torchrun, rank 0 alone prints the results
 
     flags = (
         ("model", model),

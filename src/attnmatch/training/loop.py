@@ -8,6 +8,7 @@ protocol's primary metric, larger or smaller being better as the metric says (`m
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ from attnmatch.devices import autocast, grad_scaler
 from attnmatch.evaluation import Report, report_from_outputs
 from attnmatch.losses import auxiliary_loss, compute_loss
 from attnmatch.metrics import greater_is_better
+from attnmatch.training import distributed
 from attnmatch.training.config import Budget
 from attnmatch.training.experiment import EvalSplit, Experiment
 from attnmatch.training.optim import learning_rate, set_learning_rate
@@ -83,16 +85,20 @@ def make_sampler(exp: Experiment) -> Sampler:
     )
 
 
-def batch_loss(exp: Experiment, batch: PairBatch) -> torch.Tensor:
+def batch_loss(
+    exp: Experiment, batch: PairBatch, model: torch.nn.Module | None = None
+) -> torch.Tensor:
     """The training loss of one batch (on the model's device): the task loss plus the model's
     auxiliary terms (e.g. IARNN's Occam regulariser). The forward pass runs in the matcher's
-    precision (`attnmatch.devices.autocast`); the loss is computed in float32."""
+    precision (`attnmatch.devices.autocast`); the loss is computed in float32. `model`: the
+    experiment's model as trained (e.g. in DDP)."""
     t, task = exp.config.train, exp.matcher.task
+    model = model or exp.model
     with autocast(batch.left_ids.device, exp.matcher.precision):
-        outputs = exp.model(batch)  # (B, num_outputs)
+        outputs = model(batch)  # (B, num_outputs)
     outputs = outputs.float()  # (B, num_outputs); a no-op in fp32
     loss = compute_loss(exp.loss, outputs, batch, margin=t.margin, min_score=task.min_score)
-    aux = auxiliary_loss(exp.model)
+    aux = auxiliary_loss(model)
     return loss if aux is None else loss + aux
 
 
@@ -124,20 +130,28 @@ def run_epoch(
     bar: Progress,
     budget: Budget,
     scaler: torch.amp.GradScaler | None = None,
+    model: torch.nn.Module | None = None,
 ) -> dict[str, Any]:
     """One epoch of optimiser steps; returns its history entry (without dev metrics).
-    `scaler` scales the loss of fp16 training (`attnmatch.devices.grad_scaler`)."""
+
+    `scaler` scales the loss of fp16 training (`attnmatch.devices.grad_scaler`). `model`: the
+    experiment's model as trained (in DDP under torchrun: each rank then takes its share of
+    every batch, `distributed.shard`, and the loss is that of the global batch).
+    """
     t = exp.config.train
     device = exp.matcher.device
-    torch.manual_seed(t.seed * 1_000_003 + epoch)
+    torch.manual_seed(distributed.rank_seed(t.seed * 1_000_003 + epoch))
     batches = sampler.epoch(epoch)
     data = getattr(sampler, "data", exp.train)  # with the epoch's drawn negatives, if any
     task_id = bar.add_task(f"epoch {epoch}/{budget.epochs}", total=len(batches), info="")
     exp.model.train()
     start, losses, n_pairs = time.perf_counter(), [], 0
     for idx in batches:
-        batch = collate(data, idx, group_index=sampler.group_index(idx)).to(device)
-        loss = batch_loss(exp, batch)
+        part = distributed.shard_batch(sampler.group_index(idx))
+        batch = collate(data, idx[part.rows], group_index=part.group_index).to(device)
+        loss = batch_loss(exp, batch, model)
+        if part.weight != 1.0:  # this rank's share of the global batch's mean
+            loss = loss * part.weight
         optimizer.zero_grad(set_to_none=True)
         (loss if scaler is None else scaler.scale(loss)).backward()
         if t.grad_clip > 0:
@@ -159,7 +173,7 @@ def run_epoch(
     return {
         "epoch": epoch,
         "step": state.step,
-        "train_loss": float(np.mean(losses)) if losses else None,
+        "train_loss": distributed.mean_over_ranks(float(np.mean(losses))) if losses else None,
         "epoch_time_s": round(seconds, 3),
         "train_pairs": n_pairs,
         "train_pairs_per_s": round(n_pairs / max(seconds, 1e-9), 1),
@@ -222,19 +236,36 @@ def fit(
     scaler = grad_scaler(exp.matcher.device, exp.matcher.precision)
     if scaler is not None and state.grad_scaler:  # resumed: the loss scale it had reached
         scaler.load_state_dict(state.grad_scaler)
+    model = distributed.wrap(exp.model, partial(_first_batch_loss, exp, sampler, state.epoch + 1))
     with progress_bar(console, progress) as bar:
         for epoch in range(state.epoch + 1, budget.epochs + 1):
             if t.patience and exp.dev is not None and state.bad_epochs >= t.patience:
                 break
-            entry = run_epoch(exp, optimizer, sampler, state, epoch, bar, budget, scaler)
-            dev = select(exp, state, epoch, run) if budget.evaluates(epoch) else None
+            entry = run_epoch(exp, optimizer, sampler, state, epoch, bar, budget, scaler, model)
+            dev = (  # rank 0 selects; every rank gets its decision (best epoch, patience)
+                distributed.on_rank0(partial(select, exp, state, epoch, run), state=state)
+                if budget.evaluates(epoch)
+                else None
+            )
             state.epoch = epoch
             state.history.append({**entry, "dev": dev})
             if scaler is not None:
                 state.grad_scaler = scaler.state_dict()
             elapsed = round(state.wall_time_s + time.perf_counter() - wall_start, 2)
-            run.save_checkpoint(exp.matcher, optimizer, _with_wall(state, elapsed), exp.config)
+            if distributed.world().is_main:
+                run.save_checkpoint(exp.matcher, optimizer, _with_wall(state, elapsed), exp.config)
             console.print(epoch_line(exp, state, entry, dev))
+
+
+def _first_batch_loss(
+    exp: Experiment, sampler: Sampler, epoch: int, model: torch.nn.Module
+) -> torch.Tensor:
+    """The loss of this rank's share of `epoch`'s first batch (`distributed.wrap`'s probe)."""
+    idx = sampler.epoch(epoch)[0]
+    part = distributed.shard_batch(sampler.group_index(idx))
+    data = getattr(sampler, "data", exp.train)
+    batch = collate(data, idx[part.rows], group_index=part.group_index)
+    return batch_loss(exp, batch.to(exp.matcher.device), model)
 
 
 def check_budget(run: RunDir, state: TrainState, epochs: int) -> None:

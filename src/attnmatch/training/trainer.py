@@ -14,8 +14,9 @@ import dataclasses
 import json
 import statistics
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from attnmatch.devices import check_precision, resolve_device
 from attnmatch.matcher import Matcher
 from attnmatch.models import input_layer
 from attnmatch.terminal import visible
+from attnmatch.training import distributed
 from attnmatch.training.config import ExperimentConfig
 from attnmatch.training.experiment import Experiment, build_experiment
 from attnmatch.training.loop import (
@@ -90,13 +92,22 @@ def train(
         ValueError: with `resume`, what the run folder holds is damaged or does not fit the
             experiment (the file named), or `config` asks for fewer epochs than were done.
     """
-    console = console or Console(stderr=True)
-    device = resolve_device(config.train.device, "train.device")  # before the folder is claimed
+    console = distributed.rank0_console(console or Console(stderr=True))
+    progress = progress and distributed.world().is_main
+    device = resolve_device(  # before the folder is claimed; under torchrun the rank's own GPU
+        distributed.rank_device(config.train.device), "train.device"
+    )
     check_precision(config.train.precision, device, "train.precision")
     run = RunDir(output_dir)
-    with run.claim(resume, overwrite=overwrite), torch_settings(config.train.threads):
+    # Under torchrun, rank 0 alone holds the folder, writes and evaluates (training.distributed).
+    claim = distributed.rank0_context(run.claim, resume, overwrite=overwrite)
+    with claim, torch_settings(config.train.threads):
         start = time.perf_counter()
-        if resume and experiment is None and (done := run.finished(config)) is not None:
+        if (
+            resume
+            and experiment is None
+            and (done := _shared_result(partial(run.finished, config))) is not None
+        ):
             console.print(
                 f"{visible(run.path)}: finished earlier, reusing result.json",
                 markup=False,
@@ -110,6 +121,7 @@ def train(
         exp.matcher.to(device, precision=config.train.precision)  # before the optimiser
         optimizer = _optimizer(exp)
         state = (run.resume(exp.matcher, optimizer, config) if resume else None) or TrainState()
+        distributed.check_agree(state.epoch, "the epoch to resume after")
         if state.epoch:
             console.print(
                 f"resuming {visible(run.path)} after epoch {state.epoch}",
@@ -118,13 +130,38 @@ def train(
             )
         if optimizer is None:  # train.epochs = 0 (`fit` checks the budget of the others)
             check_budget(run, state, 0)
-        if config.train.epochs == 0 and not run.model_dir.is_dir():  # the model as it is
-            select(exp, state, 0, run)
+        if config.train.epochs == 0:  # the model as it is
+            distributed.on_rank0(partial(_select_once, exp, state, run), state=state)
         if optimizer is not None:
             fit(exp, optimizer, state, run, console=console, progress=progress, wall_start=start)
             if (stalled := never_improved(exp, state)) is not None:
                 console.print(stalled, highlight=False, markup=False)
-        return _finish(exp, state, run, start, console)
+        result = _shared_result(partial(_finish, exp, state, run, start, console))
+        assert result is not None
+        return result
+
+
+def _select_once(exp: Experiment, state: TrainState, run: RunDir) -> None:
+    """Saves the model as it is (train.epochs = 0) unless an earlier launch did."""
+    if not run.model_dir.is_dir():
+        select(exp, state, 0, run)
+
+
+def _shared_result(make: Callable[[], TrainResult | None]) -> TrainResult | None:
+    """`make()` run on rank 0 only; every rank returns its result (`distributed.on_rank0`)."""
+
+    def encoded() -> dict[str, Any] | None:
+        result = make()
+        if result is None:
+            return None
+        paths = {"output_dir": str(result.output_dir), "model_dir": str(result.model_dir)}
+        return dataclasses.asdict(result) | paths
+
+    data = distributed.on_rank0(encoded)
+    if data is None:
+        return None
+    paths = {"output_dir": Path(data["output_dir"]), "model_dir": Path(data["model_dir"])}
+    return TrainResult(**(data | paths))
 
 
 def _optimizer(exp: Experiment) -> torch.optim.Optimizer | None:
@@ -243,7 +280,7 @@ def train_seeds(
     Returns (and writes to output_dir/summary.json) {"seeds", "runs", "dev"/"test": {metric:
     {"mean", "std", "runs"}}}. std is the sample standard deviation (0 for one run).
     """
-    console = console or Console(stderr=True)
+    console = distributed.rank0_console(console or Console(stderr=True))
     out = Path(output_dir)
     results = []
     for seed in seeds:
@@ -267,7 +304,8 @@ def train_seeds(
         if results[0].test
         else None,
     }
-    write_text_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    if distributed.world().is_main:
+        write_text_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     return summary
 
 
