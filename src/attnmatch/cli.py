@@ -1200,6 +1200,58 @@ def reproduce(
 
 
 @app.command()
+def tune(
+    config: Annotated[
+        Path, typer.Argument(help="TOML experiment config with a [tune] table (the search space).")
+    ],
+    trials: Annotated[int, typer.Option(min=1, help="Trials in the study (in all, with --resume).")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Search folder.")] = Path(
+        "runs/tune"
+    ),
+    jobs: Annotated[int, typer.Option(min=1, help="Processes training trials at once.")] = 1,
+    threads: Annotated[
+        int | None,
+        typer.Option(min=1, help="Torch threads per process (default: CPUs / jobs)."),
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option(help="Continue the search in OUTPUT up to --trials trials.")
+    ] = False,
+) -> None:
+    """Search hyper-parameters on dev with Optuna; writes OUTPUT/best.toml, tune.json, plots."""
+    from attnmatch import configs
+    from attnmatch.tune import load_tune_config
+    from attnmatch.tune import tune as run
+
+    _check_output_folder(output, "--output")
+    configs.load_toml(config)  # too large, not UTF-8, not TOML: one line naming the line
+    with _reading(config):
+        exp, spec = load_tune_config(config)
+    result = run(
+        exp,
+        spec,
+        output,
+        trials=trials,
+        jobs=jobs,
+        threads=threads,
+        resume=resume,
+        console=err,
+        source=str(config),
+    )
+    if result.best is None:
+        out.print(shown(f"no trial completed; trials in {result.output_dir / 'tune.json'}"))
+        return
+    params = ", ".join(f"{k} = {v!r}" for k, v in result.best["params"].items())
+    out.print(
+        shown(
+            f"best: trial {result.best['number']}, dev {result.metric} "
+            f"{result.best['value']:.4f} ({params})"
+        ),
+        highlight=False,
+    )
+    out.print(shown(f"wrote {result.best_config} (train it: attnmatch train {result.best_config})"))
+
+
+@app.command()
 def demo(
     output: Annotated[
         Path, typer.Option("--output", "-o", help="Run folder (reused if present).")
