@@ -1204,7 +1204,9 @@ def tune(
     config: Annotated[
         Path, typer.Argument(help="TOML experiment config with a [tune] table (the search space).")
     ],
-    trials: Annotated[int, typer.Option(min=1, help="Trials in the study (in all, with --resume).")],
+    trials: Annotated[
+        int, typer.Option(min=1, help="Trials in the study (in all, with --resume).")
+    ],
     output: Annotated[Path, typer.Option("--output", "-o", help="Search folder.")] = Path(
         "runs/tune"
     ),

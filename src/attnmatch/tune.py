@@ -179,9 +179,7 @@ def parse_param(key: str, spec: Any) -> Param:
         )
     kind = spec.get("type")
     if kind not in _SPEC_KEYS:
-        raise ConfigError(
-            f"{where}.type: {kind!r} is not one of ['float', 'int', 'categorical']"
-        )
+        raise ConfigError(f"{where}.type: {kind!r} is not one of ['float', 'int', 'categorical']")
     unknown = sorted(set(spec) - _SPEC_KEYS[kind])
     if unknown:
         raise ConfigError(
@@ -196,9 +194,7 @@ def parse_param(key: str, spec: Any) -> Param:
             if not isinstance(value, bool | int | float | str) or (
                 isinstance(value, float) and not math.isfinite(value)
             ):
-                raise ConfigError(
-                    f"{where}.choices: {value!r} is not a number, string or boolean"
-                )
+                raise ConfigError(f"{where}.choices: {value!r} is not a number, string or boolean")
         if len(set(map(repr, choices))) != len(choices):
             raise ConfigError(f"{where}.choices: a value is given twice")
         return Param(key=key, kind="categorical", choices=tuple(choices))
@@ -209,7 +205,9 @@ def parse_param(key: str, spec: Any) -> Param:
         if value is None:
             raise ConfigError(f"{where}: no {name} (a {kind} needs low and high)")
         if isinstance(value, bool) or not isinstance(value, number) or not math.isfinite(value):
-            raise ConfigError(f"{where}.{name}: expected {'an integer' if kind == 'int' else 'a number'}, got {value!r}")
+            raise ConfigError(
+                f"{where}.{name}: expected {'an integer' if kind == 'int' else 'a number'}, got {value!r}"
+            )
         bounds[name] = value
     low, high = bounds["low"], bounds["high"]
     if not low < high:
@@ -230,11 +228,12 @@ def parse_param(key: str, spec: Any) -> Param:
 
 def _flatten_params(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """`{"train": {"lr": {...}}}` (TOML's dotted keys) or `{"train.lr": {...}}` -> flat keys;
-    a table with a `type` is a parameter."""
+    a table with a field of a parameter (`type`, `low`, `choices` ...) is a parameter."""
+    fields = set().union(*_SPEC_KEYS.values())
     flat: dict[str, Any] = {}
     for name, value in table.items():
         key = f"{prefix}{name}"
-        if isinstance(value, dict) and value and "type" not in value:
+        if isinstance(value, dict) and value and not fields & set(value):
             flat.update(_flatten_params(value, f"{key}."))
         else:
             flat[key] = value
@@ -445,9 +444,7 @@ def _counted(trial: Any) -> bool:
 
 
 def _spec_from_dict(data: dict[str, Any]) -> TuneSpec:
-    params = tuple(
-        Param(**{**p, "choices": tuple(p["choices"])}) for p in data["params"]
-    )
+    params = tuple(Param(**{**p, "choices": tuple(p["choices"])}) for p in data["params"])
     return TuneSpec(**{**data, "params": params})
 
 
@@ -481,7 +478,12 @@ def run_worker(search: _Search, console: Console | None = None) -> None:
 
 
 def run_trial(
-    study: Any, trial: Any, base: ExperimentConfig, spec: TuneSpec, search: _Search, console: Console
+    study: Any,
+    trial: Any,
+    base: ExperimentConfig,
+    spec: TuneSpec,
+    search: _Search,
+    console: Console,
 ) -> None:
     """Trains one trial in RUN/trial-NNN/ and tells the study how it ended; prints one line."""
     optuna = _import_optuna()
@@ -610,7 +612,13 @@ def tune(
         console.print(
             f"tune: {len(spec.params)} parameters, {direction} dev {metric}, {trials} trials "
             f"in {visible(run_dir)}"
-            + (f" ({done} done earlier" + (f", {retried} interrupted to retry" if retried else "") + ")" if done or retried else "")
+            + (
+                f" ({done} done earlier"
+                + (f", {retried} interrupted to retry" if retried else "")
+                + ")"
+                if done or retried
+                else ""
+            )
             + f"; {jobs} process(es) x {base.train.threads} thread(s)",
             highlight=False,
             markup=False,
@@ -750,7 +758,9 @@ def _write_outputs(
     if best_trial is not None:
         trial = study.best_trial
         best = {"number": trial.number, "value": trial.value, "params": trial.params}
-        best.update({k: trial.user_attrs[k] for k in ("folder", "best_epoch") if k in trial.user_attrs})
+        best.update(
+            {k: trial.user_attrs[k] for k in ("folder", "best_epoch") if k in trial.user_attrs}
+        )
         best_config = apply_params(config, trial.params)
         result.best_config = run_dir / "best.toml"
         write_text_atomic(
@@ -836,7 +846,7 @@ def write_plots(study: Any, run_dir: Path, metric: str) -> tuple[list[Path], lis
         except (ValueError, RuntimeError) as e:  # e.g. every complete trial has equal values
             notes.append(f"tune: {name} not drawn: {' '.join(str(e).split())}")
             continue
-        figure = ax.figure
+        figure: Any = ax.figure
         figure.set_size_inches(8, 5)
         figure.tight_layout()
         path = run_dir / name
