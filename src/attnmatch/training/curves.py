@@ -137,7 +137,7 @@ def read_run(path: str | Path, metric: str | None = None) -> RunCurves:
             f"{path}: neither a run folder (log.jsonl) nor a multi-seed folder (seed-*/log.jsonl)"
         )
     curves: list[Curve] = []
-    chosen = metric  # the first seed's selection metric, drawn for every seed
+    chosen: str | None = metric  # the first seed's selection metric, drawn for every seed
     for folder in seeds:
         curve, found = read_curve(folder, folder.name, chosen)
         curves.append(curve)
