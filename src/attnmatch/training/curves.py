@@ -129,8 +129,8 @@ def read_run(path: str | Path, metric: str | None = None) -> RunCurves:
     if not path.is_dir():
         raise FileNotFoundError(f"{path}: no such run folder")
     if (path / "log.jsonl").is_file():
-        curve, chosen = read_curve(path, path.name or str(path), metric)
-        return RunCurves(label=path.name or str(path), metric=chosen, seeds=(curve,))
+        curve, drawn = read_curve(path, path.name or str(path), metric)
+        return RunCurves(label=path.name or str(path), metric=drawn, seeds=(curve,))
     seeds = seed_folders(path)
     if not seeds:
         raise FileNotFoundError(
