@@ -204,6 +204,8 @@ def test_load_tune_config_names_the_file(tmp_path: Path) -> None:
     bad = write_config(tmp_path, FIXTURE, SPACE.replace("train.lr =", "train.lrr ="))
     with pytest.raises(ConfigError, match=r"search.toml: tune.params.train.lrr"):
         load_tune_config(bad)
+    with pytest.raises(ConfigError, match=r"\[tune\] is the search space of `attnmatch tune`"):
+        load_experiment(write_config(tmp_path, FIXTURE))  # `train` points at best.toml
 
 
 # ---- the search -------------------------------------------------------------------------------
@@ -235,6 +237,10 @@ def test_search_writes_best_toml_that_train_accepts_and_never_reads_test(tmp_pat
     # best.toml: the experiment with the best parameters, test split as configured.
     best = load_experiment(out / "best.toml", {"data": {"data_dir": str(FIXTURE)}})
     params = summary["best"]["params"]
+    assert summary["best"]["overrides"] == {  # what a reproduce table's row takes
+        "train": {"lr": params["train.lr"], "batch_size": params["train.batch_size"]},
+        "model_overrides": {"k": params["model_overrides.k"]},
+    }
     assert (
         best.train.lr == params["train.lr"]
         and best.model_overrides["k"] == params["model_overrides.k"]

@@ -316,19 +316,25 @@ def check_space(config: ExperimentConfig, spec: TuneSpec) -> None:
                 raise ConfigError(f"{where}: the value {value!r} does not fit: {e}") from None
 
 
+def nested(params: dict[str, Any]) -> dict[str, Any]:
+    """Dotted keys as nested tables: {"train.lr": 0.01} -> {"train": {"lr": 0.01}}."""
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        *parents, last = key.split(".")
+        node = out
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return out
+
+
 def apply_params(config: ExperimentConfig, params: dict[str, Any]) -> ExperimentConfig:
     """`config` with dotted `params` set (e.g. {"train.lr": 0.01}), validated strictly.
 
     Raises:
         ConfigError: an unknown key or a bad value, naming its path.
     """
-    overrides: dict[str, Any] = {}
-    for key, value in params.items():
-        *parents, last = key.split(".")
-        node = overrides
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[last] = value
+    overrides = nested(params)
     if "inputs" in overrides and config.inputs is None:  # on top of the model's own inputs
         config = dataclasses.replace(config, inputs=config.resolved_inputs())
     return config.with_overrides(overrides)
@@ -757,7 +763,12 @@ def _write_outputs(
     )
     if best_trial is not None:
         trial = study.best_trial
-        best = {"number": trial.number, "value": trial.value, "params": trial.params}
+        best = {
+            "number": trial.number,
+            "value": trial.value,
+            "params": trial.params,
+            "overrides": nested(trial.params),  # a reproduce table row's `overrides`
+        }
         best.update(
             {k: trial.user_attrs[k] for k in ("folder", "best_epoch") if k in trial.user_attrs}
         )
