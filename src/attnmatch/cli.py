@@ -1226,7 +1226,8 @@ def reproduce(
 @app.command()
 def tune(
     config: Annotated[
-        Path, typer.Argument(help="TOML experiment config with a [tune] table (the search space).")
+        Path,
+        typer.Argument(help="TOML experiment config with a \\[tune] table (the search space)."),
     ],
     trials: Annotated[
         int, typer.Option(min=1, help="Trials in the study (in all, with --resume).")
