@@ -615,17 +615,12 @@ def tune(
         _check_identity(study, identity, run_dir)
         retried = _retry_interrupted(study, storage)
         done = sum(_counted(t) for t in study.get_trials(deepcopy=False))
+        earlier = f"; {done} done earlier" if done else ""
+        if retried:
+            earlier += f", {retried} interrupted (their parameters are tried again first)"
         console.print(
-            f"tune: {len(spec.params)} parameters, {direction} dev {metric}, {trials} trials "
-            f"in {visible(run_dir)}"
-            + (
-                f" ({done} done earlier"
-                + (f", {retried} interrupted to retry" if retried else "")
-                + ")"
-                if done or retried
-                else ""
-            )
-            + f"; {jobs} process(es) x {base.train.threads} thread(s)",
+            f"tune: {len(spec.params)} parameters, {direction} dev {metric}, {trials} trials in "
+            f"{visible(run_dir)}{earlier}; {jobs} process(es) x {base.train.threads} thread(s)",
             highlight=False,
             markup=False,
             soft_wrap=True,
