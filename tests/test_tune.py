@@ -18,9 +18,11 @@ from attnmatch import cli  # noqa: E402
 from attnmatch.configs import ConfigError  # noqa: E402
 from attnmatch.training import ExperimentConfig, train  # noqa: E402
 from attnmatch.training.config import load_experiment  # noqa: E402
+from attnmatch.training.run_dir import RunFolderInUse  # noqa: E402
 from attnmatch.tune import (  # noqa: E402
     STUDY_FILE,
     STUDY_NAME,
+    _file_lock,
     _storage,
     apply_params,
     check_space,
@@ -298,6 +300,17 @@ def test_resume_continues_the_study_to_n_trials(tmp_path: Path) -> None:
     assert len(result.trials) == 4
     tune(config, spec, out, trials=3, threads=1, resume=True)  # done: no new trial
     assert len(json.loads((out / "tune.json").read_text())["trials"]) == 4
+
+
+def test_one_search_at_a_time_holds_the_folder(tmp_path: Path) -> None:
+    config, spec = load_tune_config(write_config(tmp_path, FIXTURE))
+    out = tmp_path / "search"
+    out.mkdir()
+    with _file_lock(out / ".lock") as held:
+        assert held
+        with pytest.raises(RunFolderInUse, match="in use by another attnmatch tune"):
+            tune(config, spec, out, trials=1, threads=1)
+    assert not (out / STUDY_FILE).exists()
 
 
 def test_a_failing_trial_is_recorded_and_the_search_goes_on(tmp_path: Path) -> None:

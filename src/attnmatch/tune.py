@@ -66,6 +66,7 @@ from attnmatch.configs import ConfigError
 from attnmatch.metrics import greater_is_better
 from attnmatch.terminal import visible
 from attnmatch.training.config import ExperimentConfig
+from attnmatch.training.run_dir import RunFolderInUse
 
 if TYPE_CHECKING:
     import optuna
@@ -77,6 +78,7 @@ except ImportError:  # pragma: no cover - Windows: one search per folder is not 
 
 STUDY_FILE = "study.db"
 STUDY_NAME = "attnmatch"
+LOCKS = (".lock", ".ask.lock")  # the search's, and the one its processes ask for trials under
 INSTALL_HINT = "pip install 'attnmatch[tune]'"
 SEARCHED_SECTIONS = ("train", "inputs", "model_overrides", "overlap_features")
 
@@ -476,7 +478,7 @@ def run_worker(search: _Search, console: Console | None = None) -> None:
         study_name=STUDY_NAME, storage=_storage(run_dir), sampler=sampler, pruner=pruner
     )
     while True:
-        with _file_lock(run_dir / ".ask.lock"):
+        with _file_lock(run_dir / LOCKS[1]):
             if sum(_counted(t) for t in study.get_trials(deepcopy=False)) >= search.trials:
                 return
             trial = study.ask()
@@ -588,7 +590,8 @@ def tune(
             files.
         ValueError: `trials` or `jobs` < 1; with `resume`, the study was made for another
             experiment or space.
-        RuntimeError: another search runs in output_dir, or a worker process failed.
+        RunFolderInUse: another search runs in output_dir.
+        RuntimeError: a worker process failed.
     """
     optuna = _import_optuna()
     if trials < 1 or jobs < 1:
@@ -598,9 +601,9 @@ def tune(
     check_run_dir(run_dir, resume)
     run_dir.mkdir(parents=True, exist_ok=True)
     threads = threads or max(1, (os.cpu_count() or 1) // jobs)
-    with _file_lock(run_dir / ".lock", blocking=False) as mine:
+    with _file_lock(run_dir / LOCKS[0], blocking=False) as mine:
         if not mine:
-            raise RuntimeError(
+            raise RunFolderInUse(
                 f"{run_dir} is in use by another attnmatch tune: wait for it to end, or choose "
                 "another folder"
             )
@@ -657,7 +660,7 @@ def check_run_dir(run_dir: Path, resume: bool) -> None:
     """
     if run_dir.exists() and not run_dir.is_dir():
         raise FileExistsError(f"{run_dir} is a file, not a search folder: choose another path")
-    if not run_dir.is_dir() or not any(run_dir.iterdir()):
+    if not run_dir.is_dir() or not any(p.name not in LOCKS for p in run_dir.iterdir()):
         return
     if not (run_dir / STUDY_FILE).is_file():
         raise FileExistsError(
