@@ -8,6 +8,7 @@ only when asked for (the `tensorboard` extra).
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,9 @@ class TensorBoardLog:
         self.folder = Path(run_path) / "tensorboard"
         self.writer = SummaryWriter(log_dir=str(self.folder))
         self.then = then
+        # Everything is flushed every epoch; the writer (and its thread) ends with the run's
+        # callback, or at exit.
+        weakref.finalize(self, self.writer.close)
 
     def __call__(self, entry: dict[str, Any]) -> None:
         epoch = int(entry["epoch"])
@@ -59,9 +63,6 @@ class TensorBoardLog:
         self.writer.flush()
         if self.then is not None:
             self.then(entry)
-
-    def close(self) -> None:
-        self.writer.close()
 
 
 def with_tensorboard(run_path: Path, then: EpochCallback | None = None) -> TensorBoardLog:
