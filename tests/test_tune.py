@@ -225,6 +225,8 @@ def test_search_writes_best_toml_that_train_accepts_and_never_reads_test(tmp_pat
     }
     summary = json.loads((out / "tune.json").read_text())
     assert summary["metric"] == "map" and summary["direction"] == "maximize"
+    if summary["counts"]["complete"] >= 2:
+        assert set(summary["importances"]) == {"train.lr", "model_overrides.k", "train.batch_size"}
     assert len(summary["trials"]) == 3
     complete = [t for t in summary["trials"] if t["state"] == "complete"]
     assert complete and result.best is not None

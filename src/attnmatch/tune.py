@@ -786,6 +786,7 @@ def _write_outputs(
         "experiment": config.to_dict(),
         "counts": states,
         "best": best,
+        "importances": importances(study),
         "trials": records,
     }
     write_text_atomic(run_dir / "tune.json", json.dumps(summary, indent=2) + "\n")
@@ -821,6 +822,23 @@ def best_toml(
         + ", ".join(f"{k} = {_short(v)}" for k, v in best["params"].items()),
     ]
     return "\n".join(header) + "\n\n" + tomli_w.dumps(data)
+
+
+def importances(study: Any) -> dict[str, float] | None:
+    """Each parameter's importance by Optuna's default evaluator (PED-ANOVA in Optuna 5) over
+    the complete trials; None with fewer than two, or when it cannot be computed."""
+    optuna = _import_optuna()
+    from optuna.trial import TrialState
+
+    if len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))) < 2:
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            found = optuna.importance.get_param_importances(study)
+    except (ValueError, RuntimeError):
+        return None
+    return {k: round(float(v), 4) for k, v in found.items()}
 
 
 def write_plots(study: Any, run_dir: Path, metric: str) -> tuple[list[Path], list[str]]:
