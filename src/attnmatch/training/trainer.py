@@ -33,6 +33,7 @@ from attnmatch.training import distributed
 from attnmatch.training.config import ExperimentConfig
 from attnmatch.training.experiment import Experiment, build_experiment
 from attnmatch.training.loop import (
+    EpochCallback,
     below_floor,
     check_budget,
     evaluate_split,
@@ -76,6 +77,8 @@ def train(
     progress: bool = True,
     console: Console | None = None,
     experiment: Experiment | None = None,
+    on_epoch: EpochCallback | None = None,
+    tensorboard: bool = False,
 ) -> TrainResult:
     """Trains `config` into `output_dir` (layout: `attnmatch.training.run_dir`).
 
@@ -84,6 +87,9 @@ def train(
         overwrite: delete the previous run in output_dir first (only a run folder is deleted).
         experiment: an experiment already built (e.g. from in-memory splits); default: built
             from the config.
+        on_epoch: called after each epoch with its log entry (`loop.fit`); may raise to stop.
+        tensorboard: also write each epoch's scalars to output_dir/tensorboard/
+            (`attnmatch.training.tensorboard`; needs the tensorboard package).
 
     Raises:
         FileExistsError: output_dir holds a previous run and neither `resume` nor `overwrite`
@@ -132,8 +138,21 @@ def train(
             check_budget(run, state, 0)
         if config.train.epochs == 0:  # the model as it is
             distributed.on_rank0(partial(_select_once, exp, state, run), state=state)
+        if tensorboard and distributed.world().is_main:
+            from attnmatch.training.tensorboard import with_tensorboard
+
+            on_epoch = with_tensorboard(run.path, on_epoch)
         if optimizer is not None:
-            fit(exp, optimizer, state, run, console=console, progress=progress, wall_start=start)
+            fit(
+                exp,
+                optimizer,
+                state,
+                run,
+                console=console,
+                progress=progress,
+                wall_start=start,
+                on_epoch=on_epoch,
+            )
             if (stalled := never_improved(exp, state)) is not None:
                 console.print(stalled, highlight=False, markup=False)
         result = _shared_result(partial(_finish, exp, state, run, start, console))
@@ -273,6 +292,7 @@ def train_seeds(
     overwrite: bool = False,
     progress: bool = True,
     console: Console | None = None,
+    tensorboard: bool = False,
 ) -> dict[str, Any]:
     """Trains one run per seed into output_dir/seed-<s>/ and summarises mean ± std.
     `resume` and `overwrite` apply to each seed's folder (see `train`).
@@ -294,6 +314,7 @@ def train_seeds(
                 overwrite=overwrite,
                 progress=progress,
                 console=console,
+                tensorboard=tensorboard,
             )
         )
     summary = {
