@@ -2,13 +2,14 @@
 
 The end-to-end test trains the tiny fixture experiment with `torchrun --nproc-per-node 2`
 (gloo, one thread per process, dropout 0) and checks that its weights equal those of one
-process with the same global batch within atol 1e-5 (measured: ~1.5e-7 after 15 Adam steps,
+process with the same global batch within atol 1e-5 (measured: 2.4e-7 after 15 Adam steps,
 the order of float reductions), before and after a resume of the 2-process run.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -256,4 +257,5 @@ def test_helpers_in_a_two_process_group() -> None:
     command += ["--nproc-per-node", "2", str(worker)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert {line for line in done.stdout.splitlines() if line.startswith("ok ")} == {"ok 0", "ok 1"}
+    # The two processes share the pipe: their lines may interleave.
+    assert sorted(re.findall(r"ok [01]", done.stdout)) == ["ok 0", "ok 1"], done.stdout
