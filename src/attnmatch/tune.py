@@ -773,7 +773,8 @@ def _write_outputs(
         best_config = apply_params(config, trial.params)
         result.best_config = run_dir / "best.toml"
         write_text_atomic(
-            result.best_config, best_toml(best_config, best, metric, len(records), source)
+            result.best_config,
+            best_toml(best_config, best, metric, sum(map(_counted, study.trials)), source),
         )
     else:
         result.notes.append("tune: no trial completed: no best.toml")
