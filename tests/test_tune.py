@@ -173,7 +173,7 @@ def test_space_errors_name_the_key(table: dict[str, Any], message: str) -> None:
 @pytest.mark.parametrize(
     ("key", "spec", "message"),
     [
-        ("train.lrr", {"type": "float", "low": 1e-3, "high": 1e-2}, r"train.lrr"),
+        ("train.lrr", {"type": "float", "low": 1e-3, "high": 1e-2}, "not a key of the experiment"),
         ("model_overrides.hiden", {"type": "int", "low": 1, "high": 4}, "has no setting 'hiden'"),
         ("data.dev_split", {"type": "categorical", "choices": ["dev"]}, "'data' is not searched"),
         ("train.batch_size", {"type": "int", "low": 0, "high": 4}, "the value 0 does not fit"),

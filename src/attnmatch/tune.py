@@ -315,6 +315,8 @@ def check_space(config: ExperimentConfig, spec: TuneSpec) -> None:
             try:
                 apply_params(config, {param.key: value})
             except ConfigError as e:
+                if str(e).startswith("unknown config key"):
+                    raise ConfigError(f"{where}: not a key of the experiment config: {e}") from None
                 raise ConfigError(f"{where}: the value {value!r} does not fit: {e}") from None
 
 
