@@ -328,6 +328,18 @@ def test_a_failing_trial_is_recorded_and_the_search_goes_on(tmp_path: Path) -> N
     assert any(t["state"] == "complete" for t in result.trials)
 
 
+def test_select_metric_is_the_objective_and_is_checked_first(tmp_path: Path) -> None:
+    config, spec = load_tune_config(write_config(tmp_path, FIXTURE))
+    bad = apply_params(config, {"train.select_metric": "accuracy"})
+    with pytest.raises(ConfigError, match="train.select_metric = 'accuracy'"):
+        tune(bad, spec, tmp_path / "bad", trials=1, threads=1)
+    chosen = apply_params(config, {"train.select_metric": "mrr"})
+    result = tune(chosen, spec, tmp_path / "mrr", trials=1, threads=1)
+    assert result.metric == "mrr" and result.best is not None
+    saved = json.loads((tmp_path / "mrr" / "trial-000" / "result.json").read_text())
+    assert result.best["value"] == saved["dev"]["mrr"] and saved["floors"] is None
+
+
 def test_one_complete_trial_skips_the_importances_plot(tmp_path: Path) -> None:
     config, spec = load_tune_config(write_config(tmp_path, FIXTURE))
     result = tune(config, spec, tmp_path / "search", trials=1, threads=1)

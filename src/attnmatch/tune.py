@@ -382,9 +382,12 @@ def trial_base(config: ExperimentConfig, threads: int) -> ExperimentConfig:
 
 def dev_metric(config: ExperimentConfig) -> str:
     """The metric trials are selected and compared on: train.select_metric, or the dev
-    protocol's primary metric (the dev split is loaded to know it; test is not)."""
-    if config.train.select_metric is not None:
-        return config.train.select_metric
+    protocol's primary metric (the dev split is loaded to know it; test is not).
+
+    Raises:
+        ConfigError: train.select_metric is not a metric of the dev protocol.
+        ValueError: the dev split has no protocol.
+    """
     from attnmatch.data.datasets import load_train_dev_test
 
     d = config.data
@@ -393,7 +396,13 @@ def dev_metric(config: ExperimentConfig) -> str:
     )
     if dev.protocol is None:
         raise ValueError(f"{dev.dataset}:{dev.split} has no evaluation protocol to select on")
-    return dev.protocol.primary
+    chosen = config.train.select_metric
+    if chosen is not None and chosen not in dev.protocol.metrics:
+        raise ConfigError(
+            f"train.select_metric = {chosen!r} is not a metric of the dev protocol "
+            f"{dev.protocol.name!r}; choose one of {', '.join(dev.protocol.metrics)}"
+        )
+    return chosen or dev.protocol.primary
 
 
 def _import_optuna() -> Any:
