@@ -173,7 +173,7 @@ def test_space_errors_name_the_key(table: dict[str, Any], message: str) -> None:
 @pytest.mark.parametrize(
     ("key", "spec", "message"),
     [
-        ("train.lrr", {"type": "float", "low": 1e-3, "high": 1e-2}, r"train.lrr"),
+        ("train.lrr", {"type": "float", "low": 1e-3, "high": 1e-2}, "not a key of the experiment"),
         ("model_overrides.hiden", {"type": "int", "low": 1, "high": 4}, "has no setting 'hiden'"),
         ("data.dev_split", {"type": "categorical", "choices": ["dev"]}, "'data' is not searched"),
         ("train.batch_size", {"type": "int", "low": 0, "high": 4}, "the value 0 does not fit"),
@@ -326,6 +326,18 @@ def test_a_failing_trial_is_recorded_and_the_search_goes_on(tmp_path: Path) -> N
     assert failed and all(t["params"]["train.loss"] == "kl" for t in failed)
     assert all("kl" in t["error"] for t in failed)
     assert any(t["state"] == "complete" for t in result.trials)
+
+
+def test_select_metric_is_the_objective_and_is_checked_first(tmp_path: Path) -> None:
+    config, spec = load_tune_config(write_config(tmp_path, FIXTURE))
+    bad = apply_params(config, {"train.select_metric": "accuracy"})
+    with pytest.raises(ConfigError, match="train.select_metric = 'accuracy'"):
+        tune(bad, spec, tmp_path / "bad", trials=1, threads=1)
+    chosen = apply_params(config, {"train.select_metric": "mrr"})
+    result = tune(chosen, spec, tmp_path / "mrr", trials=1, threads=1)
+    assert result.metric == "mrr" and result.best is not None
+    saved = json.loads((tmp_path / "mrr" / "trial-000" / "result.json").read_text())
+    assert result.best["value"] == saved["dev"]["mrr"] and saved["floors"] is None
 
 
 def test_one_complete_trial_skips_the_importances_plot(tmp_path: Path) -> None:

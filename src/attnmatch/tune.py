@@ -315,6 +315,8 @@ def check_space(config: ExperimentConfig, spec: TuneSpec) -> None:
             try:
                 apply_params(config, {param.key: value})
             except ConfigError as e:
+                if str(e).startswith("unknown config key"):
+                    raise ConfigError(f"{where}: not a key of the experiment config: {e}") from None
                 raise ConfigError(f"{where}: the value {value!r} does not fit: {e}") from None
 
 
@@ -380,9 +382,12 @@ def trial_base(config: ExperimentConfig, threads: int) -> ExperimentConfig:
 
 def dev_metric(config: ExperimentConfig) -> str:
     """The metric trials are selected and compared on: train.select_metric, or the dev
-    protocol's primary metric (the dev split is loaded to know it; test is not)."""
-    if config.train.select_metric is not None:
-        return config.train.select_metric
+    protocol's primary metric (the dev split is loaded to know it; test is not).
+
+    Raises:
+        ConfigError: train.select_metric is not a metric of the dev protocol.
+        ValueError: the dev split has no protocol.
+    """
     from attnmatch.data.datasets import load_train_dev_test
 
     d = config.data
@@ -391,7 +396,13 @@ def dev_metric(config: ExperimentConfig) -> str:
     )
     if dev.protocol is None:
         raise ValueError(f"{dev.dataset}:{dev.split} has no evaluation protocol to select on")
-    return dev.protocol.primary
+    chosen = config.train.select_metric
+    if chosen is not None and chosen not in dev.protocol.metrics:
+        raise ConfigError(
+            f"train.select_metric = {chosen!r} is not a metric of the dev protocol "
+            f"{dev.protocol.name!r}; choose one of {', '.join(dev.protocol.metrics)}"
+        )
+    return chosen or dev.protocol.primary
 
 
 def _import_optuna() -> Any:
@@ -773,7 +784,8 @@ def _write_outputs(
         best_config = apply_params(config, trial.params)
         result.best_config = run_dir / "best.toml"
         write_text_atomic(
-            result.best_config, best_toml(best_config, best, metric, len(records), source)
+            result.best_config,
+            best_toml(best_config, best, metric, sum(map(_counted, study.trials)), source),
         )
     else:
         result.notes.append("tune: no trial completed: no best.toml")
