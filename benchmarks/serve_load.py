@@ -3,16 +3,22 @@
 Starts the server (`python -m attnmatch serve MODEL`, a subprocess on 127.0.0.1 and a free port)
 once with batching and once with `--no-batching`, and for each concurrency level sends a fixed
 number of `/v1/rank` requests (a query and `--candidates` candidates, WikiQA questions and
-sentences from `data/wikiqa`, or synthetic text when the data is missing) from an async httpx
-client, stopping early at the time limit. A share of the requests (`--malformed`) is malformed
-(invalid JSON, a missing or wrongly typed field, top_k 0, an unknown model, an oversized body):
-they must be answered 4xx, never 5xx. Prints one row per (batching, concurrency): requests
-answered, 2xx / 4xx / 5xx / transport failures, malformed requests accepted (should be 0),
-throughput in requests/s and the p50/p95/p99 latency in ms.
+sentences from `data/wikiqa`, or synthetic text when the data is missing) from `--concurrency`
+async clients, stopping early at the time limit. A share of the requests (`--malformed`) is
+malformed (invalid JSON, a missing or wrongly typed field, top_k 0, an unknown model, an
+oversized body): they must be answered 4xx, never 5xx. Prints one row per (batching,
+concurrency): requests answered, 2xx / 4xx / 5xx / transport failures, malformed requests
+accepted (should be 0), throughput in requests/s, the p50/p95/p99 latency in ms, and the CPU
+time per answered request of the server process and of this load generator (they share the
+machine's cores, so the generator's own cost bounds what the server can show).
+
+The generator is aiohttp by default (`--client httpx` for the previous one); every body is
+encoded before the clock starts, so the generator's CPU goes to HTTP only.
 
 Run: python benchmarks/serve_load.py                       (runs/demo/model, 200 requests a row)
      python benchmarks/serve_load.py --model PATH --requests 20 --concurrency 1,8 --time-limit 10
      python benchmarks/serve_load.py --batching on --malformed 0   (one server, no bad requests)
+     python benchmarks/serve_load.py --server-arg=--max-batch=128 --server-arg=--threads=1
 """
 
 from __future__ import annotations
@@ -22,8 +28,10 @@ import asyncio
 import csv
 import gzip
 import json
+import math
 import os
 import random
+import resource
 import socket
 import subprocess
 import sys
@@ -33,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
 import numpy as np
 
@@ -50,10 +59,21 @@ class Row:
     transport_errors: int = 0
     malformed_accepted: int = 0  # a malformed request answered 2xx
     wall_s: float = 0.0
+    server_cpu_s: float | None = None  # the server process's user + system CPU over the row
+    client_cpu_s: float = 0.0  # this process's (the load generator's) CPU over the row
 
     @property
     def answered(self) -> int:
         return sum(self.status.values())
+
+    def per_request_ms(self, cpu_s: float | None) -> float:
+        return 1000 * cpu_s / self.answered if cpu_s is not None and self.answered else math.nan
+
+    def count(self, bad: bool, code: int, latency_s: float) -> None:
+        self.latencies_ms.append(1000 * latency_s)
+        self.status[f"{code // 100}xx" if 2 <= code // 100 <= 5 else "5xx"] += 1
+        if bad and code < 300:
+            self.malformed_accepted += 1
 
 
 def read_texts(data_dir: Path, seed: int) -> tuple[list[str], list[str]]:
@@ -74,30 +94,95 @@ def read_texts(data_dir: Path, seed: int) -> tuple[list[str], list[str]]:
     return questions, sentences
 
 
-def malformed_request(rng: random.Random, query: str, candidates: list[str]) -> dict[str, Any]:
-    """Keyword arguments of `httpx.AsyncClient.post` for one malformed /v1/rank request."""
+def encode(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def malformed_request(rng: random.Random, query: str, candidates: list[str]) -> bytes:
+    """The body of one malformed /v1/rank request."""
     kind = rng.randrange(7)
     if kind == 0:
-        return {
-            "content": b'{"query": "unterminated',
-            "headers": {"content-type": "application/json"},
-        }
+        return b'{"query": "unterminated'
     if kind == 1:
-        return {"json": {"candidates": candidates}}  # no query
+        return encode({"candidates": candidates})  # no query
     if kind == 2:
-        return {"json": {"query": query, "candidates": "not a list"}}
+        return encode({"query": query, "candidates": "not a list"})
     if kind == 3:
-        return {"json": {"query": query, "candidates": candidates, "top_k": 0}}
+        return encode({"query": query, "candidates": candidates, "top_k": 0})
     if kind == 4:
-        return {"json": {"model": "no-such-model", "query": query, "candidates": candidates}}
+        return encode({"model": "no-such-model", "query": query, "candidates": candidates})
     if kind == 5:
-        return {"json": {"query": query, "candidates": [*candidates[:-1], 7]}}
-    return {"json": {"query": query, "candidates": ["x" * 1_100_000]}}  # over max_request_bytes
+        return encode({"query": query, "candidates": [*candidates[:-1], 7]})
+    return encode({"query": query, "candidates": ["x" * 1_100_000]})  # over max_request_bytes
+
+
+HEADERS = {"content-type": "application/json"}
+Plan = list[tuple[bool, bytes]]  # (malformed?, body) per request
+
+
+async def _aiohttp_load(row: Row, url: str, plan: Plan, concurrency: int, deadline: float) -> None:
+    queue = iter(plan)
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    timeout = aiohttp.ClientTimeout(total=60)
+    async with aiohttp.ClientSession(url, connector=connector, timeout=timeout) as session:
+
+        async def worker() -> None:
+            for bad, body in queue:
+                if time.perf_counter() > deadline:
+                    return
+                start = time.perf_counter()
+                try:
+                    async with session.post("/v1/rank", data=body, headers=HEADERS) as response:
+                        await response.read()
+                        code = response.status
+                except (aiohttp.ClientError, TimeoutError):
+                    row.transport_errors += 1
+                    continue
+                row.count(bad, code, time.perf_counter() - start)
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+async def _httpx_load(row: Row, url: str, plan: Plan, concurrency: int, deadline: float) -> None:
+    queue = iter(plan)
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+
+        async def worker() -> None:
+            for bad, body in queue:
+                if time.perf_counter() > deadline:
+                    return
+                start = time.perf_counter()
+                try:
+                    response = await client.post("/v1/rank", content=body, headers=HEADERS)
+                except httpx.HTTPError:
+                    row.transport_errors += 1
+                    continue
+                row.count(bad, response.status_code, time.perf_counter() - start)
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+CLIENTS = {"aiohttp": _aiohttp_load, "httpx": _httpx_load}
+
+
+def cpu_seconds(pid: int | None = None) -> float | None:
+    """User + system CPU seconds of this process, or of process `pid` (Linux /proc; else None)."""
+    if pid is None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 async def run_load(
     url: str,
     *,
+    client: str = "aiohttp",
+    server_pid: int | None = None,
     batching: str,
     concurrency: int,
     requests: int,
@@ -111,38 +196,23 @@ async def run_load(
     """Sends `requests` /v1/rank requests from `concurrency` clients (fewer at the time limit)."""
     row = Row(batching=batching, concurrency=concurrency)
     rng = random.Random(seed)
-    plan = []
+    plan: Plan = []
     for _ in range(requests):
         query = rng.choice(questions)
         texts = rng.sample(sentences, candidates)
         if rng.random() < malformed:
             plan.append((True, malformed_request(rng, query, texts)))
         else:
-            plan.append((False, {"json": {"query": query, "candidates": texts}}))
-    queue = iter(plan)
-    deadline = time.perf_counter() + time_limit
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
-
-        async def worker() -> None:
-            for bad, kwargs in queue:
-                if time.perf_counter() > deadline:
-                    return
-                start = time.perf_counter()
-                try:
-                    response = await client.post("/v1/rank", **kwargs)
-                except httpx.HTTPError:
-                    row.transport_errors += 1
-                    continue
-                row.latencies_ms.append(1000 * (time.perf_counter() - start))
-                code = response.status_code
-                row.status[f"{code // 100}xx" if 2 <= code // 100 <= 5 else "5xx"] += 1
-                if bad and code < 300:
-                    row.malformed_accepted += 1
-
-        start = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        row.wall_s = time.perf_counter() - start
+            plan.append((False, encode({"query": query, "candidates": texts})))
+    server_before, client_before = cpu_seconds(server_pid), cpu_seconds()
+    start = time.perf_counter()
+    await CLIENTS[client](row, url, plan, concurrency, start + time_limit)
+    row.wall_s = time.perf_counter() - start
+    server_after, client_after = cpu_seconds(server_pid), cpu_seconds()
+    assert client_before is not None and client_after is not None
+    row.client_cpu_s = client_after - client_before
+    if server_before is not None and server_after is not None:
+        row.server_cpu_s = server_after - server_before
     return row
 
 
@@ -155,14 +225,24 @@ def free_port() -> int:
 class Server:
     """`attnmatch serve MODEL` in a subprocess; its log goes to a temporary file."""
 
-    def __init__(self, model: str, *, batching: bool, startup_s: float) -> None:
+    def __init__(
+        self,
+        model: str,
+        *,
+        batching: bool,
+        startup_s: float,
+        extra: tuple[str, ...] = (),
+        src: Path | None = None,
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tempfile.NamedTemporaryFile(prefix="serve_load-", suffix=".log", delete=False)
         command = [sys.executable, "-m", "attnmatch", "serve", model, "--port", str(self.port)]
-        if not batching:
-            command.append("--no-batching")
-        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
+        command += [*extra, "--no-batching"] if not batching else extra
+        env = dict(os.environ)
+        if src is not None:  # another checkout's server, e.g. to compare before and after
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(src), env.get("PYTHONPATH"))))
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + startup_s
         while True:
             if self.process.poll() is not None:
@@ -201,7 +281,8 @@ def percentile(values: list[float], q: float) -> float:
 def print_table(rows: list[Row]) -> None:
     header = (
         f"{'batching':>8} {'conc':>4} {'answered':>8} {'2xx':>5} {'4xx':>5} {'5xx':>5} "
-        f"{'failed':>6} {'bad ok':>6} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}"
+        f"{'failed':>6} {'bad ok':>6} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
+        f"{'srv cpu':>8} {'gen cpu':>8}"
     )
     print(header)
     print("-" * len(header))
@@ -211,8 +292,10 @@ def print_table(rows: list[Row]) -> None:
             f"{r.batching:>8} {r.concurrency:>4} {r.answered:>8} {r.status['2xx']:>5} "
             f"{r.status['4xx']:>5} {r.status['5xx']:>5} {r.transport_errors:>6} "
             f"{r.malformed_accepted:>6} {rate:>8.1f} {percentile(r.latencies_ms, 50):>8.1f} "
-            f"{percentile(r.latencies_ms, 95):>8.1f} {percentile(r.latencies_ms, 99):>8.1f}"
+            f"{percentile(r.latencies_ms, 95):>8.1f} {percentile(r.latencies_ms, 99):>8.1f} "
+            f"{r.per_request_ms(r.server_cpu_s):>8.2f} {r.per_request_ms(r.client_cpu_s):>8.2f}"
         )
+    print("srv cpu, gen cpu: CPU ms per answered request of the server and of the load generator")
 
 
 def main() -> None:
@@ -228,6 +311,19 @@ def main() -> None:
     parser.add_argument("--startup", type=float, default=180, help="seconds to wait for /readyz")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write the rows to this JSON file")
+    parser.add_argument("--client", choices=tuple(CLIENTS), default="aiohttp")
+    parser.add_argument(
+        "--server-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="an option for `attnmatch serve` (repeatable), e.g. --server-arg=--max-batch=128",
+    )
+    parser.add_argument(
+        "--server-src",
+        type=Path,
+        help="run the server from this source folder (put first on PYTHONPATH)",
+    )
     args = parser.parse_args()
     if args.requests < 1 or args.candidates < 1 or args.time_limit <= 0:
         parser.error("--requests, --candidates and --time-limit must be positive")
@@ -249,7 +345,13 @@ def main() -> None:
     modes = {"both": ("on", "off"), "on": ("on",), "off": ("off",)}[args.batching]
     rows: list[Row] = []
     for mode in modes:
-        server = Server(model, batching=mode == "on", startup_s=args.startup)
+        server = Server(
+            model,
+            batching=mode == "on",
+            startup_s=args.startup,
+            extra=tuple(args.server_arg),
+            src=args.server_src,
+        )
         try:
             warm = {"query": questions[0], "candidates": sentences[: args.candidates]}
             httpx.post(server.url + "/v1/rank", json=warm, timeout=60)  # first-call costs
@@ -257,6 +359,8 @@ def main() -> None:
                 row = asyncio.run(
                     run_load(
                         server.url,
+                        client=args.client,
+                        server_pid=server.process.pid,
                         batching=mode,
                         concurrency=concurrency,
                         requests=args.requests,
@@ -272,7 +376,11 @@ def main() -> None:
                 print(f"# batching {mode}, {concurrency} clients: done", file=sys.stderr)
         finally:
             server.stop()
-    print(f"model {model}; {args.candidates} candidates a request; {args.malformed:.0%} malformed")
+    print(
+        f"model {model}; {args.candidates} candidates a request; {args.malformed:.0%} malformed; "
+        f"{args.client} generator; server options {' '.join(args.server_arg) or '(defaults)'}"
+        + (f" from {args.server_src}" if args.server_src else "")
+    )
     print_table(rows)
     if args.json:
         summary = [
@@ -285,6 +393,8 @@ def main() -> None:
                 "malformed_accepted": r.malformed_accepted,
                 "req_per_s": r.answered / r.wall_s if r.wall_s else None,
                 **{f"p{q}_ms": percentile(r.latencies_ms, q) for q in (50, 95, 99)},
+                "server_cpu_ms_per_request": r.per_request_ms(r.server_cpu_s),
+                "client_cpu_ms_per_request": r.per_request_ms(r.client_cpu_s),
             }
             for r in rows
         ]
