@@ -31,6 +31,7 @@ import json
 import math
 import os
 import random
+import re
 import resource
 import socket
 import subprocess
@@ -60,6 +61,7 @@ class Row:
     malformed_accepted: int = 0  # a malformed request answered 2xx
     wall_s: float = 0.0
     server_cpu_s: float | None = None  # the server process's user + system CPU over the row
+    pairs_per_forward: float | None = None  # the mean batch, from the server's /metrics
     client_cpu_s: float = 0.0  # this process's (the load generator's) CPU over the row
 
     @property
@@ -164,6 +166,51 @@ async def _httpx_load(row: Row, url: str, plan: Plan, concurrency: int, deadline
 
 
 CLIENTS = {"aiohttp": _aiohttp_load, "httpx": _httpx_load}
+
+
+def forward_totals(url: str) -> tuple[float, float]:
+    """(pairs, forward passes) so far, summed over the server's models, from /metrics."""
+    text = httpx.get(url + "/metrics", timeout=10).text
+    total = {"sum": 0.0, "count": 0.0}
+    for match in re.finditer(r"^attnmatch_batch_pairs_(sum|count)\{[^}]*\} (\S+)$", text, re.M):
+        total[match[1]] += float(match[2])
+    return total["sum"], total["count"]
+
+
+def forward_costs(
+    model: str, questions: list[str], sentences: list[str], candidates: int, seed: int
+) -> list[tuple[int, float, float]]:
+    """`Matcher.outputs` alone, no HTTP: (requests a forward, CPU ms a request on 1 torch
+    thread, wall ms a request on torch's default threads) for 1, 4, 8 and 12 requests of
+    `candidates` pairs a forward pass (the batches the server forms under load)."""
+    import torch
+
+    from attnmatch.matcher import load_matcher
+
+    matcher = load_matcher(model)
+    rng = random.Random(seed)
+    default_threads = torch.get_num_threads()
+    cpu_ms: dict[int, list[float]] = {}
+    wall_ms: dict[int, list[float]] = {}
+    sizes = (1, 4, 8, 12)
+    for round_ in range(11):  # the first round warms up; sizes interleaved against drift
+        for k in sizes:
+            pairs = []
+            for _ in range(k):
+                query = rng.choice(questions)
+                pairs += [(query, text) for text in rng.sample(sentences, candidates)]
+            torch.set_num_threads(1)
+            start = time.thread_time()
+            matcher.outputs(pairs)
+            cpu = 1000 * (time.thread_time() - start) / k
+            torch.set_num_threads(default_threads)
+            start = time.perf_counter()
+            matcher.outputs(pairs)
+            wall = 1000 * (time.perf_counter() - start) / k
+            if round_:
+                cpu_ms.setdefault(k, []).append(cpu)
+                wall_ms.setdefault(k, []).append(wall)
+    return [(k, float(np.median(cpu_ms[k])), float(np.median(wall_ms[k]))) for k in sizes]
 
 
 def cpu_seconds(pid: int | None = None) -> float | None:
@@ -282,7 +329,7 @@ def print_table(rows: list[Row]) -> None:
     header = (
         f"{'batching':>8} {'conc':>4} {'answered':>8} {'2xx':>5} {'4xx':>5} {'5xx':>5} "
         f"{'failed':>6} {'bad ok':>6} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
-        f"{'srv cpu':>8} {'gen cpu':>8}"
+        f"{'srv cpu':>8} {'gen cpu':>8} {'pairs/fwd':>9}"
     )
     print(header)
     print("-" * len(header))
@@ -293,9 +340,43 @@ def print_table(rows: list[Row]) -> None:
             f"{r.status['4xx']:>5} {r.status['5xx']:>5} {r.transport_errors:>6} "
             f"{r.malformed_accepted:>6} {rate:>8.1f} {percentile(r.latencies_ms, 50):>8.1f} "
             f"{percentile(r.latencies_ms, 95):>8.1f} {percentile(r.latencies_ms, 99):>8.1f} "
-            f"{r.per_request_ms(r.server_cpu_s):>8.2f} {r.per_request_ms(r.client_cpu_s):>8.2f}"
+            f"{r.per_request_ms(r.server_cpu_s):>8.2f} {r.per_request_ms(r.client_cpu_s):>8.2f} "
+            f"{r.pairs_per_forward or math.nan:>9.1f}"
         )
-    print("srv cpu, gen cpu: CPU ms per answered request of the server and of the load generator")
+    print(
+        "srv cpu, gen cpu: CPU ms per answered request of the server and of the load generator; "
+        "pairs/fwd: the mean pairs of a forward pass"
+    )
+
+
+def print_bound(rows: list[Row], cores: int) -> None:
+    """The batched top concurrency vs one unbatched client, and what bounds that ratio here."""
+    base = next((r for r in rows if r.batching == "off" and r.concurrency == 1), None)
+    batched = [r for r in rows if r.batching == "on"]
+    if base is None or not batched or not base.answered:
+        return
+    top = max(batched, key=lambda r: r.concurrency)
+    if top.server_cpu_s is None or not top.answered:
+        return
+    wait_ms = 1000 * base.wall_s / base.answered  # one client: a request at a time
+    cost_ms = top.per_request_ms(top.server_cpu_s) + top.per_request_ms(top.client_cpu_s)
+    ratio = (top.answered / top.wall_s) / (base.answered / base.wall_s)
+    print(
+        f"batched at {top.concurrency} clients vs 1 client unbatched: {ratio:.2f}x. Bound on "
+        f"{cores} cores: 1 unbatched client takes {wait_ms:.2f} ms a request; a batched request "
+        f"at {top.concurrency} clients costs {cost_ms:.2f} ms CPU (server + generator), so at "
+        f"most {cores} x {wait_ms:.2f} / {cost_ms:.2f} = {cores * wait_ms / cost_ms:.2f}x; "
+        f"5x needs <= {cores * wait_ms / 5:.2f} ms CPU a request"
+    )
+
+
+def print_forward_costs(costs: list[tuple[int, float, float]], candidates: int) -> None:
+    print(f"Matcher.outputs alone (no HTTP), per request of {candidates} pairs:")
+    for k, cpu, wall in costs:
+        print(
+            f"  {k:>2} request(s) a forward ({k * candidates:>4} pairs): {cpu:6.2f} ms CPU "
+            f"(1 torch thread), {wall:6.2f} ms wall (torch's default threads)"
+        )
 
 
 def main() -> None:
@@ -320,6 +401,11 @@ def main() -> None:
         help="an option for `attnmatch serve` (repeatable), e.g. --server-arg=--max-batch=128",
     )
     parser.add_argument(
+        "--no-forward",
+        action="store_true",
+        help="skip timing Matcher.outputs alone before the servers start",
+    )
+    parser.add_argument(
         "--server-src",
         type=Path,
         help="run the server from this source folder (put first on PYTHONPATH)",
@@ -342,6 +428,9 @@ def main() -> None:
     if len(sentences) < args.candidates:
         parser.error(f"--candidates {args.candidates}: only {len(sentences)} texts to draw from")
 
+    costs = None
+    if not args.no_forward and Path(model).is_dir():
+        costs = forward_costs(model, questions, sentences, args.candidates, args.seed)
     modes = {"both": ("on", "off"), "on": ("on",), "off": ("off",)}[args.batching]
     rows: list[Row] = []
     for mode in modes:
@@ -356,6 +445,7 @@ def main() -> None:
             warm = {"query": questions[0], "candidates": sentences[: args.candidates]}
             httpx.post(server.url + "/v1/rank", json=warm, timeout=60)  # first-call costs
             for i, concurrency in enumerate(levels):
+                pairs_before, forwards_before = forward_totals(server.url)
                 row = asyncio.run(
                     run_load(
                         server.url,
@@ -372,6 +462,11 @@ def main() -> None:
                         seed=args.seed + i,
                     )
                 )
+                pairs_after, forwards_after = forward_totals(server.url)
+                if forwards_after > forwards_before:
+                    row.pairs_per_forward = (pairs_after - pairs_before) / (
+                        forwards_after - forwards_before
+                    )
                 rows.append(row)
                 print(f"# batching {mode}, {concurrency} clients: done", file=sys.stderr)
         finally:
@@ -382,6 +477,9 @@ def main() -> None:
         + (f" from {args.server_src}" if args.server_src else "")
     )
     print_table(rows)
+    print_bound(rows, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+    if costs is not None:
+        print_forward_costs(costs, args.candidates)
     if args.json:
         summary = [
             {
@@ -395,6 +493,7 @@ def main() -> None:
                 **{f"p{q}_ms": percentile(r.latencies_ms, q) for q in (50, 95, 99)},
                 "server_cpu_ms_per_request": r.per_request_ms(r.server_cpu_s),
                 "client_cpu_ms_per_request": r.per_request_ms(r.client_cpu_s),
+                "pairs_per_forward": r.pairs_per_forward,
             }
             for r in rows
         ]
