@@ -6,7 +6,7 @@ number of `/v1/rank` requests (a query and `--candidates` candidates, WikiQA que
 sentences from `data/wikiqa`, or synthetic text when the data is missing) from `--concurrency`
 async clients, stopping early at the time limit. A share of the requests (`--malformed`) is
 malformed (invalid JSON, a missing or wrongly typed field, top_k 0, an unknown model, an
-oversized body): they must be answered 4xx, never 5xx. Prints one row per (batching,
+oversized body; exactly that share, rounded up, at random places): they must be answered 4xx, never 5xx. Prints one row per (batching,
 concurrency): requests answered, 2xx / 4xx / 5xx / transport failures, malformed requests
 accepted (should be 0), throughput in requests/s, the p50/p95/p99 latency in ms, and the CPU
 time per answered request of the server process and of this load generator (they share the
@@ -244,10 +244,11 @@ async def run_load(
     row = Row(batching=batching, concurrency=concurrency)
     rng = random.Random(seed)
     plan: Plan = []
-    for _ in range(requests):
+    bad = set(rng.sample(range(requests), math.ceil(malformed * requests)))  # at least the share
+    for i in range(requests):
         query = rng.choice(questions)
         texts = rng.sample(sentences, candidates)
-        if rng.random() < malformed:
+        if i in bad:
             plan.append((True, malformed_request(rng, query, texts)))
         else:
             plan.append((False, encode({"query": query, "candidates": texts})))

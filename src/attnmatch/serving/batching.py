@@ -51,7 +51,8 @@ class Batcher:
     Args:
         run: pairs -> an array with one row per pair (e.g. `matcher.outputs`).
         max_batch_pairs: the most pairs one gathered call holds (>= 1).
-        max_wait_ms: how long the first request of a batch waits for others (>= 0).
+        max_wait_ms: how long the first request of a batch waits for others, counted from its
+            arrival (>= 0).
         batching: False: every request runs alone, in arrival order.
         on_batch: called with the number of pairs of every call of `run` (metrics).
         on_thread_start: called once on the model's thread when it starts, before any `run`
