@@ -4,13 +4,15 @@ Starts the server (`python -m attnmatch serve MODEL`, a subprocess on 127.0.0.1 
 once with batching and once with `--no-batching`, and for each concurrency level sends a fixed
 number of `/v1/rank` requests (a query and `--candidates` candidates, WikiQA questions and
 sentences from `data/wikiqa`, or synthetic text when the data is missing) from `--concurrency`
-async clients, stopping early at the time limit. A share of the requests (`--malformed`) is
-malformed (invalid JSON, a missing or wrongly typed field, top_k 0, an unknown model, an
-oversized body; exactly that share, rounded up, at random places): they must be answered 4xx, never 5xx. Prints one row per (batching,
-concurrency): requests answered, 2xx / 4xx / 5xx / transport failures, malformed requests
-accepted (should be 0), throughput in requests/s, the p50/p95/p99 latency in ms, and the CPU
-time per answered request of the server process and of this load generator (they share the
-machine's cores, so the generator's own cost bounds what the server can show).
+async clients, stopping early at the time limit. A share of the requests (`--malformed`, exactly
+that share rounded up, at random places) is malformed (invalid JSON, a missing or wrongly typed
+field, top_k 0, an unknown model, an oversized body): they must be answered 4xx, never 5xx.
+Prints one row per (batching, concurrency): requests answered, 2xx / 4xx / 5xx / transport
+failures, malformed requests accepted (should be 0), throughput in requests/s, the p50/p95/p99
+latency in ms, the CPU time per answered request of the server process and of this load
+generator (they share the machine's cores, so the generator's own cost bounds what the server
+can show), and the mean pairs of a forward pass (from /metrics). Then the batched/unbatched
+throughput ratio with the bound the run's costs put on it, and `Matcher.outputs` timed alone.
 
 The generator is aiohttp by default (`--client httpx` for the previous one); every body is
 encoded before the clock starts, so the generator's CPU goes to HTTP only.
