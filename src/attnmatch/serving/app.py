@@ -231,9 +231,9 @@ async def _send_json(send: Send, status: int, content: Any) -> None:
 
 
 def _json(content: Any) -> Response:
-    """`content` as a JSON response, encoded by orjson (UTF-8, compact, as JSONResponse writes it
-    but several times faster; the answers of the batched endpoints are built as plain dicts and
-    lists, so FastAPI has nothing to validate or convert)."""
+    """`content` (plain dicts, lists, str, int, float) as a JSON response encoded by orjson:
+    UTF-8 and compact, as JSONResponse writes it, but returned as a Response, so FastAPI has no
+    response model to validate or convert."""
     return Response(orjson.dumps(content), media_type="application/json")
 
 

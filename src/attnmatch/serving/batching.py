@@ -3,9 +3,10 @@
 A request puts its pairs on the model's queue and waits on a future. One worker per model takes
 the first waiting request, then gathers more until the batch holds `max_batch_pairs` pairs or
 `max_wait_ms` have passed since the first arrived (so under load, when requests queue while a
-forward pass runs, the next batch starts as soon as the model is free), runs one `run(pairs)` (e.g. `Matcher.outputs`) on a
-single worker thread (the event loop keeps serving meanwhile; one thread per model, so a model
-never runs two forwards at once), and hands each request its own rows of the result.
+forward pass runs, the next batch starts as soon as the model is free). It runs one
+`run(pairs)` (e.g. `Matcher.outputs`) on a single worker thread (the event loop keeps serving
+meanwhile; one thread per model, so a model never runs two forwards at once), and hands each
+request its own rows of the result.
 
 Why: a forward over 64 pairs costs far less than 64 forwards over one pair (the matrix products
 are wider, the Python overhead is paid once), so under load the throughput grows with the
