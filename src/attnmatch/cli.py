@@ -1435,6 +1435,14 @@ def serve(
     ] = False,
     device: _DeviceOption = "cpu",
     precision: _PrecisionOption = _Precision.fp32,
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="torch's intra-op threads for the forward passes (default: torch's, one per "
+            "core); 1 leaves a core to the HTTP side on a small machine.",
+        ),
+    ] = None,
 ) -> None:
     """Serve models over HTTP: rank, score, classify, explain, TEI /rerank and a web page."""
     import logging
@@ -1442,6 +1450,7 @@ def serve(
 
     try:
         import fastapi  # noqa: F401
+        import orjson  # noqa: F401
         import prometheus_client  # noqa: F401
         import uvicorn
     except ImportError as e:
@@ -1455,7 +1464,10 @@ def serve(
         raise typer.BadParameter(f"{max_wait_ms} is not a number of ms", param_hint="--max-wait-ms")
     torch_device = _device(device, precision.value)
     settings = ServeSettings(
-        max_batch_pairs=max_batch, max_wait_ms=max_wait_ms, batching=not no_batching
+        max_batch_pairs=max_batch,
+        max_wait_ms=max_wait_ms,
+        batching=not no_batching,
+        threads=threads,
     )
     try:  # a clear line now rather than uvicorn's log after the models are loaded
         family = socket.AF_INET6 if ":" in host else socket.AF_INET

@@ -300,6 +300,41 @@ def test_create_app_refuses_no_models() -> None:
         ServeSettings(max_candidates=0)
     with pytest.raises(ValueError, match="max_wait_ms"):
         ServeSettings(max_wait_ms=float("nan"))
+    for threads in (0, 1.5, True):
+        with pytest.raises(ValueError, match="threads"):
+            ServeSettings(threads=threads)  # type: ignore[arg-type]
+
+
+def test_threads_set_torch_threads_on_the_model_thread_only(models: dict[str, Matcher]) -> None:
+    import asyncio
+
+    import torch
+
+    before = torch.get_num_threads()
+    wanted = before + 2
+    app = create_app(models, settings=ServeSettings(threads=wanted))
+    batcher = app.state.batchers["ranker"]
+
+    async def on_model_thread() -> int:
+        try:
+            return int(await batcher.call(torch.get_num_threads))
+        finally:
+            await batcher.aclose()
+
+    assert asyncio.run(on_model_thread()) == wanted
+    assert torch.get_num_threads() == before  # this thread keeps its own setting
+
+
+def test_answers_are_utf8_json(client: TestClient) -> None:
+    """The batched endpoints' answers: application/json, texts as sent (not escaped)."""
+    texts = ["w1 🙂 naïve", "w2"]
+    response = client.post("/v1/rank", json={"model": "ranker", "query": "w1", "candidates": texts})
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/json"
+    assert "🙂 naïve".encode() in response.content
+    assert {r["text"] for r in response.json()["results"]} == set(texts)
+    rows = client.post("/rerank", json={"query": "w1", "texts": texts, "return_text": True}).json()
+    assert {r["text"] for r in rows} == set(texts)
 
 
 # ----------------------------------------------------------------- metrics and log
@@ -372,9 +407,13 @@ def test_serve_loads_the_models_and_runs_uvicorn(
             seen["ready"] = c.get("/readyz").json()
 
     monkeypatch.setattr(uvicorn.Server, "run", run)
-    outcome = run_cli(["serve", "lex=bm25", "overlap", "--port", "0", "--no-batching"], capsys)
+    outcome = run_cli(
+        ["serve", "lex=bm25", "overlap", "--port", "0", "--no-batching", "--threads", "1"], capsys
+    )
     assert outcome.code == 0, outcome.stderr
     assert "serving lex, overlap on http://127.0.0.1:0" in outcome.stderr
     config = seen["config"]
     assert (config.host, config.port, config.timeout_graceful_shutdown) == ("127.0.0.1", 0, 10)
     assert seen["ready"] == {"status": "ready", "models": ["lex", "overlap"]}
+    settings = config.app.state.settings
+    assert (settings.batching, settings.threads) == (False, 1)

@@ -120,6 +120,49 @@ def test_the_event_loop_stays_responsive_during_a_forward() -> None:
     assert asyncio.run(go()) < 0.1
 
 
+def test_a_request_that_queued_behind_a_forward_does_not_wait_again() -> None:
+    """max_wait_ms counts from a request's arrival: B arrives while A's forward runs, has waited
+    its max_wait_ms when the model is free, and runs at once (before: max_wait_ms later)."""
+    spans: list[tuple[float, float]] = []
+
+    def slow(pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        start = time.monotonic()
+        time.sleep(0.8)
+        spans.append((start, time.monotonic()))
+        return np.zeros((len(pairs), 1), dtype=np.float32)
+
+    async def go() -> None:
+        batcher = Batcher(slow, max_wait_ms=500)
+        first = asyncio.create_task(batcher.submit([("a", "b")]))
+        await asyncio.sleep(0.6)  # A's forward runs from 0.5 s
+        await asyncio.gather(first, batcher.submit([("c", "d")]))
+        await batcher.aclose()
+
+    asyncio.run(go())
+    (_, first_end), (second_start, _) = spans
+    assert second_start - first_end < 0.25  # not max_wait_ms (0.5 s) after the model is free
+
+
+def test_on_thread_start_runs_once_on_the_model_thread_before_any_forward() -> None:
+    events: list[tuple[str, str]] = []
+
+    def start() -> None:
+        events.append(("start", threading.current_thread().name))
+
+    def run(pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        events.append(("run", threading.current_thread().name))
+        return np.zeros((len(pairs), 1), dtype=np.float32)
+
+    batcher = Batcher(run, max_wait_ms=0, on_thread_start=start)
+    asyncio.run(_gather(batcher, _requests(3)))
+    asyncio.run(_gather(batcher, _requests(2)))  # after aclose: a new thread, started again
+    kinds = [kind for kind, _ in events]
+    assert kinds[0] == "start" and kinds.count("start") == 2
+    assert kinds.index("start", 1) > kinds.index("run")  # the second start after the first runs
+    threads = {name for _, name in events}
+    assert all(name.startswith("attnmatch-model") for name in threads)
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 import torch
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
@@ -82,6 +83,9 @@ class ServeSettings:
             request; more is a 413.
         max_request_bytes: the largest request body; larger is a 413.
         max_text_chars: the longest text (query, candidate, left, right); longer is a 413.
+        threads: torch's intra-op threads on each model's thread (`torch.set_num_threads` there);
+            None leaves torch's own setting. Under load the event loop needs a core too, so on a
+            small machine 1 is often faster than torch's default of one per core.
     """
 
     max_batch_pairs: int = 256
@@ -90,12 +94,18 @@ class ServeSettings:
     max_candidates: int = 1000
     max_request_bytes: int = 1_000_000
     max_text_chars: int = 32_768
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_batch_pairs", "max_candidates", "max_request_bytes", "max_text_chars"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        threads = self.threads
+        if threads is not None and (
+            isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
+        ):
+            raise ValueError(f"threads must be an integer >= 1 or None, got {threads!r}")
         wait = self.max_wait_ms
         if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait < math.inf:
             raise ValueError(f"max_wait_ms must be a finite number >= 0, got {wait!r}")
@@ -220,6 +230,13 @@ async def _send_json(send: Send, status: int, content: Any) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+def _json(content: Any) -> Response:
+    """`content` (plain dicts, lists, str, int, float) as a JSON response encoded by orjson:
+    UTF-8 and compact, as JSONResponse writes it, but returned as a Response, so FastAPI has no
+    response model to validate or convert."""
+    return Response(orjson.dumps(content), media_type="application/json")
+
+
 def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
@@ -279,6 +296,12 @@ def create_app(models: dict[str, Matcher], *, settings: ServeSettings | None = N
     models = dict(models)
     default = next(iter(models))
     metrics = _Metrics()
+    threads = settings.threads
+
+    def set_threads() -> None:  # on each model's thread, before its first forward pass
+        if threads is not None:
+            torch.set_num_threads(threads)
+
     batchers = {
         name: Batcher(
             matcher.outputs,
@@ -286,6 +309,7 @@ def create_app(models: dict[str, Matcher], *, settings: ServeSettings | None = N
             max_wait_ms=settings.max_wait_ms,
             batching=settings.batching,
             on_batch=metrics.batch.labels(name).observe,
+            on_thread_start=set_threads,
         )
         for name, matcher in models.items()
     }
@@ -419,23 +443,23 @@ def create_app(models: dict[str, Matcher], *, settings: ServeSettings | None = N
         return JSONResponse(_finite_json({"models": rows}))
 
     @app.post("/v1/rank")
-    async def rank(request: Request, body: RankRequest) -> dict[str, Any]:
+    async def rank(request: Request, body: RankRequest) -> Response:
         name, matcher = pick(request, body.model)
         order = await ranked(request, name, matcher, body.query, body.candidates, "candidates")
         if body.top_k is not None:
             order = order[: body.top_k]
         results = [{"index": i, "score": s, "text": body.candidates[i]} for i, s in order]
-        return {"model": name, "results": results}
+        return _json({"model": name, "results": results})
 
     @app.post("/v1/score")
-    async def score(request: Request, body: PairsRequest) -> dict[str, Any]:
+    async def score(request: Request, body: PairsRequest) -> Response:
         name, matcher = pick(request, body.model)
         check_pairs(body.pairs)
         scores = scores_of(matcher, await outputs(request, name, body.pairs))
-        return {"model": name, "scores": [float(s) for s in scores]}
+        return _json({"model": name, "scores": scores.tolist()})
 
     @app.post("/v1/classify")
-    async def classify(request: Request, body: PairsRequest) -> dict[str, Any]:
+    async def classify(request: Request, body: PairsRequest) -> Response:
         name, matcher = pick(request, body.model)
         task = matcher.task
         if task.kind != "classification":
@@ -449,11 +473,13 @@ def create_app(models: dict[str, Matcher], *, settings: ServeSettings | None = N
         probs = torch.softmax(logits, dim=-1).tolist()
         if not all(math.isfinite(p) for row in probs for p in row):
             raise ValueError("the model gave a probability that is not a finite number")
-        return {
-            "model": name,
-            "labels": task.labels(logits),
-            "probabilities": [dict(zip(task.class_names, row, strict=True)) for row in probs],
-        }
+        return _json(
+            {
+                "model": name,
+                "labels": task.labels(logits),
+                "probabilities": [dict(zip(task.class_names, row, strict=True)) for row in probs],
+            }
+        )
 
     @app.post("/v1/explain")
     async def explain(request: Request, body: ExplainRequest) -> JSONResponse:
@@ -481,7 +507,7 @@ def create_app(models: dict[str, Matcher], *, settings: ServeSettings | None = N
         return JSONResponse(_finite_json(content))
 
     @app.post("/rerank")
-    async def rerank(request: Request, body: RerankRequest) -> list[dict[str, Any]]:
+    async def rerank(request: Request, body: RerankRequest) -> Response:
         name, matcher = pick(request, None)
         order = await ranked(request, name, matcher, body.query, body.texts, "texts")
         rows: list[dict[str, Any]] = []
@@ -493,7 +519,7 @@ def create_app(models: dict[str, Matcher], *, settings: ServeSettings | None = N
             if body.return_text:
                 row["text"] = body.texts[i]
             rows.append(row)
-        return rows
+        return _json(rows)
 
     app.add_middleware(_Observe, metrics=metrics, max_bytes=settings.max_request_bytes)
     return app

@@ -2,9 +2,11 @@
 
 A request puts its pairs on the model's queue and waits on a future. One worker per model takes
 the first waiting request, then gathers more until the batch holds `max_batch_pairs` pairs or
-`max_wait_ms` have passed since the first, runs one `run(pairs)` (e.g. `Matcher.outputs`) on a
-single worker thread (the event loop keeps serving meanwhile; one thread per model, so a model
-never runs two forwards at once), and hands each request its own rows of the result.
+`max_wait_ms` have passed since the first arrived (so under load, when requests queue while a
+forward pass runs, the next batch starts as soon as the model is free). It runs one
+`run(pairs)` (e.g. `Matcher.outputs`) on a single worker thread (the event loop keeps serving
+meanwhile; one thread per model, so a model never runs two forwards at once), and hands each
+request its own rows of the result.
 
 Why: a forward over 64 pairs costs far less than 64 forwards over one pair (the matrix products
 are wider, the Python overhead is paid once), so under load the throughput grows with the
@@ -32,6 +34,7 @@ Pairs = Sequence[tuple[str, str]]
 class _Request:
     pairs: Pairs
     future: asyncio.Future[np.ndarray]
+    arrived: float  # the loop's clock when it was queued
 
 
 @dataclass
@@ -49,9 +52,12 @@ class Batcher:
     Args:
         run: pairs -> an array with one row per pair (e.g. `matcher.outputs`).
         max_batch_pairs: the most pairs one gathered call holds (>= 1).
-        max_wait_ms: how long the first request of a batch waits for others (>= 0).
+        max_wait_ms: how long the first request of a batch waits for others, counted from its
+            arrival (>= 0).
         batching: False: every request runs alone, in arrival order.
         on_batch: called with the number of pairs of every call of `run` (metrics).
+        on_thread_start: called once on the model's thread when it starts, before any `run`
+            (e.g. to set torch's intra-op threads for that thread).
 
     Example:
         >>> batcher = Batcher(matcher.outputs, max_batch_pairs=256, max_wait_ms=5)
@@ -66,6 +72,7 @@ class Batcher:
         max_wait_ms: float = 5,
         batching: bool = True,
         on_batch: Callable[[int], None] | None = None,
+        on_thread_start: Callable[[], None] | None = None,
     ) -> None:
         if isinstance(max_batch_pairs, bool) or not isinstance(max_batch_pairs, int):
             raise ValueError(f"max_batch_pairs must be an integer >= 1, got {max_batch_pairs!r}")
@@ -78,6 +85,7 @@ class Batcher:
         self.max_wait_s = max_wait_ms / 1000
         self.batching = batching
         self._on_batch = on_batch
+        self._on_thread_start = on_thread_start
         self._executor: ThreadPoolExecutor | None = None  # made on first use, again after aclose
         self._worker: _Worker | None = None
         self.forwards = 0  # calls of `run` so far
@@ -88,13 +96,17 @@ class Batcher:
             return await self.call(self._forward, pairs)
         worker = self._ensure_worker()
         future: asyncio.Future[np.ndarray] = worker.loop.create_future()
-        worker.queue.put_nowait(_Request(pairs, future))
+        worker.queue.put_nowait(_Request(pairs, future, worker.loop.time()))
         return await future
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         """`fn(*args)` on the model's thread (for work that is not batched, e.g. explain)."""
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attnmatch-model")
+            self._executor = ThreadPoolExecutor(
+                max_workers=1,
+                thread_name_prefix="attnmatch-model",
+                initializer=self._on_thread_start,
+            )
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, fn, *args)
 
@@ -140,7 +152,9 @@ class Batcher:
             first = carry if carry is not None else await worker.queue.get()
             carry = None
             batch, size = [first], len(first.pairs)
-            deadline = worker.loop.time() + self.max_wait_s
+            # counted from its arrival: a request that queued behind a forward pass has already
+            # waited, so the next batch starts as soon as the model is free
+            deadline = first.arrived + self.max_wait_s
             while size < self.max_batch_pairs:
                 if worker.queue.empty():
                     left = deadline - worker.loop.time()
