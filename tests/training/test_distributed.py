@@ -180,7 +180,7 @@ def _assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor])
 
 
 def _torchrun(
-    config: Path, run: Path, *extra: str, ok: bool = True
+    config: Path, run: Path, *extra: str, ok: bool = True, nproc: int = 2
 ) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
     command = [
@@ -189,7 +189,7 @@ def _torchrun(
         "torch.distributed.run",
         "--standalone",
         "--nproc-per-node",
-        "2",
+        str(nproc),
         "-m",
         "attnmatch",
         "train",
@@ -259,3 +259,22 @@ def test_helpers_in_a_two_process_group() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     # The two processes share the pipe: their lines may interleave.
     assert sorted(re.findall(r"ok [01]", done.stdout)) == ["ok 0", "ok 1"], done.stdout
+
+
+@pytest.mark.gpu
+def test_torchrun_on_cuda_trains_as_one_process(tmp_path: Path) -> None:
+    """Under torchrun on a GPU machine: NCCL for CUDA tensors, the model on cuda:LOCAL_RANK, DDP
+    with device_ids. One process per GPU (NCCL refuses two ranks on one GPU), compared with a
+    plain run on the same GPU within 1e-4 (some CUDA backward kernels are not deterministic)."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    config = tmp_path / "exp.toml"
+    config.write_text(experiment_toml(2) + 'device = "cuda"\n')
+    single = tmp_path / "single"
+    train(load_experiment(config), single, progress=False)
+    nproc = torch.cuda.device_count()
+    done = _torchrun(config, tmp_path / "ddp", nproc=nproc)
+    assert done.stdout.count("model saved to") == 1
+    if nproc == 1:  # the same global batch on one GPU: the same weights
+        for key, value in _weights(single).items():
+            torch.testing.assert_close(_weights(tmp_path / "ddp")[key], value, atol=1e-4, rtol=0)
