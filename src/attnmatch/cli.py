@@ -1341,9 +1341,11 @@ def plot(
     ] = None,
 ) -> None:
     """Draw training loss and the dev metric per epoch of runs (one line per seed + mean)."""
-    from attnmatch.training.curves import plot_runs
+    from attnmatch.training.curves import plot_runs, read_run
 
     _check_output_file(output, "--output")
+    for run in runs:  # a bad RUN is an error of its own, not one of writing --output
+        read_run(run, metric)
     with _writing(output, "--output"):
         path = plot_runs(runs, output, metric=metric)
     out.print(shown(f"wrote {path}"))

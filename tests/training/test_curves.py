@@ -63,3 +63,14 @@ def test_plot_errors_name_the_folder(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"log.jsonl, line 1"):
         plot_runs([tmp_path / "bad"], tmp_path / "x.png")
     assert not (tmp_path / "x.png").exists()
+
+
+def test_plot_cli_names_the_bad_run_not_the_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.hostile._util import assert_clear_error, run_cli
+
+    (tmp_path / "empty").mkdir()
+    outcome = run_cli(["plot", tmp_path / "empty", "-o", tmp_path / "x.png"], capsys)
+    line = assert_clear_error(outcome, str(tmp_path / "empty"), "neither a run folder")
+    assert "--output" not in line and not (tmp_path / "x.png").exists()
