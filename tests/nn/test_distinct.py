@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from attnmatch.nn import distinct
 from attnmatch.nn.distinct import distinct_rows
 
 
@@ -58,3 +60,23 @@ def test_rows_map_back_to_their_texts(
     assert torch.equal(mask[first][inverse], mask)
     assert first.tolist() == sorted(first.tolist())  # in order of first appearance
     assert all(int(first[inverse[b]]) <= b for b in range(len(want)))
+
+
+def test_hash_collisions_and_the_torch_path_give_the_same_grouping(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    g = torch.Generator().manual_seed(3)
+    texts = torch.randint(0, 6, (5, 7), generator=g)
+    lengths = torch.tensor([7, 3, 3, 0, 5])
+    picks = torch.randint(0, 5, (40,), generator=g)
+    ids, mask = texts[picks], (torch.arange(7) < lengths[picks].unsqueeze(1))  # (40, 7)
+    want = distinct_rows(ids, mask)
+    assert len(want.first) == len(picks.unique())
+    torch_path = distinct._distinct_rows_torch(ids, mask)
+    assert torch.equal(torch_path.first, want.first) and torch.equal(
+        torch_path.inverse, want.inverse
+    )
+    # Every row hashes to 0: the check finds the collisions and sorts the rows instead.
+    monkeypatch.setattr(distinct, "_hash_weights", lambda width, which: np.zeros(width, np.int64))
+    collided = distinct_rows(ids, mask)
+    assert torch.equal(collided.first, want.first) and torch.equal(collided.inverse, want.inverse)
