@@ -17,13 +17,15 @@ packed `nn.LSTM` for models on `BiRNN`, the step loop instead of the fused `nn.G
 IARNN's GRU, WORD and GATE (`IARNN.use_fused = False`), and masked amax/amin pooling over full
 window maps for MP-CNN (`MPCNN.use_fast_pooling = False`).
 
---shared-encoding times only inference, for the MV-LSTM presets (default mvlstm,amvlstm_q):
+--shared-encoding times only inference, for the MV-LSTM presets (default mvlstm,amvlstm_q; the
+siamese cbow_mlp, lstm and cnn also share encodings):
 WikiQA test (6,165 pairs) at batch 32 and 512, each distinct text encoded once per batch
-(`MVLSTM.share_encodings`, the default) against every pair's own encoding (the plain path), in
+(`share_encodings`, the default) against every pair's own encoding (the plain path), in
 the same process, alternating on/off in each repeat (best of --repeats). Two batchings: "bucketed"
 (`Matcher.predict`'s length-sorted batches) and "grouped" (the pairs in file order, a question's
 candidates together, as a ranking service receives them). It prints pairs/s for both paths, their
-ratio, the mean distinct left texts per batch, and the largest output difference between them.
+ratio, the mean distinct left texts per batch, the largest output difference between them, and
+the plain path's pairs/s on the packed `nn.LSTM` instead of the hand-written one (BiLSTM models).
 
 --task sts2015 times STS batches instead: SemEval train-2012-2014 (dev slice held out), 64 pairs a
 batch, KL over the 6 score levels; inference over dev-2012-2014 + test-2015 (4,059 pairs).
@@ -62,7 +64,6 @@ from attnmatch.models import get_preset, list_models, list_presets
 from attnmatch.models._registry import get_model_entry
 from attnmatch.models.iarnn import IARNN
 from attnmatch.models.mpcnn import MPCNN
-from attnmatch.models.mvlstm import MVLSTM
 from attnmatch.nn.recurrent import BiRNN
 from attnmatch.training import Experiment, ExperimentConfig, build_experiment
 from attnmatch.training.loop import batch_loss, make_sampler
@@ -144,7 +145,7 @@ def inference_throughput(matcher: Matcher, data: EncodedPairs, repeats: int = 3)
 
 
 def shared_encoding_rows(
-    model: MVLSTM, data: EncodedPairs, batch_size: int, order: str, repeats: int
+    model: torch.nn.Module, data: EncodedPairs, batch_size: int, order: str, repeats: int
 ) -> dict[str, float]:
     """Inference pairs/s with and without shared encodings on the same batches, alternating."""
     if order == "bucketed":
@@ -155,8 +156,16 @@ def shared_encoding_rows(
     distinct = [len(np.unique(data.left[b])) for b in batches]
     model.eval()
 
-    def run(share: bool) -> tuple[float, np.ndarray]:
-        model.share_encodings = share
+    rnns = [m for m in model.modules() if isinstance(m, BiRNN)]
+    # Variants: shared encodings (hand-written LSTM), the plain path, the plain path on nn.LSTM.
+    variants = {"shared": (True, True), "plain": (False, True)}
+    if rnns:
+        variants["plain_nn_lstm"] = (False, False)
+
+    def run(variant: str) -> tuple[float, np.ndarray]:
+        model.share_encodings, fast = variants[variant]
+        for rnn in rnns:
+            rnn.fast_cpu_lstm = fast
         out = np.empty(len(data), dtype=np.float32)
         start = time.perf_counter()
         with torch.inference_mode():  # as Matcher.predict: collate + forward per batch
@@ -164,21 +173,23 @@ def shared_encoding_rows(
                 out[b] = model(collate(data, b))[:, -1].numpy()
         return time.perf_counter() - start, out
 
-    run(True), run(False)  # warm-up
-    best = {True: float("inf"), False: float("inf")}
-    outputs: dict[bool, np.ndarray] = {}
-    for _ in range(repeats):
-        for share in (True, False):
-            seconds, outputs[share] = run(share)
-            best[share] = min(best[share], seconds)
+    for variant in variants:
+        run(variant)  # warm-up
+    best = dict.fromkeys(variants, float("inf"))
+    outputs: dict[str, np.ndarray] = {}
+    for _ in range(repeats):  # alternating, so load changes hit every variant alike
+        for variant in variants:
+            seconds, outputs[variant] = run(variant)
+            best[variant] = min(best[variant], seconds)
     model.share_encodings = True
-    return {
-        "shared_pairs_per_s": len(data) / best[True],
-        "plain_pairs_per_s": len(data) / best[False],
-        "ratio": best[False] / best[True],
+    for rnn in rnns:
+        rnn.fast_cpu_lstm = True
+    row = {f"{v}_pairs_per_s": len(data) / best[v] for v in variants}
+    return row | {
+        "ratio": best["plain"] / best["shared"],
         "distinct_left": float(np.mean(distinct)),
         "pairs_per_batch": len(data) / len(batches),
-        "max_abs_diff": float(np.abs(outputs[True] - outputs[False]).max()),
+        "max_abs_diff": float(np.abs(outputs["shared"] - outputs["plain"]).max()),
     }
 
 
@@ -190,19 +201,23 @@ def shared_encoding_report(names: list[str], repeats: int, as_json: bool) -> Non
     )
     print(
         f"{'model':12s} {'batching':9s} {'batch':>5s} {'pairs/b':>7s} {'lefts/b':>7s} "
-        f"{'plain p/s':>10s} {'shared p/s':>10s} {'ratio':>6s} {'max |diff|':>10s}"
+        f"{'plain p/s':>10s} {'shared p/s':>10s} {'ratio':>6s} {'max |diff|':>10s} "
+        f"{'nn.LSTM p/s':>11s}"
     )
     for name in names:
         config = ExperimentConfig.from_dict(
             {
                 "model": name,
-                "model_overrides": {"hidden_size": 50, "k": 50},
+                "model_overrides": {"hidden_size": 50}
+                | ({"k": 50} if _model_type(name) == "mvlstm" else {}),
                 "data": {"dataset": "wikiqa"},
             }
         )
         torch.manual_seed(0)
         exp = build_experiment(config)
-        assert isinstance(exp.model, MVLSTM) and exp.test is not None
+        if not hasattr(exp.model, "share_encodings"):
+            raise SystemExit(f"--shared-encoding: {name} does not share encodings")
+        assert exp.test is not None
         for order in ("bucketed", "grouped"):
             for batch_size in (32, 512):
                 row = shared_encoding_rows(exp.model, exp.test.data, batch_size, order, repeats)
@@ -210,7 +225,8 @@ def shared_encoding_report(names: list[str], repeats: int, as_json: bool) -> Non
                     f"{name:12s} {order:9s} {batch_size:5d} {row['pairs_per_batch']:7.1f} "
                     f"{row['distinct_left']:7.1f} {row['plain_pairs_per_s']:10,.0f} "
                     f"{row['shared_pairs_per_s']:10,.0f} {row['ratio']:6.2f} "
-                    f"{row['max_abs_diff']:10.1e}",
+                    f"{row['max_abs_diff']:10.1e} "
+                    f"{row.get('plain_nn_lstm_pairs_per_s', float('nan')):11,.0f}",
                     flush=True,
                 )
                 if as_json:
@@ -310,7 +326,7 @@ def main() -> None:
     ap.add_argument(
         "--shared-encoding",
         action="store_true",
-        help="time only inference of the MV-LSTM presets with and without shared encodings",
+        help="time only inference with and without shared encodings (MV-LSTM, siamese)",
     )
     ap.add_argument("--repeats", type=int, default=5, help="repeats for --shared-encoding")
     args = ap.parse_args()

@@ -80,3 +80,16 @@ def test_hash_collisions_and_the_torch_path_give_the_same_grouping(
     monkeypatch.setattr(distinct, "_hash_weights", lambda width, which: np.zeros(width, np.int64))
     collided = distinct_rows(ids, mask)
     assert torch.equal(collided.first, want.first) and torch.equal(collided.inverse, want.inverse)
+
+
+def test_select_and_expand_round_trip() -> None:
+    ids = torch.tensor([[4, 5], [6, 0], [4, 5]])
+    mask = torch.tensor([[1, 1], [1, 0], [1, 1]]).bool()
+    rows = distinct_rows(ids, mask)
+    assert rows.repeats
+    values = torch.arange(6.0).view(3, 2)  # (B, 2) any per-row values
+    assert torch.equal(rows.expand(rows.select(ids)), ids)
+    assert rows.select(values).shape == (2, 2)
+    unique = distinct_rows(ids[:2], mask[:2])
+    assert not unique.repeats
+    assert unique.first.tolist() == [0, 1] and unique.expand(ids[:2]).data_ptr() == ids.data_ptr()

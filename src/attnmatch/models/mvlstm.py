@@ -202,14 +202,13 @@ class MVLSTM(nn.Module):
             left = distinct_rows(batch.left_ids, batch.left_mask)  # U_l distinct left texts
             right = distinct_rows(batch.right_ids, batch.right_mask)  # U_r distinct right texts
             out = self._encode_texts(
-                batch.left_ids.index_select(0, left.first),
-                batch.left_mask.index_select(0, left.first),
-                batch.right_ids.index_select(0, right.first),
-                batch.right_mask.index_select(0, right.first),
+                left.select(batch.left_ids),
+                left.select(batch.left_mask),
+                right.select(batch.right_ids),
+                right.select(batch.right_mask),
             )
             for key in out:
-                rows = left if key.startswith("left") else right
-                out[key] = out[key].index_select(0, rows.inverse)  # (B, ...)
+                out[key] = (left if key.startswith("left") else right).expand(out[key])  # (B, ...)
         sim = self.interaction(out["left_states"], out["right_states"])  # (B, C, L, R)
         out["interaction"] = sim
         return out

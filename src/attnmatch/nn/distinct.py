@@ -5,8 +5,7 @@ texts. An encoder whose output for a row depends on that row alone (token vector
 BiLSTM) can run on the distinct rows only, and its outputs be broadcast back to the pairs:
 
     rows = distinct_rows(ids, mask)
-    states = encoder(x.index_select(0, rows.first), mask.index_select(0, rows.first))  # (U, T, D)
-    states = states.index_select(0, rows.inverse)  # (B, T, D)
+    states = rows.expand(encoder(rows.select(x), rows.select(mask)))  # (U, T, D) -> (B, T, D)
 
 Two rows are the same text when their masks are equal and their ids are equal on real tokens
 (what padding positions hold does not matter). On the CPU each row gets one int64 hash and the
@@ -40,6 +39,19 @@ class DistinctRows(NamedTuple):
 
     first: torch.Tensor
     inverse: torch.Tensor
+
+    @property
+    def repeats(self) -> bool:
+        """Whether some text occurs more than once (U < B); if not, `first` is 0..B-1."""
+        return len(self.first) < len(self.inverse)
+
+    def select(self, x: torch.Tensor) -> torch.Tensor:
+        """The distinct rows of `x` (B, ...) -> (U, ...); `x` itself when nothing repeats."""
+        return x.index_select(0, self.first) if self.repeats else x
+
+    def expand(self, x: torch.Tensor) -> torch.Tensor:
+        """Per-text rows `x` (U, ...) back to every row of the batch -> (B, ...)."""
+        return x.index_select(0, self.inverse) if self.repeats else x
 
 
 def distinct_rows(ids: torch.Tensor, mask: torch.Tensor) -> DistinctRows:
@@ -145,9 +157,9 @@ def encode_distinct_pairs(
     left = distinct_rows(left_ids, left_mask)  # U_l texts
     right = distinct_rows(right_ids, right_mask)  # U_r texts
     left_out, right_out = encode(
-        left_ids.index_select(0, left.first),
-        left_mask.index_select(0, left.first),
-        right_ids.index_select(0, right.first),
-        right_mask.index_select(0, right.first),
+        left.select(left_ids),
+        left.select(left_mask),
+        right.select(right_ids),
+        right.select(right_mask),
     )  # (U_l, ...), (U_r, ...)
-    return left_out.index_select(0, left.inverse), right_out.index_select(0, right.inverse)
+    return left.expand(left_out), right.expand(right_out)
