@@ -21,9 +21,10 @@ window maps for MP-CNN (`MPCNN.use_fast_pooling = False`).
 siamese cbow_mlp, lstm and cnn also share encodings):
 WikiQA test (6,165 pairs) at batch 32 and 512, each distinct text encoded once per batch
 (`share_encodings`, the default) against every pair's own encoding (the plain path), in
-the same process, alternating on/off in each repeat (best of --repeats). Two batchings: "bucketed"
-(`Matcher.predict`'s length-sorted batches) and "grouped" (the pairs in file order, a question's
-candidates together, as a ranking service receives them). It prints pairs/s for both paths, their
+the same process, alternating on/off in each repeat (best of --repeats). Three batchings
+(--batching): "bucketed" (`Matcher.predict`'s length-sorted batches), "grouped" (the pairs in file
+order, a question's candidates together, as a ranking service receives them) and "question" (one
+question's candidates a batch, 1-30 pairs, as one /v1/rank request; batch printed as 0). It prints pairs/s for both paths, their
 ratio, the mean distinct left texts per batch, the largest output difference between them, and
 the plain path's pairs/s on the packed `nn.LSTM` instead of the hand-written one (BiLSTM models).
 
@@ -150,6 +151,8 @@ def shared_encoding_rows(
     """Inference pairs/s with and without shared encodings on the same batches, alternating."""
     if order == "bucketed":
         batches = bucketed_batches(data, batch_size)
+    elif order == "question":  # one question's candidates a batch, as one /v1/rank request
+        batches = data.groups()
     else:  # file order: each question's candidates together
         idx = np.arange(len(data))
         batches = [idx[i : i + batch_size] for i in range(0, len(idx), batch_size)]
@@ -193,7 +196,9 @@ def shared_encoding_rows(
     }
 
 
-def shared_encoding_report(names: list[str], repeats: int, as_json: bool) -> None:
+def shared_encoding_report(
+    names: list[str], repeats: int, as_json: bool, orders: list[str]
+) -> None:
     load = os.getloadavg()
     print(
         f"shared encodings, WikiQA test, {torch.get_num_threads()} threads, load average "
@@ -218,24 +223,26 @@ def shared_encoding_report(names: list[str], repeats: int, as_json: bool) -> Non
         if not hasattr(exp.model, "share_encodings"):
             raise SystemExit(f"--shared-encoding: {name} does not share encodings")
         assert exp.test is not None
-        for order in ("bucketed", "grouped"):
-            for batch_size in (32, 512):
-                row = shared_encoding_rows(exp.model, exp.test.data, batch_size, order, repeats)
+        settings = [(o, b) for o in ("bucketed", "grouped") for b in (32, 512)]
+        for order, batch_size in [*settings, ("question", 0)]:  # 0: a question's candidates
+            if order not in orders:
+                continue
+            row = shared_encoding_rows(exp.model, exp.test.data, batch_size, order, repeats)
+            print(
+                f"{name:12s} {order:9s} {batch_size:5d} {row['pairs_per_batch']:7.1f} "
+                f"{row['distinct_left']:7.1f} {row['plain_pairs_per_s']:10,.0f} "
+                f"{row['shared_pairs_per_s']:10,.0f} {row['ratio']:6.2f} "
+                f"{row['max_abs_diff']:10.1e} "
+                f"{row.get('plain_nn_lstm_pairs_per_s', float('nan')):11,.0f}",
+                flush=True,
+            )
+            if as_json:
                 print(
-                    f"{name:12s} {order:9s} {batch_size:5d} {row['pairs_per_batch']:7.1f} "
-                    f"{row['distinct_left']:7.1f} {row['plain_pairs_per_s']:10,.0f} "
-                    f"{row['shared_pairs_per_s']:10,.0f} {row['ratio']:6.2f} "
-                    f"{row['max_abs_diff']:10.1e} "
-                    f"{row.get('plain_nn_lstm_pairs_per_s', float('nan')):11,.0f}",
-                    flush=True,
-                )
-                if as_json:
-                    print(
-                        json.dumps(
-                            {"model": name, "batching": order, "batch": batch_size}
-                            | {k: round(v, 8) for k, v in row.items()}
-                        )
+                    json.dumps(
+                        {"model": name, "batching": order, "batch": batch_size}
+                        | {k: round(v, 8) for k, v in row.items()}
                     )
+                )
     load = os.getloadavg()
     print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 
@@ -329,6 +336,11 @@ def main() -> None:
         help="time only inference with and without shared encodings (MV-LSTM, siamese)",
     )
     ap.add_argument("--repeats", type=int, default=5, help="repeats for --shared-encoding")
+    ap.add_argument(
+        "--batching",
+        default="bucketed,grouped,question",
+        help="--shared-encoding batchings: bucketed, grouped, question (one question a batch)",
+    )
     args = ap.parse_args()
     models_given = args.models is not None
     if not models_given:
@@ -350,7 +362,7 @@ def main() -> None:
     )
     if args.shared_encoding:
         names = [n for n in args.models.split(",") if n] if models_given else MVLSTM_PRESETS
-        shared_encoding_report(names, args.repeats, args.json)
+        shared_encoding_report(names, args.repeats, args.json, args.batching.split(","))
         return
     print(f"{'model':24s} {'train pairs/s':>14s} {'epoch s':>8s} {'infer pairs/s':>14s}")
     variants = [(spec, True) for spec in args.models.split(",") if spec]
