@@ -17,6 +17,17 @@ packed `nn.LSTM` for models on `BiRNN`, the step loop instead of the fused `nn.G
 IARNN's GRU, WORD and GATE (`IARNN.use_fused = False`), and masked amax/amin pooling over full
 window maps for MP-CNN (`MPCNN.use_fast_pooling = False`).
 
+--shared-encoding times only inference, for the MV-LSTM presets (default mvlstm,amvlstm_q; the
+siamese cbow_mlp, lstm and cnn also share encodings):
+WikiQA test (6,165 pairs) at batch 32 and 512, each distinct text encoded once per batch
+(`share_encodings`, the default) against every pair's own encoding (the plain path), in
+the same process, alternating on/off in each repeat (best of --repeats). Three batchings
+(--batching): "bucketed" (`Matcher.predict`'s length-sorted batches), "grouped" (the pairs in file
+order, a question's candidates together, as a ranking service receives them) and "question" (one
+question's candidates a batch, 1-30 pairs, as one /v1/rank request; batch printed as 0). It prints pairs/s for both paths, their
+ratio, the mean distinct left texts per batch, the largest output difference between them, and
+the plain path's pairs/s on the packed `nn.LSTM` instead of the hand-written one (BiLSTM models).
+
 --task sts2015 times STS batches instead: SemEval train-2012-2014 (dev slice held out), 64 pairs a
 batch, KL over the 6 score levels; inference over dev-2012-2014 + test-2015 (4,059 pairs).
 --task sick_entailment: SICK entailment, 32 pairs a batch, 3-class cross-entropy; inference over
@@ -28,6 +39,7 @@ under autocast, with a GradScaler in fp16); the GPU is synchronised before a tim
 
 Run: python benchmarks/speed.py [--models mvlstm,amvlstm_q] [--threads 2] [--inputs random]
      python benchmarks/speed.py --models mpcnn_attention,mpcnn --task sts2015 --reference
+     python benchmarks/speed.py --shared-encoding --threads 1
      python benchmarks/speed.py --models damm,esim:hidden_size=100 --task sick_entailment \
          --hidden-size 0   (0: each model's own hidden_size; name:key=value sets one model's)
 """
@@ -37,13 +49,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import platform
 import time
 
 import numpy as np
 import torch
 
-from attnmatch.data.collate import collate
+from attnmatch.data.collate import bucketed_batches, collate
 from attnmatch.data.encoding import EncodedPairs
 from attnmatch.devices import grad_scaler
 from attnmatch.inputs import inputs_config_to_dict, parse_inputs
@@ -56,6 +69,8 @@ from attnmatch.nn.recurrent import BiRNN
 from attnmatch.training import Experiment, ExperimentConfig, build_experiment
 from attnmatch.training.loop import batch_loss, make_sampler
 from attnmatch.training.optim import make_optimizer
+
+MVLSTM_PRESETS = ["mvlstm", "amvlstm_q"]
 
 
 def train_throughput(
@@ -130,6 +145,108 @@ def inference_throughput(matcher: Matcher, data: EncodedPairs, repeats: int = 3)
     return len(data) / best
 
 
+def shared_encoding_rows(
+    model: torch.nn.Module, data: EncodedPairs, batch_size: int, order: str, repeats: int
+) -> dict[str, float]:
+    """Inference pairs/s with and without shared encodings on the same batches, alternating."""
+    if order == "bucketed":
+        batches = bucketed_batches(data, batch_size)
+    elif order == "question":  # one question's candidates a batch, as one /v1/rank request
+        batches = data.groups()
+    else:  # file order: each question's candidates together
+        idx = np.arange(len(data))
+        batches = [idx[i : i + batch_size] for i in range(0, len(idx), batch_size)]
+    distinct = [len(np.unique(data.left[b])) for b in batches]
+    model.eval()
+
+    rnns = [m for m in model.modules() if isinstance(m, BiRNN)]
+    # Variants: shared encodings (hand-written LSTM), the plain path, the plain path on nn.LSTM.
+    variants = {"shared": (True, True), "plain": (False, True)}
+    if rnns:
+        variants["plain_nn_lstm"] = (False, False)
+
+    def run(variant: str) -> tuple[float, np.ndarray]:
+        model.share_encodings, fast = variants[variant]
+        for rnn in rnns:
+            rnn.fast_cpu_lstm = fast
+        out = np.empty(len(data), dtype=np.float32)
+        start = time.perf_counter()
+        with torch.inference_mode():  # as Matcher.predict: collate + forward per batch
+            for b in batches:
+                out[b] = model(collate(data, b))[:, -1].numpy()
+        return time.perf_counter() - start, out
+
+    for variant in variants:
+        run(variant)  # warm-up
+    best = dict.fromkeys(variants, float("inf"))
+    outputs: dict[str, np.ndarray] = {}
+    for _ in range(repeats):  # alternating, so load changes hit every variant alike
+        for variant in variants:
+            seconds, outputs[variant] = run(variant)
+            best[variant] = min(best[variant], seconds)
+    model.share_encodings = True
+    for rnn in rnns:
+        rnn.fast_cpu_lstm = True
+    row = {f"{v}_pairs_per_s": len(data) / best[v] for v in variants}
+    return row | {
+        "ratio": best["plain"] / best["shared"],
+        "distinct_left": float(np.mean(distinct)),
+        "pairs_per_batch": len(data) / len(batches),
+        "max_abs_diff": float(np.abs(outputs["shared"] - outputs["plain"]).max()),
+    }
+
+
+def shared_encoding_report(
+    names: list[str], repeats: int, as_json: bool, orders: list[str]
+) -> None:
+    load = os.getloadavg()
+    print(
+        f"shared encodings, WikiQA test, {torch.get_num_threads()} threads, load average "
+        f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (before), best of {repeats}"
+    )
+    print(
+        f"{'model':12s} {'batching':9s} {'batch':>5s} {'pairs/b':>7s} {'lefts/b':>7s} "
+        f"{'plain p/s':>10s} {'shared p/s':>10s} {'ratio':>6s} {'max |diff|':>10s} "
+        f"{'nn.LSTM p/s':>11s}"
+    )
+    for name in names:
+        config = ExperimentConfig.from_dict(
+            {
+                "model": name,
+                "model_overrides": {"hidden_size": 50}
+                | ({"k": 50} if _model_type(name) == "mvlstm" else {}),
+                "data": {"dataset": "wikiqa"},
+            }
+        )
+        torch.manual_seed(0)
+        exp = build_experiment(config)
+        if not hasattr(exp.model, "share_encodings"):
+            raise SystemExit(f"--shared-encoding: {name} does not share encodings")
+        assert exp.test is not None
+        settings = [(o, b) for o in ("bucketed", "grouped") for b in (32, 512)]
+        for order, batch_size in [*settings, ("question", 0)]:  # 0: a question's candidates
+            if order not in orders:
+                continue
+            row = shared_encoding_rows(exp.model, exp.test.data, batch_size, order, repeats)
+            print(
+                f"{name:12s} {order:9s} {batch_size:5d} {row['pairs_per_batch']:7.1f} "
+                f"{row['distinct_left']:7.1f} {row['plain_pairs_per_s']:10,.0f} "
+                f"{row['shared_pairs_per_s']:10,.0f} {row['ratio']:6.2f} "
+                f"{row['max_abs_diff']:10.1e} "
+                f"{row.get('plain_nn_lstm_pairs_per_s', float('nan')):11,.0f}",
+                flush=True,
+            )
+            if as_json:
+                print(
+                    json.dumps(
+                        {"model": name, "batching": order, "batch": batch_size}
+                        | {k: round(v, 8) for k, v in row.items()}
+                    )
+                )
+    load = os.getloadavg()
+    print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+
+
 def _model_type(name: str) -> str:
     return get_preset(name).model if name in list_presets() else name
 
@@ -186,7 +303,7 @@ def main() -> None:
     every = list_presets() + [m for m in list_models() if m not in list_presets()]
     ap.add_argument(
         "--models",
-        default=",".join(every),
+        default=None,
         help="presets or model types, each optionally with settings of its own: "
         "damm,esim:hidden_size=100:dropout=0.5",
     )
@@ -213,7 +330,21 @@ def main() -> None:
         action="store_true",
         help="also time each model with its reference path (packed nn.LSTM; IARNN: the step loop)",
     )
+    ap.add_argument(
+        "--shared-encoding",
+        action="store_true",
+        help="time only inference with and without shared encodings (MV-LSTM, siamese)",
+    )
+    ap.add_argument("--repeats", type=int, default=5, help="repeats for --shared-encoding")
+    ap.add_argument(
+        "--batching",
+        default="bucketed,grouped,question",
+        help="--shared-encoding batchings: bucketed, grouped, question (one question a batch)",
+    )
     args = ap.parse_args()
+    models_given = args.models is not None
+    if not models_given:
+        args.models = ",".join(every)
     inputs = {"inputs": _parse_inputs(args.inputs)} if args.inputs else {}
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -229,6 +360,10 @@ def main() -> None:
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, {where}, "
         f"{args.device} {args.precision}"
     )
+    if args.shared_encoding:
+        names = [n for n in args.models.split(",") if n] if models_given else MVLSTM_PRESETS
+        shared_encoding_report(names, args.repeats, args.json, args.batching.split(","))
+        return
     print(f"{'model':24s} {'train pairs/s':>14s} {'epoch s':>8s} {'infer pairs/s':>14s}")
     variants = [(spec, True) for spec in args.models.split(",") if spec]
     if args.reference:

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from attnmatch.data.schema import PairBatch
 from attnmatch.models.mvlstm import AttentionGate, Interaction
 from attnmatch.nn.masking import masked_kmax
 
@@ -111,3 +112,66 @@ def test_invalid_config_is_rejected() -> None:
         tiny_model("mvlstm", interaction="tensor", directions="separate")
     with pytest.raises(Exception, match="k must be"):
         tiny_model("mvlstm", k=0)
+
+
+def _ranking_batch() -> PairBatch:
+    """Two questions with 5 and 3 candidates, one candidate repeated, padding to spare."""
+    left, right = random_pairs(8, seed=21)
+    left = [left[0]] * 5 + [left[1]] * 3
+    right[6] = right[2]  # a candidate shared by both questions
+    return make_batch(left, right, extra_pad=2)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"gate": "left"},
+        {"gate": "both", "gate_scale": "length", "directions": "separate"},
+        {"shared_encoder": False, "interaction": "tensor", "tensor_slices": 2},
+    ],
+)
+def test_shared_encodings_equal_the_plain_path(overrides: dict) -> None:
+    # Up to float rounding, not bitwise: the BiLSTM's matmuls over fewer rows may block
+    # differently (measured differences ~1e-7).
+    model = tiny_model("mvlstm", **overrides).eval()
+    batch = _ranking_batch()
+    seen: list[int] = []
+    hook = model.token_encoder.register_forward_hook(lambda m, a, out: seen.append(len(out)))
+    try:
+        shared, shared_attn = model(batch), model.attention(batch)
+        assert seen[:2] == [2, 7]  # each distinct text through the encoder once
+        model.share_encodings = False
+        plain, plain_attn = model(batch), model.attention(batch)
+        assert seen[-2:] == [8, 8]
+    finally:
+        hook.remove()
+    torch.testing.assert_close(shared, plain, atol=1e-6, rtol=1e-5)
+    assert shared_attn.keys() == plain_attn.keys()
+    for key in plain_attn:
+        torch.testing.assert_close(shared_attn[key], plain_attn[key], atol=1e-6, rtol=1e-5)
+
+
+def test_shared_encodings_gradients_equal_the_plain_path() -> None:
+    model = tiny_model("mvlstm", gate="left", trainable=True).eval()  # eval: sharing on
+    batch = _ranking_batch()
+    grads = []
+    for share in (True, False):
+        model.share_encodings = share
+        model.zero_grad()
+        (model(batch) * torch.linspace(-1, 1, 8).unsqueeze(1)).sum().backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+    assert grads[0].keys() == grads[1].keys() and "token_encoder.embedding.weight" in grads[0]
+    for name in grads[1]:
+        torch.testing.assert_close(grads[0][name], grads[1][name], atol=1e-6, rtol=1e-5)
+
+
+def test_training_mode_encodes_every_pair(monkeypatch: pytest.MonkeyPatch) -> None:
+    import attnmatch.models.mvlstm as mvlstm
+
+    def fail(*args: object) -> None:
+        raise AssertionError("distinct_rows called in training mode")
+
+    monkeypatch.setattr(mvlstm, "distinct_rows", fail)
+    model = tiny_model("mvlstm", dropout=0.5).train()
+    assert model(_ranking_batch()).shape == (8, 1)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from attnmatch.configs import ConfigError
+from attnmatch.data.schema import PairBatch
 from attnmatch.inputs import TokenEncoderConfig
 from attnmatch.models import resolve_model_config
 from attnmatch.models.siamese import (
@@ -129,3 +130,51 @@ def test_cosine_head_with_three_outputs_raises_from_a_dict(name: str) -> None:
 def test_invalid_values_name_their_field(field: str, value: float) -> None:
     with pytest.raises(ValueError, match=field):
         SiameseCNNConfig(encoder=ENCODER, **{field: value})
+
+
+def _ranking_batch() -> PairBatch:
+    """Two questions with 5 and 3 candidates, one candidate repeated, padding to spare."""
+    left, right = random_pairs(8, seed=31)
+    left = [left[0]] * 5 + [left[1]] * 3
+    right[6] = right[2]  # a candidate shared by both questions
+    return make_batch(left, right, extra_pad=2)
+
+
+@pytest.mark.parametrize(
+    ("name", "overrides"),
+    [
+        ("cbow_mlp", {}),
+        ("lstm", {}),
+        ("lstm", {"pooling": "mean", "num_outputs": 3}),
+        ("cnn", {}),
+    ],
+)
+def test_shared_encodings_equal_the_plain_path(name: str, overrides: dict) -> None:
+    # Up to float rounding: matmuls over fewer rows may block differently.
+    model = tiny_model(name, trainable=True, **overrides).eval()
+    batch = _ranking_batch()
+    seen: list[int] = []
+    hook = model.token_encoder.register_forward_hook(lambda m, a, out: seen.append(len(out)))
+    outputs, grads = [], []
+    try:
+        for share in (True, False):
+            model.share_encodings = share
+            model.zero_grad()
+            out = model(batch)
+            (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+            outputs.append(out.detach())
+            grads.append({n: p.grad for n, p in model.named_parameters() if p.grad is not None})
+    finally:
+        hook.remove()
+    assert seen == [2, 7, 8, 8]  # shared: each distinct text through the encoder once
+    torch.testing.assert_close(outputs[0], outputs[1], atol=1e-6, rtol=1e-5)
+    assert grads[0].keys() == grads[1].keys() and "token_encoder.embedding.weight" in grads[0]
+    for key in grads[1]:
+        torch.testing.assert_close(grads[0][key], grads[1][key], atol=1e-6, rtol=1e-5)
+    model.train()  # training: every pair's own encoding, whatever the switch says
+    seen.clear()
+    model.share_encodings = True
+    hook = model.token_encoder.register_forward_hook(lambda m, a, out: seen.append(len(out)))
+    model(batch)
+    hook.remove()
+    assert seen == [8, 8]

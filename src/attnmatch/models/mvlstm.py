@@ -24,6 +24,9 @@ Deviations from the paper / decisions (see docs/models.md, aMV-LSTM):
   fewer than k real cells exist the remainder is 0.
 - `mlp_hidden` adds tanh hidden layers before the output layer (default none: eq. 3 exactly).
 - The paper trained on a random 80/10/10 WikiQA split; we use the official split.
+- In eval mode each distinct text of a batch is encoded once (a question's candidates share its
+  token vectors, gate and BiLSTM states; `attnmatch.nn.distinct`), then broadcast to the pairs:
+  the same outputs up to float rounding. `share_encodings = False` runs every pair's own.
 
 Dims: B batch, L left length, R right length, E embedding size, H hidden size per direction,
 C interaction channels, k pooled values per channel.
@@ -41,6 +44,7 @@ from torch import nn
 from attnmatch.data.schema import PairBatch
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.models._registry import register_model, register_preset
+from attnmatch.nn.distinct import distinct_rows
 from attnmatch.nn.masking import masked_kmax, masked_softmax
 from attnmatch.nn.recurrent import BiRNN, encode_pair
 
@@ -183,23 +187,54 @@ class MVLSTM(nn.Module):
             width = hidden
         layers.append(nn.Linear(width, config.num_outputs))
         self.mlp = nn.Sequential(*layers)
+        # In eval mode, encode each distinct text of a batch once (benchmarks switch it off).
+        self.share_encodings = True
 
     def _encode(self, batch: PairBatch) -> dict[str, torch.Tensor]:
-        left = self.token_encoder(batch.left_ids, batch.left_mask)  # (B, L, E)
-        right = self.token_encoder(batch.right_ids, batch.right_mask)  # (B, R, E)
-        out: dict[str, torch.Tensor] = {}
-        if self.left_gate is not None:
-            left, out["left_gate"] = self.left_gate(left, batch.left_mask)
-        if self.right_gate is not None:
-            right, out["right_gate"] = self.right_gate(right, batch.right_mask)
-        if self.config.shared_encoder:
-            states = encode_pair(self.left_rnn, left, batch.left_mask, right, batch.right_mask)
-            out["left_states"], out["right_states"] = states
+        if self.training or not self.share_encodings:
+            out = self._encode_texts(
+                batch.left_ids, batch.left_mask, batch.right_ids, batch.right_mask
+            )
         else:
-            out["left_states"] = self.left_rnn(left, batch.left_mask)  # (B, L, 2H)
-            out["right_states"] = self.right_rnn(right, batch.right_mask)  # (B, R, 2H)
+            # Each distinct text once (a question's candidates share its encoding), then
+            # broadcast to the pairs; equal to the plain path up to float rounding (see
+            # attnmatch.nn.distinct). Not in training, so dropout's draws stay per pair.
+            left = distinct_rows(batch.left_ids, batch.left_mask)  # U_l distinct left texts
+            right = distinct_rows(batch.right_ids, batch.right_mask)  # U_r distinct right texts
+            out = self._encode_texts(
+                left.select(batch.left_ids),
+                left.select(batch.left_mask),
+                right.select(batch.right_ids),
+                right.select(batch.right_mask),
+            )
+            for key in out:
+                out[key] = (left if key.startswith("left") else right).expand(out[key])  # (B, ...)
         sim = self.interaction(out["left_states"], out["right_states"])  # (B, C, L, R)
         out["interaction"] = sim
+        return out
+
+    def _encode_texts(
+        self,
+        left_ids: torch.Tensor,
+        left_mask: torch.Tensor,
+        right_ids: torch.Tensor,
+        right_mask: torch.Tensor,
+    ) -> dict[str, torch.Tensor]:
+        """Gate weights and BiLSTM states of each row of each side; the sides' row counts may
+        differ (B_l, B_r)."""
+        left = self.token_encoder(left_ids, left_mask)  # (B_l, L, E)
+        right = self.token_encoder(right_ids, right_mask)  # (B_r, R, E)
+        out: dict[str, torch.Tensor] = {}
+        if self.left_gate is not None:
+            left, out["left_gate"] = self.left_gate(left, left_mask)  # (B_l, L, E), (B_l, L)
+        if self.right_gate is not None:
+            right, out["right_gate"] = self.right_gate(right, right_mask)  # (B_r, R, E), (B_r, R)
+        if self.config.shared_encoder:
+            states = encode_pair(self.left_rnn, left, left_mask, right, right_mask)
+            out["left_states"], out["right_states"] = states  # (B_l, L, 2H), (B_r, R, 2H)
+        else:
+            out["left_states"] = self.left_rnn(left, left_mask)  # (B_l, L, 2H)
+            out["right_states"] = self.right_rnn(right, right_mask)  # (B_r, R, 2H)
         return out
 
     def forward(self, batch: PairBatch) -> torch.Tensor:

@@ -24,6 +24,9 @@ Deviations from the paper / decisions:
   does not depend on the padding after it.
 - Dropout (config.dropout, the paper's keep-probability 0.9) after the projection and, with the
   MLP head, on the head's input and hidden layers (the cosine head has no dropout).
+- In eval mode each distinct text of a batch is encoded once (a question's candidates share its
+  vector; `attnmatch.nn.distinct`): the same outputs up to float rounding. Setting a model's
+  `share_encodings = False` encodes every pair's texts.
 
 Dims: B batch, L left length, R right length, T either length, E embedding size, n projection
 size (= LSTM units per direction), F CNN filters, D pooled vector size, C outputs.
@@ -31,6 +34,7 @@ size (= LSTM units per direction), F CNN filters, D pooled vector size, C output
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -40,6 +44,7 @@ from torch import nn
 from attnmatch.data.schema import PairBatch
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.models._registry import register_model
+from attnmatch.nn.distinct import encode_distinct_pairs
 from attnmatch.nn.heads import HeadKind, PairHead, resolve_head
 from attnmatch.nn.masking import masked_max, masked_mean
 from attnmatch.nn.recurrent import BiRNN, encode_pair
@@ -107,6 +112,21 @@ class SiameseCNNConfig(BaselineConfig):
     kernel_size: int = 3
 
 
+def _encode_sides(
+    model: nn.Module,
+    encode_texts: Callable[
+        [torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]
+    ],
+    batch: PairBatch,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`encode_texts` on every pair in training; in eval mode on each distinct text once, then
+    broadcast to the pairs (`model.share_encodings`, on by default; equal up to float rounding)."""
+    sides = (batch.left_ids, batch.left_mask, batch.right_ids, batch.right_mask)
+    if model.training or not model.share_encodings:
+        return encode_texts(*sides)
+    return encode_distinct_pairs(encode_texts, *sides)
+
+
 class WordProjection(nn.Module):
     """HCRN eq. 1: u_i = ReLU(W_p w_i + b), then dropout; zero on padding.
 
@@ -164,11 +184,21 @@ class CBOWMLP(nn.Module):
         self.head = PairHead(
             config.head, config.hidden_size, config.mlp_hidden, config.num_outputs, config.dropout
         )
+        self.share_encodings = True  # in eval mode: each distinct text once
 
     def encode(self, batch: PairBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """One vector per side: the masked sum of its projected words, (B, n) each."""
+        return _encode_sides(self, self._encode_texts, batch)
+
+    def _encode_texts(
+        self,
+        left_ids: torch.Tensor,
+        left_mask: torch.Tensor,
+        right_ids: torch.Tensor,
+        right_mask: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         vectors = []
-        for ids, mask in ((batch.left_ids, batch.left_mask), (batch.right_ids, batch.right_mask)):
+        for ids, mask in ((left_ids, left_mask), (right_ids, right_mask)):
             words = self.projection(self.token_encoder(ids, mask), mask)  # (B, T, n)
             vectors.append(words.sum(dim=1))  # (B, n): padded words are zero
         return vectors[0], vectors[1]
@@ -197,19 +227,29 @@ class SiameseLSTM(nn.Module):
         self.head = PairHead(
             config.head, 2 * n, config.mlp_hidden, config.num_outputs, config.dropout
         )
+        self.share_encodings = True  # in eval mode: each distinct text once
 
     def encode(self, batch: PairBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """One vector per side: its BiLSTM states pooled over real steps, (B, 2n) each."""
-        left = self.projection(self.token_encoder(batch.left_ids, batch.left_mask), batch.left_mask)
+        return _encode_sides(self, self._encode_texts, batch)
+
+    def _encode_texts(
+        self,
+        left_ids: torch.Tensor,
+        left_mask: torch.Tensor,
+        right_ids: torch.Tensor,
+        right_mask: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        left = self.projection(self.token_encoder(left_ids, left_mask), left_mask)  # (B_l, L, n)
         right = self.projection(
-            self.token_encoder(batch.right_ids, batch.right_mask), batch.right_mask
-        )  # (B, L, n), (B, R, n)
+            self.token_encoder(right_ids, right_mask), right_mask
+        )  # (B_r, R, n)
         left_states, right_states = encode_pair(
-            self.rnn, left, batch.left_mask, right, batch.right_mask
-        )  # (B, L, 2n), (B, R, 2n)
+            self.rnn, left, left_mask, right, right_mask
+        )  # (B_l, L, 2n), (B_r, R, 2n)
         pool = masked_max if self.config.pooling == "max" else masked_mean
-        left_vec = pool(left_states, batch.left_mask.unsqueeze(-1), dim=1)  # (B, 2n)
-        right_vec = pool(right_states, batch.right_mask.unsqueeze(-1), dim=1)  # (B, 2n)
+        left_vec = pool(left_states, left_mask.unsqueeze(-1), dim=1)  # (B_l, 2n)
+        right_vec = pool(right_states, right_mask.unsqueeze(-1), dim=1)  # (B_r, 2n)
         return left_vec, right_vec
 
     def forward(self, batch: PairBatch) -> torch.Tensor:
@@ -234,11 +274,21 @@ class SiameseCNN(nn.Module):
         self.head = PairHead(
             config.head, config.filters, config.mlp_hidden, config.num_outputs, config.dropout
         )
+        self.share_encodings = True  # in eval mode: each distinct text once
 
     def encode(self, batch: PairBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """One vector per side: its CNN features max-pooled over real positions, (B, F) each."""
+        return _encode_sides(self, self._encode_texts, batch)
+
+    def _encode_texts(
+        self,
+        left_ids: torch.Tensor,
+        left_mask: torch.Tensor,
+        right_ids: torch.Tensor,
+        right_mask: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         vectors = []
-        for ids, mask in ((batch.left_ids, batch.left_mask), (batch.right_ids, batch.right_mask)):
+        for ids, mask in ((left_ids, left_mask), (right_ids, right_mask)):
             words = self.projection(self.token_encoder(ids, mask), mask)  # (B, T, n)
             features = self.cnn(words, mask)  # (B, T, F)
             vectors.append(masked_max(features, mask.unsqueeze(-1), dim=1))  # (B, F)

@@ -60,8 +60,8 @@ def encode_pair(
     One packed call over 2B sequences halves the per-step kernel launches of two calls.
 
     Shape:
-        left: (B, L, E), left_mask: (B, L), right: (B, R, E), right_mask: (B, R)
-        -> (B, L, 2H), (B, R, 2H)
+        left: (B, L, E), left_mask: (B, L), right: (B', R, E), right_mask: (B', R)
+        -> (B, L, 2H), (B', R, 2H); the sides' batch sizes may differ (distinct texts of each).
     """
     batch, lsteps, _ = left.shape
     rsteps = right.shape[1]
