@@ -170,8 +170,8 @@ def test_training_mode_encodes_every_pair(monkeypatch: pytest.MonkeyPatch) -> No
     import attnmatch.models.mvlstm as mvlstm
 
     def fail(*args: object) -> None:
-        raise AssertionError("distinct_rows called in training mode")
+        raise AssertionError("distinct_sides called in training mode")
 
-    monkeypatch.setattr(mvlstm, "distinct_rows", fail)
+    monkeypatch.setattr(mvlstm, "distinct_sides", fail)
     model = tiny_model("mvlstm", dropout=0.5).train()
     assert model(_ranking_batch()).shape == (8, 1)

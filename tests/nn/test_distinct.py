@@ -93,3 +93,21 @@ def test_select_and_expand_round_trip() -> None:
     unique = distinct_rows(ids[:2], mask[:2])
     assert not unique.repeats
     assert unique.first.tolist() == [0, 1] and unique.expand(ids[:2]).data_ptr() == ids.data_ptr()
+
+
+def test_sides_share_only_where_it_pays() -> None:
+    from attnmatch.nn.distinct import SHARE_AT_MOST, distinct_sides
+
+    def side(texts: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        ids = torch.tensor(texts).unsqueeze(1)  # (B, 1): one token a text
+        return ids, torch.ones_like(ids, dtype=torch.bool)
+
+    # 8 pairs: 2 distinct questions (sharing pays), 7 distinct answers: both sides shared.
+    left, right = distinct_sides(*side([1, 1, 1, 1, 2, 2, 2, 2]), *side([1, 2, 3, 4, 5, 6, 7, 7]))
+    assert len(left.first) == 2 and len(right.first) == 7
+    # Nearly every text distinct on both sides (7 of 8 > SHARE_AT_MOST): the plain path.
+    assert 7 / 8 > SHARE_AT_MOST
+    left, right = distinct_sides(*side([1, 2, 3, 4, 5, 6, 7, 7]), *side([1, 2, 3, 4, 5, 6, 7, 8]))
+    assert left.first.tolist() == list(range(8)) and not left.repeats and not right.repeats
+    x = torch.randn(8, 3)
+    assert left.select(x) is x and right.expand(x) is x

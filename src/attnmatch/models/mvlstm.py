@@ -44,7 +44,7 @@ from torch import nn
 from attnmatch.data.schema import PairBatch
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.models._registry import register_model, register_preset
-from attnmatch.nn.distinct import distinct_rows
+from attnmatch.nn.distinct import distinct_sides
 from attnmatch.nn.masking import masked_kmax, masked_softmax
 from attnmatch.nn.recurrent import BiRNN, encode_pair
 
@@ -199,8 +199,9 @@ class MVLSTM(nn.Module):
             # Each distinct text once (a question's candidates share its encoding), then
             # broadcast to the pairs; equal to the plain path up to float rounding (see
             # attnmatch.nn.distinct). Not in training, so dropout's draws stay per pair.
-            left = distinct_rows(batch.left_ids, batch.left_mask)  # U_l distinct left texts
-            right = distinct_rows(batch.right_ids, batch.right_mask)  # U_r distinct right texts
+            left, right = distinct_sides(  # U_l, U_r distinct texts (where sharing pays)
+                batch.left_ids, batch.left_mask, batch.right_ids, batch.right_mask
+            )
             out = self._encode_texts(
                 left.select(batch.left_ids),
                 left.select(batch.left_mask),

@@ -27,6 +27,12 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+# Sharing is used only where it removes enough rows: index copies cost more than they save when
+# nearly every text is distinct (a batch of 32 pairs in `Matcher.predict`'s length order holds
+# ~27 distinct questions, and sharing them was 2-10% slower than the plain path; see
+# docs/speed.md).
+SHARE_AT_MOST = 0.75  # distinct texts / rows
+
 
 class DistinctRows(NamedTuple):
     """Indices of a batch's distinct rows.
@@ -45,6 +51,11 @@ class DistinctRows(NamedTuple):
         """Whether some text occurs more than once (U < B); if not, `first` is 0..B-1."""
         return len(self.first) < len(self.inverse)
 
+    @property
+    def worth_sharing(self) -> bool:
+        """Whether encoding the distinct texts only saves enough work: U <= SHARE_AT_MOST * B."""
+        return len(self.first) <= SHARE_AT_MOST * len(self.inverse)
+
     def select(self, x: torch.Tensor) -> torch.Tensor:
         """The distinct rows of `x` (B, ...) -> (U, ...); `x` itself when nothing repeats."""
         return x.index_select(0, self.first) if self.repeats else x
@@ -52,6 +63,12 @@ class DistinctRows(NamedTuple):
     def expand(self, x: torch.Tensor) -> torch.Tensor:
         """Per-text rows `x` (U, ...) back to every row of the batch -> (B, ...)."""
         return x.index_select(0, self.inverse) if self.repeats else x
+
+    @staticmethod
+    def every_row(batch: int, device: torch.device) -> DistinctRows:
+        """Every row its own text (no sharing): `select` and `expand` return their input."""
+        rows = torch.arange(batch, device=device)
+        return DistinctRows(rows, rows)
 
 
 def distinct_rows(ids: torch.Tensor, mask: torch.Tensor) -> DistinctRows:
@@ -154,8 +171,7 @@ def encode_distinct_pairs(
         left_ids, left_mask: (B, L); right_ids, right_mask: (B, R)
         -> encode's outputs with B rows each, e.g. (B, D), (B, D)
     """
-    left = distinct_rows(left_ids, left_mask)  # U_l texts
-    right = distinct_rows(right_ids, right_mask)  # U_r texts
+    left, right = distinct_sides(left_ids, left_mask, right_ids, right_mask)  # U_l, U_r texts
     left_out, right_out = encode(
         left.select(left_ids),
         left.select(left_mask),
@@ -163,3 +179,22 @@ def encode_distinct_pairs(
         right.select(right_mask),
     )  # (U_l, ...), (U_r, ...)
     return left.expand(left_out), right.expand(right_out)
+
+
+def distinct_sides(
+    left_ids: torch.Tensor,
+    left_mask: torch.Tensor,
+    right_ids: torch.Tensor,
+    right_mask: torch.Tensor,
+) -> tuple[DistinctRows, DistinctRows]:
+    """The distinct rows of each side of a batch of pairs when sharing pays on one side at
+    least (`DistinctRows.worth_sharing`), else every row of each (the plain path).
+
+    Shape:
+        left_ids, left_mask: (B, L); right_ids, right_mask: (B, R) -> indices over B rows
+    """
+    left, right = distinct_rows(left_ids, left_mask), distinct_rows(right_ids, right_mask)
+    if left.worth_sharing or right.worth_sharing:
+        return left, right
+    every = DistinctRows.every_row(len(left_ids), left_ids.device)
+    return every, every
