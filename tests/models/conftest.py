@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import torch
 
 from attnmatch import configs
@@ -186,3 +187,11 @@ def random_pairs(n: int, seed: int = 0) -> tuple[list[list[int]], list[list[int]
         for _ in range(n)
     ]
     return left, right
+
+
+@pytest.fixture
+def share_small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shared encoding on the tests' small batches too (it starts at SHARE_MIN_ROWS pairs)."""
+    import attnmatch.nn.distinct
+
+    monkeypatch.setattr(attnmatch.nn.distinct, "SHARE_MIN_ROWS", 0)

@@ -122,6 +122,7 @@ def _ranking_batch() -> PairBatch:
     return make_batch(left, right, extra_pad=2)
 
 
+@pytest.mark.usefixtures("share_small_batches")
 @pytest.mark.parametrize(
     "overrides",
     [
@@ -152,6 +153,7 @@ def test_shared_encodings_equal_the_plain_path(overrides: dict) -> None:
         torch.testing.assert_close(shared_attn[key], plain_attn[key], atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.usefixtures("share_small_batches")
 def test_shared_encodings_gradients_equal_the_plain_path() -> None:
     model = tiny_model("mvlstm", gate="left", trainable=True).eval()  # eval: sharing on
     batch = _ranking_batch()

@@ -140,6 +140,7 @@ def _ranking_batch() -> PairBatch:
     return make_batch(left, right, extra_pad=2)
 
 
+@pytest.mark.usefixtures("share_small_batches")
 @pytest.mark.parametrize(
     ("name", "overrides"),
     [

@@ -95,8 +95,15 @@ def test_select_and_expand_round_trip() -> None:
     assert unique.first.tolist() == [0, 1] and unique.expand(ids[:2]).data_ptr() == ids.data_ptr()
 
 
-def test_sides_share_only_where_it_pays() -> None:
+def test_sides_share_only_where_it_pays(monkeypatch: pytest.MonkeyPatch) -> None:
+    import attnmatch.nn.distinct
     from attnmatch.nn.distinct import SHARE_AT_MOST, distinct_sides
+
+    repeated = torch.tensor([1, 1, 1, 1, 2, 2, 2, 2]).unsqueeze(1)  # (8, 1)
+    mask = torch.ones_like(repeated, dtype=torch.bool)
+    left, _ = distinct_sides(repeated, mask, repeated, mask)
+    assert not left.repeats  # 8 pairs < SHARE_MIN_ROWS: the plain path, no search
+    monkeypatch.setattr(attnmatch.nn.distinct, "SHARE_MIN_ROWS", 0)
 
     def side(texts: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         ids = torch.tensor(texts).unsqueeze(1)  # (B, 1): one token a text

@@ -32,6 +32,10 @@ import torch
 # ~27 distinct questions, and sharing them was 2-10% slower than the plain path; see
 # docs/speed.md).
 SHARE_AT_MOST = 0.75  # distinct texts / rows
+# Below this many pairs a batch runs the plain path without looking for repeats: at 32 pairs
+# sharing gained nothing even with a question's candidates together (1.00-1.03x), and the search
+# costs ~3% of such a batch.
+SHARE_MIN_ROWS = 64
 
 
 class DistinctRows(NamedTuple):
@@ -188,13 +192,15 @@ def distinct_sides(
     right_mask: torch.Tensor,
 ) -> tuple[DistinctRows, DistinctRows]:
     """The distinct rows of each side of a batch of pairs when sharing pays on one side at
-    least (`DistinctRows.worth_sharing`), else every row of each (the plain path).
+    least (`DistinctRows.worth_sharing`), else every row of each (the plain path). A batch of
+    fewer than `SHARE_MIN_ROWS` pairs takes the plain path at once.
 
     Shape:
         left_ids, left_mask: (B, L); right_ids, right_mask: (B, R) -> indices over B rows
     """
-    left, right = distinct_rows(left_ids, left_mask), distinct_rows(right_ids, right_mask)
-    if left.worth_sharing or right.worth_sharing:
-        return left, right
+    if len(left_ids) >= SHARE_MIN_ROWS:
+        left, right = distinct_rows(left_ids, left_mask), distinct_rows(right_ids, right_mask)
+        if left.worth_sharing or right.worth_sharing:
+            return left, right
     every = DistinctRows.every_row(len(left_ids), left_ids.device)
     return every, every
