@@ -275,3 +275,20 @@ def test_cli_rank_on_cuda(tmp_path: Path) -> None:
     assert outcome.exit_code == 0, outcome.output
     rows = [json.loads(line) for line in outcome.stdout.splitlines()]
     assert sorted(r["index"] for r in rows) == [0, 1]
+
+
+@pytest.mark.parametrize("name", ["mvlstm", "amvlstm_q", "lstm"])
+def test_shared_encoding_on_cuda_equals_the_plain_path(name: str) -> None:
+    """Each distinct text encoded once (the `torch.unique` path of `nn.distinct` on CUDA) gives
+    the plain path's scores: 80 pairs, 4 questions with 20 candidates each."""
+    from tests.models.conftest import make_batch
+
+    model = tiny_model(name).to(CUDA).eval()
+    left, right = random_pairs(80, seed=5)
+    left = [left[i // 20] for i in range(80)]  # 4 distinct questions
+    batch = make_batch(left, right).to(CUDA)
+    with torch.inference_mode():
+        shared = model(batch)  # (80, num_outputs)
+        model.share_encodings = False
+        plain = model(batch)  # (80, num_outputs)
+    torch.testing.assert_close(shared, plain, atol=ATOL, rtol=RTOL)
