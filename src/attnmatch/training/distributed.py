@@ -139,9 +139,21 @@ def _local_rank() -> int:
     return int(os.environ.get("LOCAL_RANK", "0"))
 
 
+LEAVE_TIMEOUT = timedelta(seconds=30)  # how long a rank waits at exit for the others
+
+
 def _leave() -> None:
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    """Leaves the process group at exit, after the other ranks have finished their last
+    collective: a rank that tears down its connections while a peer's gloo threads still use
+    them can make that peer abort ("terminate called without an active exception"). A peer
+    that is gone is waited for LEAVE_TIMEOUT at most."""
+    if not dist.is_initialized():
+        return
+    try:
+        dist.monitored_barrier(timeout=LEAVE_TIMEOUT)
+    except Exception:  # a peer gone, or a backend without it: leave anyway
+        pass
+    dist.destroy_process_group()
 
 
 def rank_device(device: str) -> str:
