@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,47 +125,56 @@ HEADERS = {"content-type": "application/json"}
 Plan = list[tuple[bool, bytes]]  # (malformed?, body) per request
 
 
-async def _aiohttp_load(row: Row, url: str, plan: Plan, concurrency: int, deadline: float) -> None:
+async def _drive(
+    row: Row,
+    plan: Plan,
+    concurrency: int,
+    deadline: float,
+    post: Callable[[bytes], Awaitable[int]],
+    transport_errors: tuple[type[BaseException], ...],
+) -> None:
+    """`concurrency` workers send the plan's bodies with `post` (which returns the status code)
+    until the plan is spent or the deadline passes, counting each answer into `row`."""
     queue = iter(plan)
+
+    async def worker() -> None:
+        for bad, body in queue:
+            if time.perf_counter() > deadline:
+                return
+            start = time.perf_counter()
+            try:
+                code = await post(body)
+            except transport_errors:
+                row.transport_errors += 1
+                continue
+            row.count(bad, code, time.perf_counter() - start)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+async def _aiohttp_load(row: Row, url: str, plan: Plan, concurrency: int, deadline: float) -> None:
     connector = aiohttp.TCPConnector(limit=concurrency)
     timeout = aiohttp.ClientTimeout(total=60)
     async with aiohttp.ClientSession(url, connector=connector, timeout=timeout) as session:
 
-        async def worker() -> None:
-            for bad, body in queue:
-                if time.perf_counter() > deadline:
-                    return
-                start = time.perf_counter()
-                try:
-                    async with session.post("/v1/rank", data=body, headers=HEADERS) as response:
-                        await response.read()
-                        code = response.status
-                except (aiohttp.ClientError, TimeoutError):
-                    row.transport_errors += 1
-                    continue
-                row.count(bad, code, time.perf_counter() - start)
+        async def post(body: bytes) -> int:
+            async with session.post("/v1/rank", data=body, headers=HEADERS) as response:
+                await response.read()
+                return response.status
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        errors = (aiohttp.ClientError, TimeoutError)
+        await _drive(row, plan, concurrency, deadline, post, errors)
 
 
 async def _httpx_load(row: Row, url: str, plan: Plan, concurrency: int, deadline: float) -> None:
-    queue = iter(plan)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
 
-        async def worker() -> None:
-            for bad, body in queue:
-                if time.perf_counter() > deadline:
-                    return
-                start = time.perf_counter()
-                try:
-                    response = await client.post("/v1/rank", content=body, headers=HEADERS)
-                except httpx.HTTPError:
-                    row.transport_errors += 1
-                    continue
-                row.count(bad, response.status_code, time.perf_counter() - start)
+        async def post(body: bytes) -> int:
+            response = await client.post("/v1/rank", content=body, headers=HEADERS)
+            return response.status_code
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        await _drive(row, plan, concurrency, deadline, post, (httpx.HTTPError,))
 
 
 CLIENTS = {"aiohttp": _aiohttp_load, "httpx": _httpx_load}

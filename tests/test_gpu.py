@@ -30,6 +30,7 @@ from attnmatch.matcher import Matcher
 from attnmatch.training import ExperimentConfig, train
 from tests.models.conftest import model_batch, random_pairs, tiny_model
 from tests.models.test_common import NAMES
+from tests.training.test_trainer import tiny_experiment as trainer_tiny_experiment
 
 pytestmark = [
     pytest.mark.gpu,
@@ -128,23 +129,8 @@ def test_cuda_equals_cpu(name: str, mode: str, no_tf32: None) -> None:
 
 
 def tiny_experiment(**train: object) -> ExperimentConfig:
-    return ExperimentConfig.from_dict(
-        {
-            "model": "mvlstm",
-            "model_overrides": {"hidden_size": 8, "k": 10},
-            "data": {"dataset": "pairs", "data_dir": str(FIXTURE)},
-            "inputs": {"kind": "word_vectors", "vectors": "random", "dim": 8},
-            "train": {
-                "epochs": 8,
-                "batch_size": 4,
-                "num_negatives": 2,
-                "lr": 0.01,
-                "patience": 0,
-                "floors": "none",
-                **train,
-            },
-        }
-    )
+    """The trainer tests' tiny experiment, with 8 epochs and no floors unless told."""
+    return trainer_tiny_experiment(**{"epochs": 8, "floors": "none", **train})
 
 
 def _pairs(path: Path) -> list[tuple[str, str]]:
