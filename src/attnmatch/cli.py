@@ -1242,8 +1242,50 @@ def reproduce(
         "results"
     ),
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+    setting: Annotated[
+        str | None,
+        typer.Option(help="claims: only this inputs setting (glove or minilm; default: all)."),
+    ] = None,
+    systems: Annotated[
+        str | None,
+        typer.Option(help="claims: train only these TABLE:ROW systems, comma-separated."),
+    ] = None,
+    jobs: Annotated[int, typer.Option(min=1, help="claims: runs trained at once.")] = 1,
+    threads: Annotated[int, typer.Option(min=1, help="claims: torch threads per run.")] = 1,
+    train: Annotated[
+        bool, typer.Option(help="claims: train pending runs (--no-train: only decide).")
+    ] = True,
 ) -> None:
-    """Reproduce a paper table: train each row over seeds, select on dev, report test."""
+    """Reproduce a paper table: train each row over seeds, select on dev, report test.
+
+    `attnmatch reproduce claims` decides each paper's claims (benchmarks/claims.toml) with
+    seeds and paired tests, and writes results/claims.{json,md}.
+    """
+    if table == "claims":
+        from attnmatch.claims import render, reproduce_claims
+
+        _check_output_folder(runs_dir, "--runs-dir")
+        _check_output_folder(results_dir, "--results-dir")
+        system_list = None
+        if systems is not None:
+            system_list = [x.strip() for x in systems.split(",")]
+            if not all(system_list):
+                raise typer.BadParameter(
+                    f"{systems!r}: give TABLE:ROW systems separated by commas",
+                    param_hint="--systems",
+                )
+        claims = reproduce_claims(
+            settings=[setting] if setting else None,
+            systems=system_list,
+            jobs=jobs,
+            threads=threads,
+            runs_dir=runs_dir,
+            results_dir=results_dir,
+            train=train,
+            console=err,
+        )
+        out.print(shown(render(claims)), highlight=False)
+        return
     from attnmatch.reproduce import find_table, load_table, render_markdown
     from attnmatch.reproduce import reproduce as run
 

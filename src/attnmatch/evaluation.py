@@ -96,6 +96,38 @@ def report_from_outputs(
     raise TypeError(f"unsupported protocol {protocol!r}")
 
 
+def report_items(
+    outputs: np.ndarray, data: EncodedPairs, protocol: Protocol, *, task: Task | None = None
+) -> dict[str, Any]:
+    """One record per evaluated item of a split, for paired significance tests
+    (`attnmatch.claims`): ranking, each kept query's metrics (`Report.per_query`); classification,
+    each pair's gold and predicted class; regression, each pair's gold and predicted score (and
+    its set, for a `by_group` protocol). JSON-ready; items are in the split's order."""
+    if isinstance(protocol, RankingProtocol):
+        report = report_from_outputs(outputs, data, protocol, task=task)
+        return {"kind": "ranking", "protocol": protocol.name, "queries": report.per_query}
+    if isinstance(protocol, ClassificationProtocol):
+        return {
+            "kind": "classification",
+            "protocol": protocol.name,
+            "labels": data.labels.astype(np.int64).tolist(),
+            "predicted": np.asarray(outputs).argmax(axis=1).tolist(),
+        }
+    if isinstance(protocol, RegressionProtocol):
+        own = task is not None and task.kind == "regression"
+        min_score = task.min_score if own and task is not None else protocol.min_score
+        predictions = regression_predictions(torch.from_numpy(outputs), min_score).numpy()
+        groups = [data.group_names[g] for g in data.group_ids] if protocol.by_group else None
+        return {
+            "kind": "regression",
+            "protocol": protocol.name,
+            "labels": [float(x) for x in data.labels],
+            "predictions": [float(x) for x in predictions],
+            "groups": groups,
+        }
+    raise TypeError(f"unsupported protocol {protocol!r}")
+
+
 def _regression_report(
     outputs: np.ndarray, data: EncodedPairs, protocol: RegressionProtocol, min_score: float
 ) -> Report:

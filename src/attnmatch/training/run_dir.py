@@ -3,6 +3,7 @@
     <run>/model/            the dev-selected model directory (`Matcher.save`), with metrics.json
     <run>/checkpoint/       the last epoch: model/ + optimizer.pt + trainer_state.json
     <run>/log.jsonl         one line per epoch
+    <run>/test_items.json   the test split's per-item results (per query or pair)
     <run>/result.json       the final result: metrics, commit, environment, training time
     <run>/.lock             held by the process that runs in the folder (`RunDir.claim`)
 
@@ -402,6 +403,13 @@ class RunDir:
 
     def save_best(self, matcher: Matcher, dev: dict[str, float] | None) -> None:
         matcher.save(self.model_dir, metrics={"dev": dev})
+
+    def items_file(self, split: str) -> Path:
+        """<run>/<split>_items.json: the split's per-item results (`evaluation.report_items`)."""
+        return self.path / f"{split}_items.json"
+
+    def write_items(self, split: str, items: dict[str, Any]) -> None:
+        write_text_atomic(self.items_file(split), json.dumps(items) + "\n")
 
     def write_result(self, result: TrainResult, metrics: dict[str, Any]) -> None:
         """Writes the model's metrics.json, log.jsonl (complete even if a kill came between

@@ -26,6 +26,7 @@ from rich.console import Console
 from attnmatch.atomic import write_text_atomic
 from attnmatch.configs import ConfigError
 from attnmatch.devices import check_precision, resolve_device
+from attnmatch.evaluation import report_from_outputs, report_items
 from attnmatch.matcher import Matcher
 from attnmatch.models import input_layer
 from attnmatch.terminal import visible
@@ -210,7 +211,14 @@ def _finish(
     best.inputs.enable_cache(input_layer(best.model))  # shares the run's cache when frozen
     exp_best = dataclasses.replace(exp, matcher=best)
     dev = evaluate_split(exp_best, exp.dev) if exp.dev is not None else None
-    test = evaluate_split(exp_best, exp.test) if exp.test is not None else None
+    test = None
+    if exp.test is not None:
+        outputs = best.predict(exp.test.data)
+        test = report_from_outputs(outputs, exp.test.data, exp.test.protocol, task=best.task)
+        # Per-item results (per query or pair), for paired tests between runs (attnmatch.claims).
+        run.write_items(
+            "test", report_items(outputs, exp.test.data, exp.test.protocol, task=best.task)
+        )
     floors = run_floors(exp, console)
     if dev is not None and floors.get("dev"):
         metric = selection_metric(exp)
