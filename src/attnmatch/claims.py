@@ -248,9 +248,11 @@ def train_runs(
     systems: Sequence[str] | None = None,
     jobs: int = 1,
     threads: int = 1,
+    device: str | None = None,
     console: Console | None = None,
 ) -> None:
-    """Trains every pending run of `setting`, `jobs` at a time (each with `threads` threads)."""
+    """Trains every pending run of `setting`, `jobs` at a time (each with `threads` threads),
+    on `device` (default: each table's, the CPU)."""
     console = console or Console(stderr=True)
     if setting.not_run:
         console.print(shown(f"setting {setting.name} not run: {setting.not_run}"), highlight=False)
@@ -702,6 +704,7 @@ def reproduce_claims(
     systems: Sequence[str] | None = None,
     jobs: int = 1,
     threads: int = 1,
+    device: str | None = None,
     runs_dir: str | Path = "runs",
     results_dir: str | Path | None = "results",
     train: bool = True,
@@ -721,7 +724,7 @@ def reproduce_claims(
         for setting in chosen:
             train_runs(
                 spec, setting, runs_dir, systems=systems, jobs=jobs, threads=threads,
-                console=console,
+                device=device, console=console,
             )  # fmt: skip
     result = collect(spec, runs_dir, list(spec.settings))
     if results_dir is not None:

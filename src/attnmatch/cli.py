@@ -1255,6 +1255,9 @@ def reproduce(
     train: Annotated[
         bool, typer.Option(help="claims: train pending runs (--no-train: only decide).")
     ] = True,
+    device: Annotated[
+        str | None, typer.Option(help="claims: train on this device (cpu, cuda, cuda:N).")
+    ] = None,
 ) -> None:
     """Reproduce a paper table: train each row over seeds, select on dev, report test.
 
@@ -1279,6 +1282,7 @@ def reproduce(
             systems=system_list,
             jobs=jobs,
             threads=threads,
+            device=device,
             runs_dir=runs_dir,
             results_dir=results_dir,
             train=train,
