@@ -261,6 +261,9 @@ def train_runs(
     if not pending:
         return
     configs_ = {system: experiment(system, setting).to_dict() for system in {p[0] for p in pending}}
+    # The no-training floors are reporting only (and the encoder floor costs minutes of CPU).
+    extra: dict[str, Any] = {"floors": "none"} | ({"device": device} if device else {})
+    configs_ = {k: configs.merge(v, {"train": extra}) for k, v in configs_.items()}
     console.print(
         f"{setting.name}: {len(pending)} runs to train, {jobs} at a time", highlight=False
     )
