@@ -221,16 +221,14 @@ def pending_runs(
     runs_dir: str | Path,
     systems: Sequence[str] | None = None,
 ) -> list[tuple[str, int, Path]]:
-    """(system, seed, folder) of every run not finished yet, for the claims run in `setting`."""
-    wanted = set(systems) if systems is not None else None
+    """(system, seed, folder) of every run not finished yet, for the claims run in `setting`,
+    system by system (in the order of `systems` when given)."""
     out = []
     skipped = {c.a for c in spec.claims if setting.name in c.not_run} | {
         c.b for c in spec.claims if setting.name in c.not_run
     }
     needed = {s for c in spec.claims if setting.name not in c.not_run for s in (c.a, c.b)}
-    for system in spec.systems():
-        if wanted is not None and system not in wanted:
-            continue
+    for system in systems if systems is not None else spec.systems():
         if system in skipped and system not in needed:
             continue
         for seed in spec.seeds:
