@@ -1,13 +1,15 @@
 """Training batches: ranking groups (query, positive, k negatives) and plain pair batches.
 
 Every epoch's batches are a pure function of (seed, epoch), so a run resumed at epoch e sees
-exactly the batches an uninterrupted run would.
+exactly the batches an uninterrupted run would. Model-scored negatives ("model") draw their
+pools so; which pool candidates a batch trains then depends only on the model's weights at that
+step, which a checkpoint restores.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import numpy as np
@@ -148,7 +150,17 @@ class PairBatchSampler:
         return np.arange(len(batch))
 
 
-NegativeSource = Literal["random", "bm25", "in_batch"]
+NegativeSource = Literal["random", "bm25", "in_batch", "model"]
+NEGATIVE_SOURCES: tuple[NegativeSource, ...] = ("random", "bm25", "in_batch", "model")
+
+# Scores of pairs (indices into the sampler's `data`) under the current model: (n,) -> (n,).
+PairScorer = Callable[[np.ndarray], np.ndarray]
+
+
+def hard_count(num_negatives: int, hard_share: float) -> int:
+    """How many of k model-scored negatives are the pool's top-scored: hard_share * k rounded,
+    halves up (k = 1, share 0.5: 1)."""
+    return min(num_negatives, math.floor(hard_share * num_negatives + 0.5))
 
 
 class SampledNegativesSampler:
@@ -165,18 +177,30 @@ class SampledNegativesSampler:
       listwise loss over them is the in-batch softmax of sentence-transformers'
       MultipleNegativesRankingLoss); an answer equal to one of the query's own positives is
       replaced by a random one.
+    - "model": hard negatives chosen by the model being trained. Every group draws a pool of
+      `hard_pool` candidates at random (its own negatives, never one whose text is one of its
+      positives, where it has some; else other queries' answers); just before the batch is
+      trained, `choose` scores the batch's pools with the current model and keeps, per group,
+      the `hard_count(k, hard_share)` top-scored candidates and, for the rest of the k, the
+      first others in the pool's (random) order: hard_share 1 is the hardest sampled
+      negatives of Tan et al. / IARNN, 0.5 the mix sampling of HCRN, 0 random negatives.
+      `epoch(e)` then returns pool batches, groups of 1 + hard_pool rows (the positive, then
+      its pool: distinct candidates first, then repeats when the query has fewer).
 
     The negative pairs of an epoch are appended to the split's pairs: `data` is the split
     with them, valid after `epoch(e)` (texts are shared; nothing is re-encoded).
 
     Args:
         data: the encoded training split (labels > 0 are positives).
-        source: "random", "bm25" or "in_batch".
+        source: "random", "bm25", "in_batch" or "model".
         num_negatives: k (not used by "in_batch").
         groups_per_batch: groups in a batch.
         seed: base seed; epoch e uses `epoch_rng(seed, e)`.
         bucket_pool: batches per length-sorting pool (0 disables).
         hard: for "bm25", {query text index: answer text indices, best first}.
+        hard_pool: for "model", the candidates drawn per group and scored (>= k).
+        hard_share: for "model", the fraction of the k negatives that are the pool's
+            top-scored, in [0, 1].
         where: what `data` is, for messages, e.g. "pairs:faq train (train.tsv)".
     """
 
@@ -190,14 +214,20 @@ class SampledNegativesSampler:
         seed: int = 0,
         bucket_pool: int = 50,
         hard: dict[int, np.ndarray] | None = None,
+        hard_pool: int = 20,
+        hard_share: float = 0.5,
         where: str = "the training split",
     ) -> None:
-        if source not in ("random", "bm25", "in_batch"):
-            raise ValueError(f"unknown negative source {source!r}; use random, bm25 or in_batch")
+        if source not in NEGATIVE_SOURCES:
+            raise ValueError(
+                f"unknown negative source {source!r}; use {', '.join(NEGATIVE_SOURCES)}"
+            )
         if source == "bm25" and hard is None:
             raise ValueError("bm25 negatives need the BM25 candidates of each query (hard=)")
         if num_negatives < 1 or groups_per_batch < 1:
             raise ValueError("num_negatives and groups_per_batch must be >= 1")
+        if source == "model":
+            check_hard_options(hard_pool, hard_share, num_negatives)
         self.base = data
         self.data = data
         self.source = source
@@ -206,6 +236,8 @@ class SampledNegativesSampler:
         self.seed = seed
         self.bucket_pool = bucket_pool
         self.hard = hard or {}
+        self.hard_pool = hard_pool
+        self.hard_share = hard_share
         self._lengths = data.text_lengths
         self._positives: list[int] = []  # pair index of every positive, in group order
         self._own: dict[int, np.ndarray] = {}  # group id -> its own negative pair indices
@@ -218,6 +250,8 @@ class SampledNegativesSampler:
             g = int(data.group_ids[pos[0]])
             self._positives.extend(int(p) for p in pos)
             self._excluded[g] = {int(t) for t in data.right[pos]}
+            if source == "model":  # the top-scored must never be a positive's text
+                neg = neg[~np.isin(data.right[neg], data.right[pos])]
             if len(neg):
                 self._own[g] = neg
         if not self._positives:
@@ -229,6 +263,11 @@ class SampledNegativesSampler:
                 "other queries' answers"
             )
         self._group_size = 1 + num_negatives
+
+    @property
+    def scored(self) -> bool:
+        """Whether `epoch` returns pools that `choose` must turn into ranking groups."""
+        return self.source == "model"
 
     def num_groups(self) -> int:
         return len(self._positives)
@@ -253,6 +292,31 @@ class SampledNegativesSampler:
                 "own positives, so it has no negative"
             )
         return [int(t) for t in rng.choice(allowed, size=n - len(out))] + out
+
+    def _distinct_answers(self, rng: np.random.Generator, group: int, n: int) -> list[int]:
+        """n answer texts of other queries, distinct as far as the split has them (then
+        repeated at random)."""
+        excluded = self._excluded[group]
+        size = min(len(self._pool), n + len(excluded))  # holds n allowed ones when they exist
+        drawn = rng.choice(self._pool, size=size, replace=False)
+        out = [int(t) for t in drawn if int(t) not in excluded][:n]
+        if len(out) < n:
+            if not out:
+                return self._random_answers(rng, group, n)  # raises: no answer is allowed
+            out += [int(t) for t in rng.choice(out, size=n - len(out))]
+        return out
+
+    def _candidates(self, rng: np.random.Generator, pos: int) -> np.ndarray | list[int]:
+        """The "model" pool of positive pair `pos`: `hard_pool` pair indices of its own
+        negatives (an int64 array), or answer texts of other queries (a list); distinct
+        candidates first, then repeats of them when there are fewer."""
+        group = int(self.base.group_ids[pos])
+        own = self._own.get(group)
+        if own is None:
+            return self._distinct_answers(rng, group, self.hard_pool)
+        m = min(self.hard_pool, len(own))
+        distinct = rng.choice(own, size=m, replace=False)
+        return np.concatenate([distinct, rng.choice(distinct, size=self.hard_pool - m)])
 
     def _negatives(self, rng: np.random.Generator, pos: int, k: int) -> list[int] | np.ndarray:
         """k negatives for positive pair `pos`: pair indices of its own (int64 array), or
@@ -296,6 +360,11 @@ class SampledNegativesSampler:
             new_group.append(int(self.base.group_ids[query_pair]))
             return n + len(new_left) - 1
 
+        def add_pool(query_pair: int, answer_texts: list[int]) -> list[int]:
+            """One new pair per distinct text; a repeated text repeats its pair."""
+            pairs: dict[int, int] = {}
+            return [pairs.setdefault(a, add_pair(query_pair, a)) for a in answer_texts]
+
         batches: list[np.ndarray] = []
         for chunk in chunks:
             rows: list[list[int]] = []
@@ -314,6 +383,13 @@ class SampledNegativesSampler:
                     if len(others) < k:
                         others += self._random_answers(rng, group, k - len(others))
                     rows.append([int(p), *(add_pair(int(p), a) for a in others)])
+            elif self.source == "model":
+                for p in chunk:
+                    pool = self._candidates(rng, int(p))
+                    if isinstance(pool, np.ndarray):
+                        rows.append([int(p), *(int(q) for q in pool)])
+                    else:
+                        rows.append([int(p), *add_pool(int(p), pool)])
             else:
                 k = self.num_negatives
                 for p in chunk:
@@ -333,15 +409,70 @@ class SampledNegativesSampler:
         )
         return [batches[i] for i in rng.permutation(len(batches))]
 
+    def choose(self, batch: np.ndarray, score: PairScorer) -> np.ndarray:
+        """The ranking groups of a "model" pool batch (`epoch`): per group its positive and
+        k negatives from its pool, the `hard_count(k, hard_share)` top-scored first (ties: pool
+        order), then the pool's next others in order (repeats only when the query has fewer
+        than k candidates).
+
+        Args:
+            batch: a pool batch of `epoch`, groups of 1 + hard_pool pair indices.
+            score: the current model's score of pairs of `data`; called once, on the batch's
+                distinct pool pairs.
+
+        Returns:
+            pair indices, groups of 1 + k, positive first (what `group_index` describes).
+        """
+        if not self.scored:
+            raise ValueError(f"{self.source!r} negatives are chosen when drawn, not by a model")
+        k, width = self.num_negatives, 1 + self.hard_pool
+        table = batch.reshape(-1, width)  # (G, 1 + P)
+        pools = table[:, 1:]  # (G, P)
+        unique, inverse = np.unique(pools, return_inverse=True)
+        scores = np.asarray(score(unique), dtype=np.float64)[inverse.reshape(-1)]  # (G * P,)
+        scores = scores.reshape(pools.shape)  # (G, P)
+        h = hard_count(k, self.hard_share)
+        rows = []
+        for pool, pool_scores, positive in zip(pools, scores, table[:, 0], strict=True):
+            _, first = np.unique(pool, return_index=True)
+            distinct = np.sort(first)  # positions of the distinct candidates, in pool order
+            ranked = distinct[np.argsort(-pool_scores[distinct], kind="stable")]
+            hard = ranked[:h]
+            rest = distinct[~np.isin(distinct, hard)]
+            picked = np.concatenate([hard, rest])[:k]
+            if len(picked) < k:  # fewer than k candidates: the pool's repeats
+                picked = np.concatenate([picked, np.arange(len(distinct), self.hard_pool)])[:k]
+            rows.append(np.concatenate([[positive], pool[picked]]))
+        return np.stack(rows).reshape(-1).astype(np.int64)
+
     def group_index(self, batch: np.ndarray) -> np.ndarray:
         """Groups are contiguous and of equal size within a batch: 1 + k, where in-batch
         negatives make k = groups - 1, so a batch of G > 1 groups has G * G pairs (one group:
-        1 + 1)."""
+        1 + 1). For "model" negatives: of a batch `choose` returned."""
         size = self._group_size
         if self.source == "in_batch":
             root = math.isqrt(len(batch))
             size = root if root > 1 and root * root == len(batch) else 2
         return np.repeat(np.arange(len(batch) // size), size)
+
+
+def check_hard_options(hard_pool: int, hard_share: float, num_negatives: int | None) -> None:
+    """Checks the options of "model" negatives (`num_negatives` None: the pool's size is not
+    compared with k).
+
+    Raises:
+        ValueError: naming the option: hard_share outside [0, 1], hard_pool < 1 or <
+            num_negatives.
+    """
+    if not (math.isfinite(hard_share) and 0.0 <= hard_share <= 1.0):
+        raise ValueError(f"hard_share must be a fraction in [0, 1], got {hard_share}")
+    if hard_pool < 1:
+        raise ValueError(f"hard_pool must be >= 1, got {hard_pool}")
+    if num_negatives is not None and hard_pool < num_negatives:
+        raise ValueError(
+            f"hard_pool ({hard_pool}) must be >= num_negatives ({num_negatives}) for "
+            '"model" negatives: the k negatives of a group are chosen from its pool'
+        )
 
 
 def bm25_candidates(

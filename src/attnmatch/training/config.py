@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from attnmatch import configs
+from attnmatch.data.sampling import check_hard_options
 from attnmatch.devices import Precision, check_device_name, check_precision
 from attnmatch.inputs import (
     InputsConfig,
@@ -92,8 +93,16 @@ class TrainConfig:
         negatives where it has some, else answers of other queries ("random"); "random":
         answers of other queries drawn at random; "bm25": other queries' answers that BM25
         ranks highest for the query (lexical hard negatives); "in_batch": the other answers of
-        the batch (a listwise loss over the batch). Queries that have negatives of their own
-        keep them under "auto", "random" and "bm25".
+        the batch (a listwise loss over the batch); "model": hard negatives the model being
+        trained scores highest among `hard_pool` sampled candidates (HCRN's mix sampling,
+        IARNN's hardest sampled negative; ranking groups only). Queries that have negatives of
+        their own keep them under "auto", "random", "bm25" and "model" (whose pools are then
+        drawn from them).
+    hard_pool: for negatives = "model", the candidates drawn per positive and scored with the
+        current model before its batch trains (>= num_negatives).
+    hard_share: for negatives = "model", the fraction of the k negatives that are the pool's
+        top-scored (rounded, halves up); the rest are other candidates of the pool at random.
+        1: the hardest (IARNN, after Tan et al. and Feng et al.); 0.5: HCRN's mix; 0: random.
     warmup: the fraction of the step budget over which the learning rate rises linearly
         from 0 (0: none).
     lr_schedule: "staircase" (lr_decay every lr_decay_steps) or "linear" (decays linearly
@@ -136,7 +145,9 @@ class TrainConfig:
     min_epochs: int = DEFAULT_EPOCHS
     eval_every: int | None = None
     select_metric: str | None = None
-    negatives: Literal["auto", "random", "bm25", "in_batch"] = "auto"
+    negatives: Literal["auto", "random", "bm25", "in_batch", "model"] = "auto"
+    hard_pool: int = 20
+    hard_share: float = 0.5
     warmup: float = 0.0
     lr_schedule: Literal["staircase", "linear"] = "staircase"
     floors: Literal["all", "lexical", "none"] = "all"
@@ -172,6 +183,8 @@ class TrainConfig:
         for name in ("num_negatives", "batch_size", "eval_batch_size", "lr_decay_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        scored = self.negatives == "model"  # the pool holds k only where it is used
+        check_hard_options(self.hard_pool, self.hard_share, self.num_negatives if scored else None)
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"lr must be a finite number > 0, got {self.lr}")
         if self.encoder_lr is not None and not (

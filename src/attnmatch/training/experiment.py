@@ -143,6 +143,7 @@ def experiment_from_splits(
             f"{', '.join(get_model_entry(model_type).tasks)}); choose another model or dataset"
         )
     loss = task.resolve_loss(config.train.loss)
+    _check_negatives(config, task, loss)
     seed_everything(config.train.seed)
     inputs.fit(_texts(train), _texts(dev) + _texts(test), seed=config.train.seed)
     model_type, model_config = resolve_model_config(
@@ -211,6 +212,19 @@ def _check_select_metric(config: ExperimentConfig, dev: EvalSplit | None) -> Non
         raise ConfigError(
             f"train.select_metric = {chosen!r} is not a metric of the dev protocol "
             f"{dev.protocol.name!r}; choose one of {', '.join(dev.protocol.metrics)}"
+        )
+
+
+GROUP_LOSSES = ("rank_hinge", "listwise")  # losses over ranking groups (positive + negatives)
+
+
+def _check_negatives(config: ExperimentConfig, task: Task, loss: str) -> None:
+    """Model-scored negatives choose within ranking groups: a ranking task and a group loss."""
+    if config.train.negatives == "model" and (task.kind != "ranking" or loss not in GROUP_LOSSES):
+        raise ConfigError(
+            f'train.negatives = "model" chooses the negatives of ranking groups: it needs a '
+            f"ranking task with the {' or '.join(GROUP_LOSSES)} loss, not the {task.kind} task "
+            f"with {loss}"
         )
 
 

@@ -18,21 +18,24 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from attnmatch.data.collate import collate
+from attnmatch.data.encoding import EncodedPairs
 from attnmatch.data.sampling import (
     NegativeSource,
     PairBatchSampler,
     RankingGroupSampler,
     SampledNegativesSampler,
     bm25_candidates,
+    hard_count,
 )
 from attnmatch.data.schema import PairBatch
 from attnmatch.devices import autocast, grad_scaler
 from attnmatch.evaluation import Report, report_from_outputs
 from attnmatch.losses import auxiliary_loss, compute_loss
 from attnmatch.metrics import greater_is_better
+from attnmatch.tasks import ranking_scores
 from attnmatch.training import distributed
 from attnmatch.training.config import Budget
-from attnmatch.training.experiment import EvalSplit, Experiment
+from attnmatch.training.experiment import GROUP_LOSSES, EvalSplit, Experiment
 from attnmatch.training.optim import learning_rate, set_learning_rate
 from attnmatch.training.run_dir import RunDir, TrainState
 
@@ -62,7 +65,7 @@ def negative_source(exp: Experiment) -> NegativeSource | None:
 def make_sampler(exp: Experiment) -> Sampler:
     """Ranking groups (a positive and its negatives) for pairwise/listwise losses, else pairs."""
     t = exp.config.train
-    if exp.matcher.task.kind == "ranking" and exp.loss in ("rank_hinge", "listwise"):
+    if exp.matcher.task.kind == "ranking" and exp.loss in GROUP_LOSSES:
         source = negative_source(exp)
         where = f"{exp.config.data.dataset}: the training split"
         if source is None:
@@ -84,10 +87,38 @@ def make_sampler(exp: Experiment) -> Sampler:
             seed=t.seed,
             bucket_pool=t.bucket_pool,
             hard=hard,
+            hard_pool=t.hard_pool,
+            hard_share=t.hard_share,
         )
     return PairBatchSampler(
         exp.train, batch_size=t.batch_size, seed=t.seed, bucket_pool=t.bucket_pool
     )
+
+
+def pool_scores(exp: Experiment, data: EncodedPairs, rows: np.ndarray) -> np.ndarray:
+    """The current model's ranking scores of pairs `rows` of `data`, (n,) float32: eval mode,
+    no gradients, in batches of `eval_batch_size` (`Matcher.predict`); the model's train mode
+    is restored after."""
+    subset = EncodedPairs(
+        data.texts,
+        data.left[rows],
+        data.right[rows],
+        data.labels[rows],
+        data.group_ids[rows],
+        data.group_names,
+    )
+    outputs = exp.matcher.predict(subset)  # (n, num_outputs)
+    return ranking_scores(torch.from_numpy(outputs)).numpy()  # (n,)
+
+
+def batch_rows(
+    exp: Experiment, sampler: Sampler, data: EncodedPairs, idx: np.ndarray
+) -> np.ndarray:
+    """The pair indices a batch of `sampler.epoch` trains: `idx` itself, or for "model"
+    negatives the groups whose negatives the current model chose from their pools."""
+    if isinstance(sampler, SampledNegativesSampler) and sampler.scored:
+        return sampler.choose(idx, partial(pool_scores, exp, data))
+    return idx
 
 
 def batch_loss(
@@ -151,7 +182,8 @@ def run_epoch(
     task_id = bar.add_task(f"epoch {epoch}/{budget.epochs}", total=len(batches), info="")
     exp.model.train()
     start, losses, n_pairs = time.perf_counter(), [], 0
-    for idx in batches:
+    for drawn in batches:
+        idx = batch_rows(exp, sampler, data, drawn)
         part = distributed.shard_batch(sampler.group_index(idx))
         batch = collate(data, idx[part.rows], group_index=part.group_index).to(device)
         loss = batch_loss(exp, batch, model)
@@ -269,9 +301,10 @@ def _first_batch_loss(
     exp: Experiment, sampler: Sampler, epoch: int, model: torch.nn.Module
 ) -> torch.Tensor:
     """The loss of this rank's share of `epoch`'s first batch (`distributed.wrap`'s probe)."""
-    idx = sampler.epoch(epoch)[0]
-    part = distributed.shard_batch(sampler.group_index(idx))
+    drawn = sampler.epoch(epoch)[0]
     data = getattr(sampler, "data", exp.train)
+    idx = batch_rows(exp, sampler, data, drawn)
+    part = distributed.shard_batch(sampler.group_index(idx))
     batch = collate(data, idx[part.rows], group_index=part.group_index)
     return batch_loss(exp, batch.to(exp.matcher.device), model)
 
@@ -300,7 +333,15 @@ def budget_lines(exp: Experiment, sampler: Sampler, budget: Budget) -> list[str]
     t = exp.config.train
     unit = "groups" if not isinstance(sampler, PairBatchSampler) else "pairs"
     lines = []
-    if isinstance(sampler, SampledNegativesSampler):
+    if isinstance(sampler, SampledNegativesSampler) and sampler.scored:
+        k = sampler.num_negatives
+        h = hard_count(k, sampler.hard_share)
+        lines.append(
+            f"negatives: model-scored: of the {k} of a positive, the {h} the current model "
+            f"scores highest among {sampler.hard_pool} candidates drawn at random, the other "
+            f"{k - h} at random from them; {sampler.num_groups()} positive pairs"
+        )
+    elif isinstance(sampler, SampledNegativesSampler):
         lines.append(
             f"negatives: {sampler.source} (answers of other queries), "
             f"{sampler.num_groups()} positive pairs"
