@@ -1288,7 +1288,7 @@ def reproduce(
             train=train,
             console=err,
         )
-        out.print(shown(render(claims)), highlight=False)
+        out.print(render(claims), highlight=False, markup=False, soft_wrap=True)
         return
     from attnmatch.reproduce import find_table, load_table, render_markdown
     from attnmatch.reproduce import reproduce as run
