@@ -102,7 +102,7 @@ class ClaimsSpec:
         if self.resamples < 100:
             raise configs.ConfigError(f"resamples: {self.resamples} is under 100")
         for what, items in (("settings", self.settings), ("claims", self.claims)):
-            names = [getattr(x, "name", None) or getattr(x, "id", "") for x in items]
+            names = [str(getattr(x, "name", None) or getattr(x, "id", "")) for x in items]
             twice = sorted({n for n in names if names.count(n) > 1})
             if twice:
                 raise configs.ConfigError(f"{what}: {twice} given twice")
