@@ -199,3 +199,29 @@ def test_the_project_claims_load() -> None:
     spec = load_claims(Path(__file__).parents[1] / "benchmarks" / "claims.toml")
     assert len(spec.seeds) >= 5 and {s.name for s in spec.settings} == {"glove", "minilm"}
     assert len(spec.claims) >= 20
+
+
+def test_reproduce_update_replaces_only_the_rows_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from attnmatch.reproduce import reproduce
+
+    _project(tmp_path, monkeypatch)
+    runs, results = tmp_path / "runs", tmp_path / "results"
+    whole = reproduce("tiny", seeds=[1], runs_dir=runs, results_dir=results, progress=False)
+    saved = json.loads((results / "tiny.json").read_text())
+    assert [r["id"] for r in saved["rows"]] == ["plain", "gated"]
+    # A partial reproduction writes nothing without update ...
+    (results / "tiny.json").write_text(json.dumps(saved | {"marker": 1}))
+    reproduce("tiny", seeds=[2], rows=["gated"], runs_dir=runs, results_dir=results, progress=False)
+    assert json.loads((results / "tiny.json").read_text())["marker"] == 1
+    # ... and with it, replaces its rows and keeps the others as they were.
+    reproduce(
+        "tiny", seeds=[2], rows=["gated"], runs_dir=runs, results_dir=results, progress=False,
+        update=True,
+    )  # fmt: skip
+    updated = json.loads((results / "tiny.json").read_text())
+    assert [r["id"] for r in updated["rows"]] == ["plain", "gated"]
+    assert updated["rows"][0] == whole["rows"][0]
+    assert updated["rows"][1]["seeds"] == [2]
+    assert "gated" in (results / "tiny.md").read_text()

@@ -1255,6 +1255,10 @@ def reproduce(
     train: Annotated[
         bool, typer.Option(help="claims: train pending runs (--no-train: only decide).")
     ] = True,
+    update: Annotated[
+        bool,
+        typer.Option(help="With --rows: replace those rows in the written table."),
+    ] = False,
     device: Annotated[
         str | None, typer.Option(help="claims: train on this device (cpu, cuda, cuda:N).")
     ] = None,
@@ -1288,7 +1292,7 @@ def reproduce(
             train=train,
             console=err,
         )
-        out.print(render(claims), highlight=False, markup=False, soft_wrap=True)
+        _print_lines(render(claims))
         return
     from attnmatch.reproduce import find_table, load_table, render_markdown
     from attnmatch.reproduce import reproduce as run
@@ -1303,7 +1307,11 @@ def reproduce(
                 param_hint="--rows",
             )
     _check_output_folder(runs_dir, "--runs-dir")
-    if row_ids is None:
+    if update and row_ids is None:
+        raise typer.BadParameter(
+            "--update replaces the rows given with --rows", param_hint="--update"
+        )
+    if row_ids is None or update:
         _check_output_folder(results_dir, "--results-dir")
     spec = load_table(find_table(table))
     result = run(
@@ -1314,8 +1322,16 @@ def reproduce(
         results_dir=results_dir,
         progress=progress,
         console=err,
+        update=update,
     )
-    out.print(shown(render_markdown(result, spec.metrics)), highlight=False)
+    _print_lines(render_markdown(result, spec.metrics))
+
+
+def _print_lines(text: str) -> None:
+    """Prints a page line by line, each shown as written (no markup, control characters
+    escaped), so that its newlines stay newlines."""
+    for line in text.split("\n"):
+        out.print(shown(line), highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -196,8 +196,12 @@ def reproduce(
     results_dir: str | Path = "results",
     progress: bool = True,
     console: Console | None = None,
+    update: bool = False,
 ) -> dict[str, Any]:
-    """Trains every row of `table` over `seeds` and writes results/<table>.{json,md}."""
+    """Trains every row of `table` over `seeds` and writes results/<table>.{json,md}.
+
+    With `rows`, the results are not written, unless `update`: then those rows replace their
+    namesakes in the existing results/<table>.json (the other rows are kept as they are)."""
     console = console or Console(stderr=True)
     env = environment()  # the code that runs is the code at the start
     spec = load_table(find_table(table))
@@ -216,7 +220,13 @@ def reproduce(
         )
     for row in selected:  # before any training: every run folder stays inside runs_dir
         inside(runs_dir, spec.table, row.id)
-    if rows is None:
+    previous: dict[str, Any] | None = None
+    if rows is not None and update:
+        saved = inside(results_dir, spec.table + ".json")
+        if not saved.is_file():
+            raise FileNotFoundError(f"{saved}: no table to update; reproduce the whole table first")
+        previous = json.loads(saved.read_text(encoding="utf-8"))
+    if rows is None or update:
         for suffix in (".json", ".md"):
             inside(results_dir, spec.table + suffix)
     out_rows = []
@@ -278,7 +288,13 @@ def reproduce(
         "notes": list(spec.notes),
         "summary": spec.summary,
     }
-    if rows is None:  # partial reproductions do not overwrite the committed table
+    if previous is not None:  # the other rows as they were
+        fresh = {r["id"]: r for r in out_rows}
+        kept = {r["id"]: r for r in previous["rows"]}
+        result["rows"] = [
+            fresh.get(r.id) or kept[r.id] for r in spec.rows if r.id in fresh or r.id in kept
+        ]
+    if rows is None or update:  # partial reproductions overwrite nothing unless asked
         results = Path(results_dir)
         # JSON any parser reads: a metric that is not a number (e.g. NaN) is written as null.
         write_text_atomic(
