@@ -27,6 +27,10 @@ Deviations from the paper / decisions (see docs/models.md, aMV-LSTM):
 - In eval mode each distinct text of a batch is encoded once (a question's candidates share its
   token vectors, gate and BiLSTM states; `attnmatch.nn.distinct`), then broadcast to the pairs:
   the same outputs up to float rounding. `share_encodings = False` runs every pair's own.
+- `Matcher.predict` on the CPU in float32 runs `predict_encoded` instead of `forward` per batch:
+  the pairs sorted by length, each distinct text of a window of pairs encoded once (BiLSTM by
+  exact length, states normalised once), then k-max and the output layer per batch; equal to
+  `forward` up to float rounding (`encoded_inference = False` switches it off).
 
 Dims: B batch, L left length, R right length, E embedding size, H hidden size per direction,
 C interaction channels, k pooled values per channel.

@@ -26,6 +26,13 @@ the same parameters, so a model trained on one device runs on the other. Under C
 (bf16) the hand-written LSTM computes in float32 (`torch.amp.custom_fwd`): its in-place
 recurrence is not autocast-aware, and its cost is the per-step overhead, not the arithmetic.
 
+From `_GROUPED_INFERENCE_BATCH` sequences up, inference without autograd groups the sequences by
+exact length (`BiRNN._forward_by_length`, `bilstm_by_length`): a group needs no padding, so it
+runs through `nn.LSTM`'s dense oneDNN kernel, ~1.7x the hand-written recurrence per token at
+H=50 (both directions of 512 sequences of 24 tokens on one thread: ~860k vs ~490k tokens/s);
+lengths with fewer than `_DENSE_GROUP_MIN` sequences run together through the paths above. Not
+under CPU autocast (the paths above, in float32).
+
 Dims: B batch, T padded length, E input size, H hidden size per direction, D = 2 directions,
 N real tokens in the batch.
 """
