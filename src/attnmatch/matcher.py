@@ -440,6 +440,10 @@ class Matcher:
         model.eval()
         outputs: np.ndarray | None = None
         try:
+            encoded = _encoded_inference(model, run_on, self.precision)
+            if encoded is not None:
+                with torch.inference_mode():
+                    return encoded(data, self.batch_size).numpy()
             with torch.inference_mode(), autocast(run_on, self.precision):
                 for idx in bucketed_batches(data, self.batch_size):
                     out = model(collate(data, idx).to(run_on)).float().cpu().numpy()  # (b, C)
@@ -644,6 +648,20 @@ def _text_scorer(model: nn.Module) -> Callable[[Sequence[tuple[str, str]]], np.n
     lexical model)."""
     score_texts = getattr(model, "score_texts", None)
     return score_texts if callable(score_texts) else None
+
+
+def _encoded_inference(
+    model: nn.Module, device: torch.device, precision: str
+) -> Callable[[EncodedPairs, int], torch.Tensor] | None:
+    """The model's own whole-input inference path, `predict_encoded(data, batch_size) -> (N,
+    num_outputs)` (MV-LSTM), where it applies: on the CPU, in float32, with the model's
+    `encoded_inference` on."""
+    encoded = getattr(model, "predict_encoded", None)
+    if not callable(encoded) or not getattr(model, "encoded_inference", False):
+        return None
+    if device.type != "cpu" or module_device(model).type != "cpu" or precision != "fp32":
+        return None
+    return encoded  # type: ignore[no-any-return]
 
 
 def _zero_shot_task(task: Task | None, calibration: Calibration | None) -> Task:

@@ -27,6 +27,10 @@ Deviations from the paper / decisions (see docs/models.md, aMV-LSTM):
 - In eval mode each distinct text of a batch is encoded once (a question's candidates share its
   token vectors, gate and BiLSTM states; `attnmatch.nn.distinct`), then broadcast to the pairs:
   the same outputs up to float rounding. `share_encodings = False` runs every pair's own.
+- `Matcher.predict` on the CPU in float32 runs `predict_encoded` instead of `forward` per batch:
+  the pairs sorted by length, each distinct text of a window of pairs encoded once (BiLSTM by
+  exact length, states normalised once), then k-max and the output layer per batch; equal to
+  `forward` up to float rounding (`encoded_inference = False` switches it off).
 
 Dims: B batch, L left length, R right length, E embedding size, H hidden size per direction,
 C interaction channels, k pooled values per channel.
@@ -37,16 +41,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnmatch.data.collate import pad_ids
+from attnmatch.data.encoding import EncodedPairs
 from attnmatch.data.schema import PairBatch
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.models._registry import register_model, register_preset
 from attnmatch.nn.distinct import distinct_sides
 from attnmatch.nn.masking import masked_kmax, masked_softmax
-from attnmatch.nn.recurrent import BiRNN, encode_pair
+from attnmatch.nn.recurrent import BiRNN, bilstm_by_length, encode_pair
+
+# Pairs per window of `MVLSTM.predict_encoded` (at least the batch size): each distinct text of
+# a window is encoded once, so a question's candidates share it across batches.
+INFERENCE_WINDOW = 2048
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,7 +147,22 @@ class Interaction(nn.Module):
             self.linear_left = nn.Linear(dim, slices)  # the V[u; v] + b term, split by side
             self.linear_right = nn.Linear(dim, slices, bias=False)
 
-    def forward(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    def prepare(self, x: torch.Tensor) -> torch.Tensor:
+        """One side's states as `forward(..., prepared=True)` reads them: for the cosine, each
+        state (each direction's with "separate") scaled to unit length; else `x` itself.
+
+        Shape:
+            x: (B, T, D) -> (B, T, D)
+        """
+        if self.kind != "cosine":
+            return x
+        if self.directions == "separate":
+            halves = x.unflatten(-1, (2, -1))  # (B, T, 2, H)
+            return F.normalize(halves, dim=-1, eps=1e-8).flatten(-2)  # (B, T, D)
+        return F.normalize(x, dim=-1, eps=1e-8)
+
+    def forward(self, u: torch.Tensor, v: torch.Tensor, *, prepared: bool = False) -> torch.Tensor:
+        """`prepared`: u and v come from `prepare` (each text's states normalised once)."""
         if self.kind == "tensor":
             bilinear = torch.einsum("bld,cde,bre->bclr", u, self.weight, v)  # (B, C, L, R)
             linear = self.linear_left(u).transpose(1, 2).unsqueeze(-1) + self.linear_right(
@@ -148,7 +174,7 @@ class Interaction(nn.Module):
             v = torch.stack(v.chunk(2, dim=-1), dim=1)  # (B, 2, R, H)
         else:
             u, v = u.unsqueeze(1), v.unsqueeze(1)  # (B, 1, L, D), (B, 1, R, D)
-        if self.kind == "cosine":
+        if self.kind == "cosine" and not prepared:
             u = F.normalize(u, dim=-1, eps=1e-8)
             v = F.normalize(v, dim=-1, eps=1e-8)
         elif self.kind == "bilinear":
@@ -189,6 +215,8 @@ class MVLSTM(nn.Module):
         self.mlp = nn.Sequential(*layers)
         # In eval mode, encode each distinct text of a batch once (benchmarks switch it off).
         self.share_encodings = True
+        # `Matcher.predict` on the CPU runs `predict_encoded` (off: `forward` per batch).
+        self.encoded_inference = True
 
     def _encode(self, batch: PairBatch) -> dict[str, torch.Tensor]:
         if self.training or not self.share_encodings:
@@ -240,12 +268,96 @@ class MVLSTM(nn.Module):
 
     def forward(self, batch: PairBatch) -> torch.Tensor:
         sim = self._encode(batch)["interaction"]  # (B, C, L, R)
+        return self._score(sim, batch.left_mask, batch.right_mask)
+
+    def _score(
+        self, sim: torch.Tensor, left_mask: torch.Tensor, right_mask: torch.Tensor
+    ) -> torch.Tensor:
+        """k-max pooling over the real cells, dropout, the output layers.
+
+        Shape:
+            sim: (B, C, L, R), left_mask: (B, L), right_mask: (B, R) -> (B, num_outputs)
+        """
         b, c = sim.shape[:2]
-        cell_mask = batch.left_mask.unsqueeze(-1) & batch.right_mask.unsqueeze(-2)  # (B, L, R)
+        cell_mask = left_mask.unsqueeze(-1) & right_mask.unsqueeze(-2)  # (B, L, R)
         cell_mask = cell_mask.unsqueeze(1).expand_as(sim)  # (B, C, L, R)
         pooled = masked_kmax(sim.reshape(b * c, -1), cell_mask.reshape(b * c, -1), self.config.k)
         features = self.dropout(pooled.reshape(b, c * self.config.k))  # (B, C*k)
         return self.mlp(features)  # (B, num_outputs)
+
+    def predict_encoded(self, data: EncodedPairs, batch_size: int) -> torch.Tensor:
+        """Outputs for every pair of `data`, in its order: the inference path of
+        `Matcher.predict` on the CPU. Run it in eval mode under `torch.inference_mode`.
+
+        The pairs are sorted by (right length, left length), as `bucketed_batches` sorts them,
+        and taken in windows of `max(batch_size, INFERENCE_WINDOW)` pairs. Each distinct text of
+        a window (known by its index in `data.texts`, no search) is encoded once: token
+        vectors, gate, BiLSTM states, normalised for the cosine; then the window's pairs are
+        scored `batch_size` at a time from those states. The outputs equal `forward`'s on the
+        same pairs up to float rounding (tests/models/test_mvlstm_inference.py).
+
+        Shape:
+            -> (N, num_outputs) float32
+        """
+        lengths = data.text_lengths  # (T_texts,)
+        order = np.lexsort((lengths[data.left], lengths[data.right]))  # (N,)
+        outputs = torch.empty(len(data), self.config.num_outputs)  # (N, num_outputs)
+        window = max(batch_size, INFERENCE_WINDOW)
+        for first in range(0, len(order), window):
+            pairs = order[first : first + window]  # (W,)
+            left, left_of = self._encode_distinct(data, data.left[pairs], "left")
+            right, right_of = self._encode_distinct(data, data.right[pairs], "right")
+            prepare = self.interaction.prepare  # each state normalised once, for the cosine
+            if self.config.shared_encoder:
+                states = bilstm_by_length(self.left_rnn, [left, right], prepare)
+            else:
+                states = bilstm_by_length(self.left_rnn, [left], prepare) + bilstm_by_length(
+                    self.right_rnn, [right], prepare
+                )
+            left_states, right_states = states  # (U_l, L, 2H), (U_r, R, 2H)
+            left_lengths = torch.from_numpy(left[1])  # (U_l,)
+            right_lengths = torch.from_numpy(right[1])  # (U_r,)
+            for start in range(0, len(pairs), batch_size):
+                left_rows = left_of[start : start + batch_size]  # (b,)
+                right_rows = right_of[start : start + batch_size]  # (b,)
+                steps_l = max(int(left[1][left_rows].max()), 1)
+                steps_r = max(int(right[1][right_rows].max()), 1)
+                left_rows_t, right_rows_t = (
+                    torch.from_numpy(left_rows),
+                    torch.from_numpy(right_rows),
+                )
+                u = left_states[:, :steps_l].index_select(0, left_rows_t)  # (b, L', 2H)
+                v = right_states[:, :steps_r].index_select(0, right_rows_t)  # (b, R', 2H)
+                sim = self.interaction(u, v, prepared=True)  # (b, C, L', R')
+                left_mask = torch.arange(steps_l) < left_lengths[left_rows_t].unsqueeze(1)
+                right_mask = torch.arange(steps_r) < right_lengths[right_rows_t].unsqueeze(1)
+                scores = self._score(sim, left_mask, right_mask)  # (b, num_outputs)
+                outputs[torch.from_numpy(pairs[start : start + batch_size])] = scores
+        return outputs
+
+    def _encode_distinct(
+        self, data: EncodedPairs, texts: np.ndarray, side: str
+    ) -> tuple[tuple[torch.Tensor, np.ndarray], np.ndarray]:
+        """The distinct texts of one side, shortest first, through the token encoder and the
+        side's gate.
+
+        Shape:
+            texts: (W,) indices into `data.texts` -> ((U, T, E) vectors, (U,) lengths in
+            ascending order), (W,) the row of each of `texts`
+        """
+        distinct, inverse = np.unique(texts, return_inverse=True)  # (U,), (W,)
+        lengths = np.fromiter(
+            (len(data.texts[t]) for t in distinct), dtype=np.int64, count=len(distinct)
+        )
+        by_length = np.argsort(lengths, kind="stable")  # (U,)
+        rank = np.empty_like(by_length)
+        rank[by_length] = np.arange(len(by_length))
+        ids, mask = pad_ids([data.texts[t] for t in distinct[by_length]])  # (U, T)
+        x = self.token_encoder(ids, mask)  # (U, T, E)
+        gate = self.left_gate if side == "left" else self.right_gate
+        if gate is not None:
+            x, _ = gate(x, mask)  # (U, T, E)
+        return (x, lengths[by_length]), rank[inverse.reshape(-1)]
 
     def attention(self, batch: PairBatch) -> dict[str, torch.Tensor]:
         """Gate weights ("left_gate"/"right_gate", (B, T)) and the interaction (B, C, L, R)."""

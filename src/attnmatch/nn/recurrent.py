@@ -26,16 +26,24 @@ the same parameters, so a model trained on one device runs on the other. Under C
 (bf16) the hand-written LSTM computes in float32 (`torch.amp.custom_fwd`): its in-place
 recurrence is not autocast-aware, and its cost is the per-step overhead, not the arithmetic.
 
+From `_GROUPED_INFERENCE_BATCH` sequences up, inference without autograd groups the sequences by
+exact length (`BiRNN._forward_by_length`, `bilstm_by_length`): a group needs no padding, so it
+runs through `nn.LSTM`'s dense oneDNN kernel, ~1.7x the hand-written recurrence per token at
+H=50 (both directions of 512 sequences of 24 tokens on one thread: ~860k vs ~490k tokens/s);
+lengths with fewer than `_DENSE_GROUP_MIN` sequences run together through the paths above. Not
+under CPU autocast (the paths above, in float32).
+
 Dims: B batch, T padded length, E input size, H hidden size per direction, D = 2 directions,
 N real tokens in the batch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -44,6 +52,10 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 # Measured crossover (inference, H=50, T=20-80): from ~24 sequences up `_PackedBiLSTM` is faster.
 _SMALL_INFERENCE_BATCH = 24
+# Inference from this many sequences up groups them by exact length (`BiRNN._forward_by_length`).
+_GROUPED_INFERENCE_BATCH = 64
+# In `_forward_by_length`, a length shared by fewer sequences than this joins the leftovers.
+_DENSE_GROUP_MIN = 8
 
 
 def encode_pair(
@@ -106,9 +118,45 @@ class BiRNN(nn.Module):
         if self.cell != "lstm" or x.device.type != "cpu" or not self.fast_cpu_lstm:
             return self._forward_packed(x, mask)
         needs_grad = x.requires_grad or self.rnn.weight_hh_l0.requires_grad
-        if not (torch.is_grad_enabled() and needs_grad) and len(x) < _SMALL_INFERENCE_BATCH:
-            return self._forward_packed(x, mask)
+        if not (torch.is_grad_enabled() and needs_grad):
+            if len(x) < _SMALL_INFERENCE_BATCH:
+                return self._forward_packed(x, mask)
+            if len(x) >= _GROUPED_INFERENCE_BATCH and not torch.is_autocast_enabled("cpu"):
+                return self._forward_by_length(x, mask)
         return self._forward_lstm_cpu(x, mask)
+
+    def _forward_by_length(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Inference only: each length shared by `_DENSE_GROUP_MIN` sequences or more runs as one
+        unpadded batch through `nn.LSTM` (oneDNN's fused kernel on the CPU, ~1.7x the
+        hand-written recurrence per token); the other sequences together through
+        `_forward_lstm_cpu` (or `_forward_packed` when they are few)."""
+        batch, steps, _ = x.shape
+        lengths = mask.sum(dim=1)  # (B,)
+        sorted_lengths, order = torch.sort(lengths, stable=True)  # (B,), (B,)
+        values, counts = torch.unique_consecutive(sorted_lengths, return_counts=True)
+        out = x.new_zeros(batch, steps, 2 * self.hidden_size)  # (B, T, 2H)
+        leftovers: list[torch.Tensor] = []
+        start = 0
+        for length, count in zip(values.tolist(), counts.tolist(), strict=True):
+            rows = order[start : start + count]  # (n,)
+            start += count
+            if length == 0:
+                continue  # no real token: zero states
+            if count < _DENSE_GROUP_MIN:
+                leftovers.append(rows)
+                continue
+            states, _ = self.rnn(x.index_select(0, rows)[:, :length])  # (n, length, 2H)
+            out[rows, :length] = states
+        if leftovers:
+            rows = torch.cat(leftovers)  # (m,)
+            sub_x, sub_mask = x.index_select(0, rows), mask.index_select(0, rows)  # (m, T, E)
+            longest = int(sub_mask.sum(dim=1).max())
+            sub_x, sub_mask = sub_x[:, :longest], sub_mask[:, :longest]
+            if len(rows) < _SMALL_INFERENCE_BATCH:
+                out[rows, :longest] = self._forward_packed(sub_x, sub_mask)
+            else:
+                out[rows, :longest] = self._forward_lstm_cpu(sub_x, sub_mask)
+        return out
 
     def _forward_packed(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         batch, steps, _ = x.shape
@@ -128,6 +176,62 @@ class BiRNN(nn.Module):
         w_hh = torch.stack([rnn.weight_hh_l0, rnn.weight_hh_l0_reverse])  # (D, 4H, H)
         plan = _pack_plan(mask.sum(dim=1), x.shape[1])
         return _PackedBiLSTM.apply(x, w_ih, bias, w_hh, plan)
+
+
+def bilstm_by_length(
+    birnn: BiRNN,
+    batches: Sequence[tuple[torch.Tensor, np.ndarray]],
+    transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
+) -> list[torch.Tensor]:
+    """Inference only: a BiLSTM's states for several padded batches of sequences sorted by
+    length, the sequences of each length together (over all batches) as one unpadded batch
+    through `nn.LSTM` (oneDNN's fused kernel on the CPU), as `BiRNN._forward_by_length` does;
+    lengths shared by fewer than `_DENSE_GROUP_MIN` sequences run together through `birnn`.
+
+    Args:
+        batches: (x, lengths) pairs: x (B_i, T_i, E) right-padded, lengths (B_i,) ascending.
+
+        transform: applied to the states of real tokens (e.g. a normalisation), so that
+            padding is not transformed.
+
+    Returns:
+        (B_i, T_i, 2H) states of each batch (transformed), zero on padding.
+    """
+    outs = [x.new_zeros(x.shape[0], x.shape[1], 2 * birnn.hidden_size) for x, _ in batches]
+    values = np.unique(np.concatenate([lengths for _, lengths in batches]))
+    leftovers: list[tuple[int, int, int]] = []  # (batch, first row, end row)
+    for length in values[values > 0].tolist():
+        spans = []
+        for i, (_, lengths) in enumerate(batches):
+            lo, hi = np.searchsorted(lengths, [length, length + 1])
+            if hi > lo:
+                spans.append((i, int(lo), int(hi)))
+        if sum(hi - lo for _, lo, hi in spans) < _DENSE_GROUP_MIN:
+            leftovers += spans
+            continue
+        x = torch.cat([batches[i][0][lo:hi, :length] for i, lo, hi in spans])  # (n, length, E)
+        states, _ = birnn.rnn(x)  # (n, length, 2H)
+        if transform is not None:
+            states = transform(states)
+        row = 0
+        for i, lo, hi in spans:
+            outs[i][lo:hi, :length] = states[row : row + hi - lo]
+            row += hi - lo
+    if leftovers:
+        longest = max(int(batches[i][1][hi - 1]) for i, _, hi in leftovers)
+        parts = [batches[i][0][lo:hi, :longest] for i, lo, hi in leftovers]
+        x = torch.cat([F.pad(p, (0, 0, 0, longest - p.shape[1])) for p in parts])  # (m, T', E)
+        real = torch.from_numpy(np.concatenate([batches[i][1][lo:hi] for i, lo, hi in leftovers]))
+        mask = torch.arange(longest).unsqueeze(0) < real.unsqueeze(1)  # (m, longest)
+        states = birnn(x, mask)  # (m, longest, 2H)
+        if transform is not None:
+            states = transform(states) * mask.unsqueeze(-1)  # padding stays zero
+        row = 0
+        for i, lo, hi in leftovers:
+            steps = min(longest, outs[i].shape[1])
+            outs[i][lo:hi, :steps] = states[row : row + hi - lo, :steps]
+            row += hi - lo
+    return outs
 
 
 @dataclass(frozen=True)

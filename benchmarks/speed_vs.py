@@ -1,0 +1,171 @@
+"""MV-LSTM inference (and training) pairs/s of this source tree against another, side by side.
+
+Each measurement runs in a fresh subprocess with PYTHONPATH set to one tree's `src/`, the two
+trees alternating (this tree first in odd rounds, the baseline first in even ones), so that load
+from other jobs hits both alike; the report gives each tree's median over the rounds, their
+ratio, and the largest difference between the two trees' outputs.
+
+Setting (the reference one of benchmarks/speed.py): WikiQA test (6,165 pairs), hidden size 50,
+k-max 50, GloVe 6B 50d, seed 0 weights (the same in both trees), texts cut to `--truncate`
+tokens (default 10 question / 40 answer tokens). Inference is `Matcher.predict` over the whole
+test split at each `--batch-sizes` (best of `--repeats` calls in a worker); `--train` also times
+training steps on WikiQA batches (1 positive + 4 negatives, 32 groups a batch; best of 3 passes
+over 20 batches, as benchmarks/speed.py).
+
+Run: python benchmarks/speed_vs.py --baseline ../attnmatch-base --threads 1 [--rounds 5]
+     git worktree add /tmp/base <commit>   (a checkout of the baseline)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve()
+TREE = HERE.parent.parent
+
+
+def _worker(args: argparse.Namespace) -> None:
+    import numpy as np
+    import torch
+
+    from attnmatch.data.encoding import EncodedPairs
+    from attnmatch.training import ExperimentConfig, build_experiment
+
+    torch.set_num_threads(args.threads)
+    config = ExperimentConfig.from_dict(
+        {
+            "model": args.model,
+            "model_overrides": {"hidden_size": 50, "k": 50},
+            "data": {"dataset": "wikiqa"},
+            "train": {"num_negatives": 4, "batch_size": 32},
+        }
+    )
+    torch.manual_seed(0)
+    exp = build_experiment(config)
+    assert exp.test is not None
+    data = exp.test.data
+    left_max, right_max = (int(v) for v in args.truncate.split(","))
+    n = len(data.texts)
+    # Each text cut once as a left text and once as a right text (a table twice as long).
+    data = EncodedPairs(
+        texts=[t[:left_max] for t in data.texts] + [t[:right_max] for t in data.texts],
+        left=data.left,
+        right=data.right + n,
+        labels=data.labels,
+        group_ids=data.group_ids,
+        group_names=data.group_names,
+    )
+    result: dict[str, object] = {"torch": torch.__version__}
+    for batch_size in (int(b) for b in args.batch_sizes.split(",")):
+        exp.matcher.batch_size = batch_size
+        outputs = exp.matcher.predict(data)  # warm-up
+        best = float("inf")
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            exp.matcher.predict(data)
+            best = min(best, time.perf_counter() - start)
+        result[f"infer_{batch_size}"] = len(data) / best
+        np.save(Path(args.out) / f"outputs_{batch_size}.npy", outputs)
+    if args.train:
+        sys.path.insert(0, str(HERE.parent))
+        from speed import train_throughput  # benchmarks/speed.py: the same training timing
+
+        from attnmatch.training.loop import make_sampler
+
+        train_pps, _ = train_throughput(exp, make_sampler(exp).epoch(1)[:23], steps=20)
+        result["train"] = train_pps
+    (Path(args.out) / "result.json").write_text(json.dumps(result))
+
+
+def _run(tree: Path, model: str, args: argparse.Namespace, out: Path) -> dict[str, float]:
+    out.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(tree / "src")
+    env["OMP_NUM_THREADS"] = str(args.threads)
+    command = [
+        sys.executable,
+        str(HERE),
+        "--worker",
+        "--model",
+        model,
+        "--threads",
+        str(args.threads),
+        "--batch-sizes",
+        args.batch_sizes,
+        "--repeats",
+        str(args.repeats),
+        "--truncate",
+        args.truncate,
+        "--out",
+        str(out),
+    ] + (["--train"] if args.train else [])
+    subprocess.run(command, env=env, check=True)
+    return dict(json.loads((out / "result.json").read_text()))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--baseline", type=Path, help="root of the baseline source tree")
+    ap.add_argument("--models", default="mvlstm,amvlstm_q")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--batch-sizes", default="32,512")
+    ap.add_argument("--rounds", type=int, default=5, help="worker runs per tree and model")
+    ap.add_argument("--repeats", type=int, default=3, help="timed predict calls per worker")
+    ap.add_argument("--truncate", default="10,40", help="left,right tokens kept per text")
+    ap.add_argument("--train", action="store_true", help="also time training steps")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--model", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        _worker(args)
+        return
+    if args.baseline is None or not (args.baseline / "src" / "attnmatch").is_dir():
+        raise SystemExit("--baseline: give the root of a source tree with src/attnmatch")
+    import numpy as np
+
+    trees = {"new": TREE, "base": args.baseline.resolve()}
+    load = os.getloadavg()
+    print(
+        f"{args.threads} threads, rounds {args.rounds} (alternating), best of {args.repeats} "
+        f"per run, truncate {args.truncate}; load average before {load[0]:.2f} {load[1]:.2f} "
+        f"{load[2]:.2f}\nnew: {trees['new']}\nbase: {trees['base']}",
+        flush=True,
+    )
+    keys = [f"infer_{b}" for b in args.batch_sizes.split(",")] + (["train"] if args.train else [])
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in args.models.split(","):
+            runs: dict[str, list[dict[str, float]]] = {"new": [], "base": []}
+            for r in range(args.rounds):
+                for name in ("new", "base") if r % 2 == 0 else ("base", "new"):
+                    runs[name].append(_run(trees[name], model, args, Path(tmp) / model / name))
+            for key in keys:
+                new = statistics.median(run[key] for run in runs["new"])
+                base = statistics.median(run[key] for run in runs["base"])
+                diff = ""
+                if key.startswith("infer_"):
+                    batch = key.removeprefix("infer_")
+                    a = np.load(Path(tmp) / model / "new" / f"outputs_{batch}.npy")
+                    b = np.load(Path(tmp) / model / "base" / f"outputs_{batch}.npy")
+                    diff = f"  max |new - base| {float(np.abs(a - b).max()):.1e}"
+                print(
+                    f"{model:10s} {key:10s} base {base:9,.0f}  new {new:9,.0f} pairs/s  "
+                    f"ratio {new / base:5.2f}{diff}",
+                    flush=True,
+                )
+    load = os.getloadavg()
+    print(f"load average after {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,153 @@
+"""MV-LSTM's whole-input inference path (`MVLSTM.predict_encoded`, `Matcher.predict` on the
+CPU) and the BiLSTM by exact length against the plain paths: `forward` one batch at a time, and
+`nn.LSTM` one unpadded sequence at a time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import attnmatch.models.mvlstm as mvlstm
+import attnmatch.nn.recurrent as recurrent
+from attnmatch.data.collate import collate
+from attnmatch.data.encoding import EncodedPairs
+from attnmatch.matcher import Matcher
+from attnmatch.nn.recurrent import BiRNN, bilstm_by_length
+from attnmatch.tasks import Task
+
+from .conftest import VOCAB, tiny_model
+
+
+def random_data(pairs: int, seed: int, *, max_left: int = 6, max_right: int = 14) -> EncodedPairs:
+    """Pairs in random order over a few questions (repeated left texts) and many answers of
+    varied lengths, one of them empty."""
+    rng = np.random.default_rng(seed)
+    questions = [rng.integers(1, VOCAB, rng.integers(1, max_left + 1)) for _ in range(5)]
+    answers = [rng.integers(1, VOCAB, rng.integers(1, max_right + 1)) for _ in range(pairs)]
+    answers[1] = np.zeros(0, dtype=np.int64)  # a text without a token
+    texts = [np.asarray(t, dtype=np.int64) for t in questions + answers]
+    left = rng.integers(0, len(questions), pairs)
+    right = len(questions) + rng.permutation(pairs)
+    return EncodedPairs(
+        texts=texts,
+        left=left.astype(np.int64),
+        right=right.astype(np.int64),
+        labels=np.zeros(pairs, dtype=np.float32),
+        group_ids=left.astype(np.int64),
+        group_names=[str(q) for q in range(len(questions))],
+    )
+
+
+def plain_outputs(model: torch.nn.Module, data: EncodedPairs) -> torch.Tensor:
+    """`forward` on each pair alone, in eval mode without autograd: the reference."""
+    model.eval()
+    with torch.no_grad():
+        return torch.cat([model(collate(data, np.array([i]))) for i in range(len(data))])
+
+
+CONFIGS: list[dict[str, Any]] = [
+    {},
+    {"gate": "left"},
+    {"gate": "both", "gate_scale": "length"},
+    {"directions": "separate"},
+    {"interaction": "dot"},
+    {"interaction": "bilinear", "directions": "separate"},
+    {"interaction": "tensor", "tensor_slices": 3},
+    {"shared_encoder": False, "gate": "right", "mlp_hidden": [7], "num_outputs": 3},
+]
+
+
+@pytest.mark.parametrize("overrides", CONFIGS)
+@pytest.mark.parametrize(("batch_size", "window"), [(1, 1), (7, 16), (64, 2048)])
+def test_predict_encoded_equals_forward(
+    overrides: dict[str, Any], batch_size: int, window: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Small windows (several windows, the same question in each) and dense groups from 2
+    # sequences up, so both the fused-kernel groups and the leftovers run.
+    monkeypatch.setattr(mvlstm, "INFERENCE_WINDOW", window)
+    monkeypatch.setattr(recurrent, "_DENSE_GROUP_MIN", 2)
+    torch.manual_seed(0)
+    num_outputs = overrides.pop("num_outputs", 1)
+    model = tiny_model("mvlstm", num_outputs=num_outputs, **overrides).eval()
+    data = random_data(40, seed=3)
+    with torch.inference_mode():
+        fast = model.predict_encoded(data, batch_size)
+    assert fast.shape == (40, num_outputs)
+    torch.testing.assert_close(fast, plain_outputs(model, data), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("batch_size", [5, 512])
+def test_matcher_predict_takes_the_encoded_path_in_input_order(batch_size: int) -> None:
+    torch.manual_seed(1)
+    model = tiny_model("mvlstm", gate="left", k=7)
+    data = random_data(90, seed=4)
+    matcher = Matcher(
+        model=model,
+        model_type="mvlstm",
+        inputs=None,  # type: ignore[arg-type]  # predict reads ids only
+        task=Task(kind="ranking"),
+        batch_size=batch_size,
+    )
+    calls: list[int] = []
+    original = model.predict_encoded
+
+    def spy(data: EncodedPairs, size: int) -> torch.Tensor:
+        calls.append(size)
+        return original(data, size)
+
+    model.predict_encoded = spy  # type: ignore[method-assign]
+    fast = matcher.predict(data)
+    assert calls == [batch_size]
+    model.encoded_inference = False  # the batches of `forward` (shared encodings)
+    batched = matcher.predict(data)
+    assert calls == [batch_size]
+    expected = plain_outputs(model, data).numpy()  # pair i alone: the input order
+    np.testing.assert_allclose(fast, expected, atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(batched, expected, atol=1e-5, rtol=1e-5)
+
+
+def per_sequence(birnn: BiRNN, x: torch.Tensor, lengths: list[int]) -> torch.Tensor:
+    """nn.LSTM on each unpadded sequence alone."""
+    out = x.new_zeros(*x.shape[:2], 2 * birnn.hidden_size)  # (B, T, 2H)
+    for b, length in enumerate(lengths):
+        if length:
+            out[b, :length] = birnn.rnn(x[b : b + 1, :length])[0][0]
+    return out
+
+
+@pytest.mark.parametrize("batch", [70, 200])  # either side of the crossover, both grouped
+def test_forward_by_length_equals_per_sequence(batch: int) -> None:
+    torch.manual_seed(0)
+    birnn = BiRNN("lstm", 5, 4).eval()
+    g = torch.Generator().manual_seed(batch)
+    lengths = torch.randint(0, 13, (batch,), generator=g).tolist()
+    lengths[:3] = [17, 16, 15]  # lengths of one sequence each: the leftovers
+    x = torch.randn(batch, 19, 5, generator=g)  # random padding, so leaks would show
+    mask = torch.arange(19).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)
+    with torch.inference_mode():
+        out = birnn(x, mask)
+        grouped = birnn._forward_by_length(x, mask)
+        expected = per_sequence(birnn, x, lengths)
+    assert batch >= recurrent._GROUPED_INFERENCE_BATCH
+    torch.testing.assert_close(out, grouped)
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_bilstm_by_length_over_two_batches() -> None:
+    torch.manual_seed(0)
+    birnn = BiRNN("lstm", 5, 4).eval()
+    g = torch.Generator().manual_seed(7)
+    batches, expected = [], []
+    for size, steps in ((30, 6), (50, 11)):
+        lengths = np.sort(torch.randint(0, steps + 1, (size,), generator=g).numpy())
+        lengths[-1] = steps
+        x = torch.randn(size, steps, 5, generator=g)
+        batches.append((x, lengths))
+        expected.append(per_sequence(birnn, x, lengths.tolist()))
+    with torch.inference_mode():
+        states = bilstm_by_length(birnn, batches, transform=lambda s: 2 * s)
+    for got, want in zip(states, expected, strict=True):
+        torch.testing.assert_close(got, 2 * want, atol=1e-5, rtol=1e-5)
