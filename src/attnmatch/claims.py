@@ -85,10 +85,31 @@ class Claim:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Target:
+    """A benchmark's target: the best attnmatch model on it (chosen on dev) against a number."""
+
+    benchmark: str
+    dataset: str
+    test_split: str
+    metric: str
+    target: float | None = None  # the number to beat, or
+    beat: str = ""  # "TABLE:ROW" whose test mean is that number
+    paper: float | None = None
+    paper_source: str = ""
+    zero_shot: str = ""  # "TABLE:ROW" of MiniLM zero-shot on the same files
+    candidates: tuple[str, ...] = ()  # only these "TABLE:ROW" rows (default: every row)
+
+    def __post_init__(self) -> None:
+        if (self.target is None) == (not self.beat):
+            raise configs.ConfigError(f"{self.benchmark}: give either target or beat")
+
+
+@dataclass(frozen=True, kw_only=True)
 class ClaimsSpec:
     seeds: tuple[int, ...]
     settings: tuple[Setting, ...]
     claims: tuple[Claim, ...]
+    targets: tuple[Target, ...] = ()
     alpha: float = 0.05
     margin: float = 0.01
     resamples: int = 10000
@@ -549,7 +570,10 @@ def decide(
 
 
 def collect(
-    spec: ClaimsSpec, runs_dir: str | Path, settings: Sequence[Setting] | None = None
+    spec: ClaimsSpec,
+    runs_dir: str | Path,
+    settings: Sequence[Setting] | None = None,
+    results_dir: str | Path = "results",
 ) -> dict[str, Any]:
     """results/claims.json's content from the finished runs under `runs_dir`."""
     from attnmatch.training.trainer import environment
@@ -606,7 +630,97 @@ def collect(
         ],
         "commit": environment()["commit"],
         "claims": rows,
+        "targets": targets(spec, rows, results_dir),
     }
+
+
+def _table_rows(results_dir: Path) -> dict[str, dict[str, Any]]:
+    """Every reproduced row, as {"TABLE:ROW": row} (results/*.json but claims.json)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for path in sorted(results_dir.glob("*.json")):
+        if path.name == "claims.json":
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict) or "rows" not in data:
+            continue
+        for row in data["rows"]:
+            rows[f"{data.get('table', path.stem)}:{row['id']}"] = row
+    return rows
+
+
+def _mean(block: dict[str, Any] | None, metric: str) -> float | None:
+    value = (block or {}).get(metric)
+    mean = value.get("mean") if isinstance(value, dict) else None
+    return float(mean) if isinstance(mean, (int, float)) and math.isfinite(mean) else None
+
+
+def _trained(row: dict[str, Any]) -> bool:
+    train = (row.get("experiment") or {}).get("train") or {}
+    return train.get("epochs", 1) != 0 and "zero-shot" not in row["id"]
+
+
+def targets(
+    spec: ClaimsSpec, claim_rows: list[dict[str, Any]], results_dir: str | Path
+) -> list[dict[str, Any]]:
+    """Each target's best model, chosen by its dev mean among the reproduced rows (trained, on
+    standard splits, on the target's test files) and the claims' systems, with its test mean."""
+    table_rows = _table_rows(Path(results_dir))
+    out = []
+    for t in spec.targets:
+        pool: list[dict[str, Any]] = []
+        for key, row in table_rows.items():
+            data = (row.get("experiment") or {}).get("data") or {}
+            if t.candidates and key not in t.candidates:
+                continue
+            if (data.get("dataset"), data.get("test_split")) != (t.dataset, t.test_split):
+                continue
+            if row.get("non_standard") or not _trained(row):
+                continue
+            dev, test = _mean(row.get("dev"), t.metric), _mean(row.get("metrics"), t.metric)
+            if dev is not None and test is not None:
+                pool.append(
+                    {"source": key, "label": row["label"], "dev": dev, "test": test,
+                     "seeds": len(row.get("seeds") or [])}
+                )  # fmt: skip
+        if not t.candidates:
+            for r in claim_rows:
+                if r["verdict"] == "not run" or r["metric"] != t.metric:
+                    continue
+                if (r["dataset"], r["splits"][2]) != (t.dataset, t.test_split):
+                    continue
+                for side in ("a", "b"):
+                    s = r[side]
+                    key = f"claims:{r['setting']}:{s['system']}"
+                    if s.get("dev_mean") is not None and all(p["source"] != key for p in pool):
+                        pool.append(
+                            {"source": key, "label": s["label"], "dev": s["dev_mean"],
+                             "test": s["mean"], "seeds": len(s["runs"])}
+                        )  # fmt: skip
+        best = max(pool, key=lambda p: p["dev"]) if pool else None
+        goal = t.target
+        if t.beat:
+            goal = _mean((table_rows.get(t.beat) or {}).get("metrics"), t.metric)
+        zero = _mean((table_rows.get(t.zero_shot) or {}).get("metrics"), t.metric)
+        out.append(
+            {
+                "benchmark": t.benchmark,
+                "dataset": t.dataset,
+                "test_split": t.test_split,
+                "metric": t.metric,
+                "best": best,
+                "candidates": len(pool),
+                "target": goal,
+                "beat": t.beat,
+                "paper": t.paper,
+                "paper_source": t.paper_source,
+                "zero_shot": zero,
+                "met": bool(best and goal is not None and best["test"] > goal),
+            }
+        )
+    return out
 
 
 def _num(x: float | None, digits: int = 3) -> str:
@@ -661,6 +775,32 @@ def render(result: dict[str, Any]) -> str:
                 f"{_num(b['mean'])} [{_num(b['ci95'][0])}, {_num(b['ci95'][1])}] | "
                 f"{r['diff']:+.3f} [{r['diff_ci95'][0]:+.3f}, {r['diff_ci95'][1]:+.3f}] | "
                 f"{r['p']:.4f} | **{r['verdict']}** |"
+            )
+        lines.append("")
+    if result.get("targets"):
+        lines += [
+            "## Targets: the best attnmatch model per benchmark",
+            "",
+            "The best model is chosen by its dev mean among every reproduced row of `results/` "
+            "(trained rows on the benchmark's standard splits) and the systems above; its test "
+            "mean is reported once. *Zero-shot*: MiniLM (all-MiniLM-L6-v2, mean-pooled cosine) on "
+            "the same test files.",
+            "",
+            "| benchmark | metric | ours (dev-selected) | dev | test | seeds | paper | zero-shot "
+            "| target | met |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for t in result["targets"]:
+            best = t["best"] or {}
+            goal = _num(t["target"])
+            if t["beat"]:
+                goal += f" (`{t['beat']}`)"
+            paper = _num(t["paper"]) + (f" ({t['paper_source']})" if t["paper_source"] else "")
+            lines.append(
+                f"| {t['benchmark']} | {t['metric']} | {best.get('label', '—')} "
+                f"(`{best.get('source', '—')}`) | {_num(best.get('dev'))} | "
+                f"{_num(best.get('test'))} | {best.get('seeds', '—')} | {paper} | "
+                f"{_num(t['zero_shot'])} | > {goal} | {'**yes**' if t['met'] else 'no'} |"
             )
         lines.append("")
     decided = [r for r in result["claims"] if r["verdict"] != "not run"]
@@ -727,7 +867,7 @@ def reproduce_claims(
                 spec, setting, runs_dir, systems=systems, jobs=jobs, threads=threads,
                 device=device, console=console,
             )  # fmt: skip
-    result = collect(spec, runs_dir, list(spec.settings))
+    result = collect(spec, runs_dir, list(spec.settings), results_dir or "results")
     if results_dir is not None:
         write_results(result, results_dir)
     return result
