@@ -110,6 +110,7 @@ class ClaimsSpec:
     settings: tuple[Setting, ...]
     claims: tuple[Claim, ...]
     targets: tuple[Target, ...] = ()
+    notes: tuple[str, ...] = ()  # on how the runs were obtained, shown under the tables
     alpha: float = 0.05
     margin: float = 0.01
     resamples: int = 10000
@@ -631,6 +632,7 @@ def collect(
         "commit": environment()["commit"],
         "claims": rows,
         "targets": targets(spec, rows, results_dir),
+        "notes": list(spec.notes),
     }
 
 
@@ -777,6 +779,8 @@ def render(result: dict[str, Any]) -> str:
                 f"{r['p']:.4f} | **{r['verdict']}** |"
             )
         lines.append("")
+    if result.get("notes"):
+        lines += ["**Notes.**", ""] + [f"- {n}" for n in result["notes"]] + [""]
     if result.get("targets"):
         lines += [
             "## Targets: the best attnmatch model per benchmark",
