@@ -64,7 +64,7 @@ try:
 except SystemExit as e:
     code = e.code
 sys.stdout.flush()
-sys.stderr.write(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+sys.stderr.write("\\n" + json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """
 
 
