@@ -21,14 +21,15 @@ from contextlib import contextmanager
 from enum import StrEnum
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich import box
 from rich.console import Console
-from rich.table import Table
 
 from attnmatch.terminal import shown, visible
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.table import Table
 
 app = typer.Typer(
     add_completion=False,
@@ -602,6 +603,8 @@ def _merge_key(data: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
 def _print_metrics(
     splits: dict[str, dict[str, float] | None], title: str, paper: dict[str, float] | None = None
 ) -> None:
+    from rich.table import Table
+
     # Splits may differ in their per-group metrics (SemEval: dev 2012 sets, test 2015 sets).
     names: list[str] = []
     for metrics in splits.values():
@@ -628,6 +631,8 @@ def _number(value: Any) -> str:
 
 
 def _print_summary(summary: dict[str, Any], title: str) -> None:
+    from rich.table import Table
+
     for split in ("dev", "test"):
         stats = summary.get(split)
         if not stats:
@@ -809,6 +814,8 @@ def rank(
         for i, r in enumerate(ranked, 1):
             sys.stdout.write(f"{qid} Q0 d{lines[r.index]} {i} {r.score:.8g} {run_tag}\n")
         return
+    from rich.table import Table
+
     table = Table(title=shown(f"query: {query}"))
     table.add_column("rank", justify="right")
     table.add_column("score", justify="right")
@@ -943,6 +950,8 @@ def models_list() -> None:
 
 def _table(title: str, columns: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> Table:
     """A table of plain text: brackets in cells are printed, not read as markup."""
+    from rich.table import Table
+
     table = Table(title=shown(title))
     for column in columns:
         table.add_column(column)
@@ -972,6 +981,8 @@ def datasets_list(
     data_dir: Annotated[Path | None, typer.Option(help="Dataset root.")] = None,
 ) -> None:
     """List datasets: task, splits with their published sizes (pairs), local or not, license."""
+    from rich.table import Table
+
     from attnmatch.data.datasets import list_datasets, split_availability
 
     table = Table(title="datasets (sizes in pairs; `attnmatch datasets info NAME` for more)")
@@ -1000,6 +1011,8 @@ def datasets_info(
     data_dir: Annotated[Path | None, typer.Option(help="Dataset root or folder.")] = None,
 ) -> None:
     """A dataset's splits, evaluation protocol, options, license and citation."""
+    from rich.table import Table
+
     from attnmatch.data.datasets import find_dataset_dir, get_dataset, split_availability
 
     if name == "pairs":
@@ -1168,6 +1181,9 @@ def analyze_attention_position(
     Relative weight = weight / the text's mean weight: 1.0 is uniform attention; rising to the
     right means a bias to the end of the answer.
     """
+    from rich.box import SIMPLE_HEAD
+    from rich.table import Table
+
     from attnmatch.analysis import (
         attention_position_many,
         plot_attention_position,
@@ -1200,7 +1216,7 @@ def analyze_attention_position(
     table = Table(
         title=shown(f"mean relative attention by position ({dataset}, {key}; 1.00 = uniform)"),
         caption="columns: bin centres (normalised position in the right text)",
-        box=box.SIMPLE_HEAD,
+        box=SIMPLE_HEAD,
         padding=(0, 1),
         collapse_padding=True,
     )

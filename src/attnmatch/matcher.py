@@ -178,7 +178,9 @@ class Matcher:
         model_dir.check_weights(template, files)
         with torch.random.fork_rng(devices=[]):  # the caller's random generator is untouched
             model = _build(model_type, model_config, overlap)
-        model_dir.load_weights(model, files)
+        # Checked above against the template, which the same config builds with the same
+        # tensors: loaded without checking them a second time (tied weights: one name is enough).
+        model.load_state_dict(files.state, strict=False)
         model.to(torch_device).eval()
         inputs = _load_inputs(files, header["inputs"])
         _check_inputs_fit(files.path, model, inputs)
@@ -916,9 +918,6 @@ def load_matcher(
 
 
 def _load_matcher(spec: str | Path) -> Matcher:
-    from attnmatch.encoders import ENCODERS
-    from attnmatch.lexical import LEXICAL_KINDS
-
     path = Path(spec)
     if (path / "config.json").is_file() and (path / "model.safetensors").is_file():
         try:
@@ -928,6 +927,10 @@ def _load_matcher(spec: str | Path) -> Matcher:
         if isinstance(header, dict) and "format" not in header:  # a Hugging Face config
             return Matcher.from_encoder(str(spec))
         return Matcher.load(path)
+    # Imported only here: a saved model (the usual spec) needs neither.
+    from attnmatch.encoders import ENCODERS
+    from attnmatch.lexical import LEXICAL_KINDS
+
     if str(spec) in ENCODERS:
         return Matcher.from_encoder(str(spec))
     if str(spec) in LEXICAL_KINDS:

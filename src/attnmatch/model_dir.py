@@ -291,14 +291,20 @@ def check_weights(model: nn.Module, files: ModelFiles) -> None:
                 f"{file}: tensor {name!r} is {_dtype(tensor.dtype)}, expected "
                 f"{_dtype(expected.dtype)}"
             )
-        if (tensor.is_floating_point() or tensor.is_complex()) and not bool(
-            torch.isfinite(tensor).all()
-        ):
+        if (tensor.is_floating_point() or tensor.is_complex()) and not _all_finite(tensor):
             bad = int((~torch.isfinite(tensor)).sum())
             raise ValueError(
                 f"{file}: tensor {name!r} holds {bad} non-finite value(s) (NaN or infinity): "
                 "the training diverged or the file is damaged; re-train the model"
             )
+
+
+def _all_finite(tensor: torch.Tensor) -> bool:
+    """Whether every value of a floating-point or complex tensor is finite. A sum is finite
+    only if every term is (a NaN or an infinity makes it NaN or infinite), so one reduction
+    answers for a healthy tensor; a sum that is not finite (a NaN, an infinity, or finite
+    values whose sum overflows) is settled value by value."""
+    return bool(torch.isfinite(tensor.sum())) or bool(torch.isfinite(tensor).all())
 
 
 def load_weights(model: nn.Module, files: ModelFiles) -> None:
