@@ -172,3 +172,19 @@ def test_sentence_model_matches_a_literal_reference_with_gradients(fast: bool) -
     grads_ref = torch.autograd.grad(loss_ref, params)
     for got, want in zip(grads_fast, grads_ref, strict=True):
         torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("name", ["mpcnn", "mpcnn_attention"])
+def test_inference_in_slices_equals_the_whole_batch(name: str) -> None:
+    model = tiny_model(name, num_outputs=3).eval()
+    batch = make_batch(*random_pairs(75, seed=4), extra_pad=3)
+    with torch.inference_mode():
+        sliced = model(batch)  # slices of 32, 32 and 11 pairs, each cut to its own length
+        model.inference_slice = 1000
+        whole = model(batch)
+    assert sliced.shape == whole.shape == (75, 3)
+    torch.testing.assert_close(sliced, whole, atol=1e-5, rtol=1e-5)
+    # Any slice size gives the same scores.
+    model.inference_slice = 8
+    with torch.no_grad():
+        torch.testing.assert_close(model(batch), whole, atol=1e-5, rtol=1e-5)
