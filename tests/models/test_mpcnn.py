@@ -179,7 +179,7 @@ def test_inference_in_slices_equals_the_whole_batch(name: str) -> None:
     model = tiny_model(name, num_outputs=3).eval()
     batch = make_batch(*random_pairs(75, seed=4), extra_pad=3)
     with torch.inference_mode():
-        sliced = model(batch)  # slices of 32, 32 and 11 pairs, each cut to its own length
+        sliced = model(batch)  # in slices, each cut to its own longest text
         model.inference_slice = 1000
         whole = model(batch)
     assert sliced.shape == whole.shape == (75, 3)
