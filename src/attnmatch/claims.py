@@ -725,6 +725,12 @@ def targets(
     return out
 
 
+def _short(commit: str) -> str:
+    """A commit as recorded, its hash cut to 7 characters ("-dirty" kept)."""
+    base, dirty, _ = commit.partition("-dirty")
+    return base[:7] + dirty
+
+
 def _num(x: float | None, digits: int = 3) -> str:
     return "—" if x is None else f"{x:.{digits}f}"
 
@@ -828,7 +834,7 @@ def render(result: dict[str, Any]) -> str:
                 lines.append(
                     f"| {r['setting']} | `{s['system']}` | {', '.join(map(str, s['seeds']))} | "
                     f"{', '.join(f'{v:.4f}' for v in s['runs'])} | "
-                    f"{', '.join(c[:7] for c in s['commits'])} | {', '.join(s['devices'])} |"
+                    f"{', '.join(_short(c) for c in s['commits'])} | {', '.join(s['devices'])} |"
                 )
         lines.append("")
     return "\n".join(lines)
