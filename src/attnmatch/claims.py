@@ -842,10 +842,11 @@ def render(result: dict[str, Any]) -> str:
 
 def write_results(result: dict[str, Any], results_dir: str | Path = "results") -> None:
     from attnmatch.reproduce import inside
-    from attnmatch.results_index import dumps_json
+    from attnmatch.results_index import dumps_json, write_results_readme
 
     write_text_atomic(inside(results_dir, "claims.json"), dumps_json(result, indent=2) + "\n")
     write_text_atomic(inside(results_dir, "claims.md"), render(result))
+    write_results_readme(Path(results_dir))
 
 
 def reproduce_claims(
