@@ -570,6 +570,12 @@ def decide(
     }
 
 
+def _described(system: str, metric: str) -> dict[str, Any]:
+    """A system's name, label and the paper's value of `metric` (None when it has none)."""
+    row = table_row(system)[1]
+    return {"system": system, "label": row.label, "paper": row.paper.get(metric)}
+
+
 def collect(
     spec: ClaimsSpec,
     runs_dir: str | Path,
@@ -589,8 +595,8 @@ def collect(
                 "relation": claim.relation,
                 "metric": claim.metric,
                 "setting": setting.name,
-                "a": {"system": claim.a, "label": table_row(claim.a)[1].label},
-                "b": {"system": claim.b, "label": table_row(claim.b)[1].label},
+                "a": _described(claim.a, claim.metric),
+                "b": _described(claim.b, claim.metric),
                 "note": claim.note,
             }
             exp = experiment(claim.a, setting)
@@ -731,6 +737,12 @@ def _short(commit: str) -> str:
     return base[:7] + dirty
 
 
+def _cell(side: dict[str, Any]) -> str:
+    paper = f" (paper {side['paper']:.3f})" if side.get("paper") is not None else ""
+    low, high = side["ci95"]
+    return f"{side['label']}: {_num(side['mean'])} [{_num(low)}, {_num(high)}]{paper}"
+
+
 def _num(x: float | None, digits: int = 3) -> str:
     return "—" if x is None else f"{x:.{digits}f}"
 
@@ -763,7 +775,8 @@ def render(result: dict[str, Any]) -> str:
         rows = [r for r in result["claims"] if r["setting"] == setting["name"]]
         lines += [f"## Inputs: {setting['label']}", ""]
         if setting.get("not_run"):
-            lines += [f"Not run: {setting['not_run']}", ""]
+            lines += [f"Not run ({len(rows)} claims, the same as above): {setting['not_run']}", ""]
+            continue
         lines += [
             "| paper | claim | data (metric) | A | B | A - B [95%] | p | verdict |",
             "|---|---|---|---|---|---|---|---|",
@@ -778,9 +791,7 @@ def render(result: dict[str, Any]) -> str:
                 continue
             a, b = r["a"], r["b"]
             lines.append(
-                f"| {r['paper']} | {r['statement']} | {data} | {a['label']}: {_num(a['mean'])} "
-                f"[{_num(a['ci95'][0])}, {_num(a['ci95'][1])}] | {b['label']}: "
-                f"{_num(b['mean'])} [{_num(b['ci95'][0])}, {_num(b['ci95'][1])}] | "
+                f"| {r['paper']} | {r['statement']} | {data} | {_cell(a)} | {_cell(b)} | "
                 f"{r['diff']:+.3f} [{r['diff_ci95'][0]:+.3f}, {r['diff_ci95'][1]:+.3f}] | "
                 f"{r['p']:.4f} | **{r['verdict']}** |"
             )
