@@ -162,7 +162,7 @@ def test_claims_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert saved["claims"][0]["p"] == glove["p"]
     page = (tmp_path / "results" / "claims.md").read_text()
     assert "the gate helps" in page and f"**{glove['verdict']}**" in page
-    assert "not run: compute" in page
+    assert "Not run (1 claim, the same as above): compute" in page
     # Finished runs are reused: deciding again trains nothing and gives the same answer.
     stamp = (run / "result.json").stat().st_mtime_ns
     again = reproduce_claims(runs_dir=tmp_path / "runs", results_dir=None, train=False)

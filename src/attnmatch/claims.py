@@ -775,7 +775,8 @@ def render(result: dict[str, Any]) -> str:
         rows = [r for r in result["claims"] if r["setting"] == setting["name"]]
         lines += [f"## Inputs: {setting['label']}", ""]
         if setting.get("not_run"):
-            lines += [f"Not run ({len(rows)} claims, the same as above): {setting['not_run']}", ""]
+            what = f"{len(rows)} claim{'s' if len(rows) != 1 else ''}, the same as above"
+            lines += [f"Not run ({what}): {setting['not_run']}", ""]
             continue
         lines += [
             "| paper | claim | data (metric) | A | B | A - B [95%] | p | verdict |",
