@@ -35,13 +35,18 @@ def test_pool_scores_are_eval_mode_without_gradients_and_keep_train_mode() -> No
     assert isinstance(sampler, SampledNegativesSampler) and sampler.scored
     rows = np.unique(sampler.epoch(1)[0].reshape(-1, 4)[:, 1:])
     seen: list[tuple[bool, bool]] = []
-    hook = exp.model.register_forward_hook(
-        lambda module, args, out: seen.append((module.training, torch.is_grad_enabled()))
-    )
+    # Every submodule: MV-LSTM's whole-input inference path calls its parts, not `forward`.
+    hooks = [
+        m.register_forward_hook(
+            lambda module, args, out: seen.append((module.training, torch.is_grad_enabled()))
+        )
+        for m in exp.model.modules()
+    ]
     exp.model.train()
     first = pool_scores(exp, sampler.data, rows)
     again = pool_scores(exp, sampler.data, rows)
-    hook.remove()
+    for hook in hooks:
+        hook.remove()
     assert seen and all(state == (False, False) for state in seen)
     assert exp.model.training  # restored
     np.testing.assert_array_equal(first, again)  # no dropout noise
