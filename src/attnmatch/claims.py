@@ -246,12 +246,9 @@ def pending_runs(
     """(system, seed, folder) of every run not finished yet, for the claims run in `setting`,
     system by system (in the order of `systems` when given)."""
     out = []
-    skipped = {c.a for c in spec.claims if setting.name in c.not_run} | {
-        c.b for c in spec.claims if setting.name in c.not_run
-    }
     needed = {s for c in spec.claims if setting.name not in c.not_run for s in (c.a, c.b)}
     for system in systems if systems is not None else spec.systems():
-        if system in skipped and system not in needed:
+        if system not in needed:  # only in claims not run in this setting
             continue
         for seed in spec.seeds:
             folder = run_folder(runs_dir, setting.name, system, seed)
