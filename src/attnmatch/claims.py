@@ -111,6 +111,7 @@ class ClaimsSpec:
     claims: tuple[Claim, ...]
     targets: tuple[Target, ...] = ()
     notes: tuple[str, ...] = ()  # on how the runs were obtained, shown under the tables
+    summary: str = ""  # what the verdicts say, shown above the tables
     alpha: float = 0.05
     margin: float = 0.01
     resamples: int = 10000
@@ -636,6 +637,7 @@ def collect(
         "claims": rows,
         "targets": targets(spec, rows, results_dir),
         "notes": list(spec.notes),
+        "summary": spec.summary,
     }
 
 
@@ -768,6 +770,8 @@ def render(result: dict[str, Any]) -> str:
         f"end is above -{result['margin']}, and is otherwise *undecided*.",
         "",
     ]
+    if result.get("summary"):
+        lines += [" ".join(result["summary"].split()), ""]
     for setting in result["settings"]:
         rows = [r for r in result["claims"] if r["setting"] == setting["name"]]
         lines += [f"## Inputs: {setting['label']}", ""]
