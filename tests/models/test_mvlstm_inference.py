@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-import attnmatch.models.mvlstm as mvlstm
+import attnmatch.models._windows as _windows
 import attnmatch.nn.recurrent as recurrent
 from attnmatch.data.collate import collate
 from attnmatch.data.encoding import EncodedPairs
@@ -67,7 +67,7 @@ def test_predict_encoded_equals_forward(
 ) -> None:
     # Small windows (several windows, the same question in each) and dense groups from 2
     # sequences up, so both the fused-kernel groups and the leftovers run.
-    monkeypatch.setattr(mvlstm, "INFERENCE_WINDOW", window)
+    monkeypatch.setattr(_windows, "INFERENCE_WINDOW", window)
     monkeypatch.setattr(recurrent, "_DENSE_GROUP_MIN", 2)
     torch.manual_seed(0)
     num_outputs = overrides.pop("num_outputs", 1)

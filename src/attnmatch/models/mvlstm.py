@@ -41,23 +41,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnmatch.data.collate import pad_ids
 from attnmatch.data.encoding import EncodedPairs
 from attnmatch.data.schema import PairBatch
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.models._registry import register_model, register_preset
+from attnmatch.models._windows import (
+    WindowTexts,
+    batch_rows,
+    inference_windows,
+    window_texts,
+)
 from attnmatch.nn.distinct import distinct_sides
 from attnmatch.nn.masking import masked_kmax, masked_softmax
 from attnmatch.nn.recurrent import BiRNN, bilstm_by_length, encode_pair
-
-# Pairs per window of `MVLSTM.predict_encoded` (at least the batch size): each distinct text of
-# a window is encoded once, so a question's candidates share it across batches.
-INFERENCE_WINDOW = 2048
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -289,75 +289,49 @@ class MVLSTM(nn.Module):
         """Outputs for every pair of `data`, in its order: the inference path of
         `Matcher.predict` on the CPU. Run it in eval mode under `torch.inference_mode`.
 
-        The pairs are sorted by (right length, left length), as `bucketed_batches` sorts them,
-        and taken in windows of `max(batch_size, INFERENCE_WINDOW)` pairs. Each distinct text of
-        a window (known by its index in `data.texts`, no search) is encoded once: token
-        vectors, gate, BiLSTM states, normalised for the cosine; then the window's pairs are
+        The pairs are taken in length-sorted windows (`attnmatch.models._windows`). Each
+        distinct text of a window is encoded once: token vectors, gate, BiLSTM states (by exact
+        length, `bilstm_by_length`), normalised for the cosine; then the window's pairs are
         scored `batch_size` at a time from those states. The outputs equal `forward`'s on the
         same pairs up to float rounding (tests/models/test_mvlstm_inference.py).
 
         Shape:
             -> (N, num_outputs) float32
         """
-        lengths = data.text_lengths  # (T_texts,)
-        order = np.lexsort((lengths[data.left], lengths[data.right]))  # (N,)
         outputs = torch.empty(len(data), self.config.num_outputs)  # (N, num_outputs)
-        window = max(batch_size, INFERENCE_WINDOW)
-        for first in range(0, len(order), window):
-            pairs = order[first : first + window]  # (W,)
-            left, left_of = self._encode_distinct(data, data.left[pairs], "left")
-            right, right_of = self._encode_distinct(data, data.right[pairs], "right")
+        for pairs in inference_windows(data, batch_size):  # (W,)
+            left = window_texts(data, data.left[pairs])  # U_l texts
+            right = window_texts(data, data.right[pairs])  # U_r texts
+            left_x = self._gated(left, self.left_gate)  # (U_l, L, E)
+            right_x = self._gated(right, self.right_gate)  # (U_r, R, E)
             prepare = self.interaction.prepare  # each state normalised once, for the cosine
             if self.config.shared_encoder:
-                states = bilstm_by_length(self.left_rnn, [left, right], prepare)
+                states = bilstm_by_length(
+                    self.left_rnn, [(left_x, left.lengths), (right_x, right.lengths)], prepare
+                )
             else:
-                states = bilstm_by_length(self.left_rnn, [left], prepare) + bilstm_by_length(
-                    self.right_rnn, [right], prepare
-                )
+                states = bilstm_by_length(
+                    self.left_rnn, [(left_x, left.lengths)], prepare
+                ) + bilstm_by_length(self.right_rnn, [(right_x, right.lengths)], prepare)
             left_states, right_states = states  # (U_l, L, 2H), (U_r, R, 2H)
-            left_lengths = torch.from_numpy(left[1])  # (U_l,)
-            right_lengths = torch.from_numpy(right[1])  # (U_r,)
-            for start in range(0, len(pairs), batch_size):
-                left_rows = left_of[start : start + batch_size]  # (b,)
-                right_rows = right_of[start : start + batch_size]  # (b,)
-                steps_l = max(int(left[1][left_rows].max()), 1)
-                steps_r = max(int(right[1][right_rows].max()), 1)
-                left_rows_t, right_rows_t = (
-                    torch.from_numpy(left_rows),
-                    torch.from_numpy(right_rows),
-                )
-                u = left_states[:, :steps_l].index_select(0, left_rows_t)  # (b, L', 2H)
-                v = right_states[:, :steps_r].index_select(0, right_rows_t)  # (b, R', 2H)
+            for rows in batch_rows(len(pairs), batch_size):  # (b,)
+                u, left_mask = left.gather(left_states, rows)  # (b, L', 2H), (b, L')
+                v, right_mask = right.gather(right_states, rows)  # (b, R', 2H), (b, R')
                 sim = self.interaction(u, v, prepared=True)  # (b, C, L', R')
-                left_mask = torch.arange(steps_l) < left_lengths[left_rows_t].unsqueeze(1)
-                right_mask = torch.arange(steps_r) < right_lengths[right_rows_t].unsqueeze(1)
                 scores = self._score(sim, left_mask, right_mask)  # (b, num_outputs)
-                outputs[torch.from_numpy(pairs[start : start + batch_size])] = scores
+                outputs[torch.from_numpy(pairs[rows])] = scores
         return outputs
 
-    def _encode_distinct(
-        self, data: EncodedPairs, texts: np.ndarray, side: str
-    ) -> tuple[tuple[torch.Tensor, np.ndarray], np.ndarray]:
-        """The distinct texts of one side, shortest first, through the token encoder and the
-        side's gate.
+    def _gated(self, texts: WindowTexts, gate: AttentionGate | None) -> torch.Tensor:
+        """Token vectors of a window's distinct texts, through the side's gate if any.
 
         Shape:
-            texts: (W,) indices into `data.texts` -> ((U, T, E) vectors, (U,) lengths in
-            ascending order), (W,) the row of each of `texts`
+            -> (U, T, E)
         """
-        distinct, inverse = np.unique(texts, return_inverse=True)  # (U,), (W,)
-        lengths = np.fromiter(
-            (len(data.texts[t]) for t in distinct), dtype=np.int64, count=len(distinct)
-        )
-        by_length = np.argsort(lengths, kind="stable")  # (U,)
-        rank = np.empty_like(by_length)
-        rank[by_length] = np.arange(len(by_length))
-        ids, mask = pad_ids([data.texts[t] for t in distinct[by_length]])  # (U, T)
-        x = self.token_encoder(ids, mask)  # (U, T, E)
-        gate = self.left_gate if side == "left" else self.right_gate
+        x = self.token_encoder(texts.ids, texts.mask)  # (U, T, E)
         if gate is not None:
-            x, _ = gate(x, mask)  # (U, T, E)
-        return (x, lengths[by_length]), rank[inverse.reshape(-1)]
+            x, _ = gate(x, texts.mask)  # (U, T, E)
+        return x
 
     def attention(self, batch: PairBatch) -> dict[str, torch.Tensor]:
         """Gate weights ("left_gate"/"right_gate", (B, T)) and the interaction (B, C, L, R)."""

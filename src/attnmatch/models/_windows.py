@@ -1,0 +1,103 @@
+"""Whole-input inference: windows of pairs and each window's distinct texts.
+
+A model's `predict_encoded(data, batch_size)` (the CPU inference path of `Matcher.predict`)
+sorts every pair of `data` by (right length, left length), as `bucketed_batches` does, takes
+them in windows of `max(batch_size, INFERENCE_WINDOW)` pairs, encodes each distinct text of a
+window once (known by its index in `data.texts`: no hashing, no search) and then matches the
+window's pairs `batch_size` at a time from those encodings:
+
+    for pairs in inference_windows(data, batch_size):               # (W,) pair indices
+        left = window_texts(data, data.left[pairs])                   # U_l distinct texts
+        right = window_texts(data, data.right[pairs])
+        states_l = encode(left.ids, left.mask)                        # (U_l, T_l, D)
+        for rows in batch_rows(len(pairs), batch_size):               # (b,) positions in pairs
+            u, u_mask = left.gather(states_l, rows)                   # (b, L', D), (b, L')
+            ...
+
+Dims: N pairs, W pairs in a window, U distinct texts of one side, T padded length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from attnmatch.data.collate import pad_ids
+from attnmatch.data.encoding import EncodedPairs
+
+# Pairs encoded together: 512 gained 1.3x, 2,048 1.6x and 8,192 1.35x over `forward` per batch
+# for MV-LSTM (beyond ~2,048 the window's states no longer stay in cache; docs/speed.md).
+INFERENCE_WINDOW = 2048
+
+
+class WindowTexts(NamedTuple):
+    """The distinct texts of one side of a window, shortest first.
+
+    Attributes:
+        ids: (U, T) long token ids (or (U, T, K) per-token ids), right-padded.
+        mask: (U, T) bool, True on real tokens.
+        lengths: (U,) int64 token counts, ascending.
+        rows: (W,) int64, for each pair of the window, the row of its text in `ids`.
+    """
+
+    ids: torch.Tensor
+    mask: torch.Tensor
+    lengths: np.ndarray
+    rows: np.ndarray
+
+    def gather(
+        self, encoded: torch.Tensor, positions: np.ndarray
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The rows of `encoded` for the window's pairs at `positions`, cut to their longest
+        text (at least 1 step), and the matching mask.
+
+        Shape:
+            encoded: (U, T, ...), positions: (b,) -> (b, T', ...), (b, T') bool
+        """
+        rows = self.rows[positions]  # (b,)
+        steps = max(int(self.lengths[rows].max(initial=0)), 1)
+        index = torch.from_numpy(rows)  # (b,)
+        out = encoded[:, :steps].index_select(0, index)  # (b, T', ...)
+        lengths = torch.from_numpy(self.lengths).index_select(0, index)  # (b,)
+        mask = torch.arange(steps).unsqueeze(0) < lengths.unsqueeze(1)  # (b, T')
+        return out, mask
+
+
+def inference_windows(
+    data: EncodedPairs, batch_size: int, window: int | None = None
+) -> Iterator[np.ndarray]:
+    """Pair indices of `data` sorted by (right length, left length), in windows of
+    `max(batch_size, window)` pairs (default `INFERENCE_WINDOW`): (W,) int64 arrays that cover
+    every pair once."""
+    lengths = data.text_lengths  # (T_texts,)
+    order = np.lexsort((lengths[data.left], lengths[data.right]))  # (N,)
+    size = max(batch_size, INFERENCE_WINDOW if window is None else window)
+    for first in range(0, len(order), size):
+        yield order[first : first + size]
+
+
+def window_texts(data: EncodedPairs, texts: np.ndarray) -> WindowTexts:
+    """The distinct texts among `texts` (indices into `data.texts`), sorted by length and
+    padded, with the row of each.
+
+    Shape:
+        texts: (W,) -> WindowTexts with U distinct rows
+    """
+    distinct, inverse = np.unique(texts, return_inverse=True)  # (U,), (W,)
+    lengths = np.fromiter(
+        (len(data.texts[t]) for t in distinct), dtype=np.int64, count=len(distinct)
+    )
+    by_length = np.argsort(lengths, kind="stable")  # (U,)
+    rank = np.empty_like(by_length)
+    rank[by_length] = np.arange(len(by_length))
+    ids, mask = pad_ids([data.texts[t] for t in distinct[by_length]])  # (U, T)
+    return WindowTexts(ids, mask, lengths[by_length], rank[inverse.reshape(-1)])
+
+
+def batch_rows(count: int, batch_size: int) -> Iterator[np.ndarray]:
+    """Positions 0..count-1 in consecutive slices of `batch_size`: (b,) int64 arrays."""
+    for start in range(0, count, batch_size):
+        yield np.arange(start, min(start + batch_size, count))
