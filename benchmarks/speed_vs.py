@@ -5,9 +5,10 @@ trees alternating (this tree first in odd rounds, the baseline first in even one
 from other jobs hits both alike; the report gives each tree's median over the rounds, their
 ratio, and the largest difference between the two trees' outputs.
 
-Setting (the reference one of benchmarks/speed.py): WikiQA test (6,165 pairs), hidden size 50,
-k-max 50, GloVe 6B 50d, seed 0 weights (the same in both trees), texts cut to `--truncate`
-tokens (default 10 question / 40 answer tokens). Inference is `Matcher.predict` over the whole
+Setting (the reference one of benchmarks/speed.py): WikiQA test (6,165 pairs), GloVe 6B 50d,
+seed 0 weights (the same in both trees), texts cut to `--truncate` tokens (default 10 question /
+40 answer tokens); MV-LSTM and aMV-LSTM with hidden size 50 and k-max 50, any other model
+(`--models hcrn,damm,...`) at its preset's sizes. Inference is `Matcher.predict` over the whole
 test split at each `--batch-sizes` (best of `--repeats` calls in a worker); `--train` also times
 training steps on WikiQA batches (1 positive + 4 negatives, 32 groups a batch; best of 3 passes
 over 20 batches, as benchmarks/speed.py).
@@ -30,6 +31,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve()
 TREE = HERE.parent.parent
+# MV-LSTM at the sizes of the MatchZoo-py comparison; every other model at its preset's sizes.
+OVERRIDES: dict[str, dict[str, int]] = {
+    "mvlstm": {"hidden_size": 50, "k": 50},
+    "amvlstm_q": {"hidden_size": 50, "k": 50},
+}
 
 
 def _worker(args: argparse.Namespace) -> None:
@@ -43,7 +49,7 @@ def _worker(args: argparse.Namespace) -> None:
     config = ExperimentConfig.from_dict(
         {
             "model": args.model,
-            "model_overrides": {"hidden_size": 50, "k": 50},
+            "model_overrides": OVERRIDES.get(args.model, {}),
             "data": {"dataset": "wikiqa"},
             "train": {"num_negatives": 4, "batch_size": 32},
         }
