@@ -19,7 +19,9 @@ Dims: N pairs, W pairs in a window, U distinct texts of one side, T padded lengt
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import NamedTuple
 
 import numpy as np
@@ -75,8 +77,47 @@ def inference_windows(
     lengths = data.text_lengths  # (T_texts,)
     order = np.lexsort((lengths[data.left], lengths[data.right]))  # (N,)
     size = max(batch_size, INFERENCE_WINDOW if window is None else window)
+    count = -(-len(order) // size)  # windows of at most `size` pairs, of even sizes
+    size = max(batch_size, -(-len(order) // max(count, 1)))
     for first in range(0, len(order), size):
         yield order[first : first + size]
+
+
+def run_windows(work: Callable[[np.ndarray], None], windows: Iterable[np.ndarray]) -> None:
+    """Runs `work` (inference only) on every window of pairs.
+
+    With torch set to T > 1 threads and more than one window, the windows run on T worker
+    threads of one intra-op thread each, the last (longest texts) first: a window's matmuls are
+    small (50-200 wide), so one OpenMP team splitting each of them gains little, while windows
+    side by side keep every core busy (docs/speed.md). The work must write disjoint outputs.
+    Otherwise they run in turn on the calling thread. Each window runs the same computation
+    either way.
+    """
+    windows = list(windows)
+    threads = torch.get_num_threads()
+    if threads <= 1 or len(windows) <= 1:
+        for pairs in windows:
+            work(pairs)
+        return
+
+    def run(pairs: np.ndarray) -> None:
+        torch.set_num_threads(1)  # torch's setting is the process's: restored below
+        with torch.inference_mode():
+            work(pairs)
+
+    futures = [_pool(threads).submit(run, pairs) for pairs in reversed(windows)]
+    try:
+        wait(futures)
+        for future in futures:
+            future.result()
+    finally:
+        torch.set_num_threads(threads)
+
+
+@functools.cache
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """Worker threads for `run_windows`."""
+    return ThreadPoolExecutor(threads, thread_name_prefix="attnmatch-window")
 
 
 def window_texts(data: EncodedPairs, texts: np.ndarray) -> WindowTexts:

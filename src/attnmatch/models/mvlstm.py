@@ -41,6 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -53,6 +54,7 @@ from attnmatch.models._windows import (
     WindowTexts,
     batch_rows,
     inference_windows,
+    run_windows,
     window_texts,
 )
 from attnmatch.nn.distinct import distinct_sides
@@ -299,28 +301,40 @@ class MVLSTM(nn.Module):
             -> (N, num_outputs) float32
         """
         outputs = torch.empty(len(data), self.config.num_outputs)  # (N, num_outputs)
-        for pairs in inference_windows(data, batch_size):  # (W,)
-            left = window_texts(data, data.left[pairs])  # U_l texts
-            right = window_texts(data, data.right[pairs])  # U_r texts
-            left_x = self._gated(left, self.left_gate)  # (U_l, L, E)
-            right_x = self._gated(right, self.right_gate)  # (U_r, R, E)
-            prepare = self.interaction.prepare  # each state normalised once, for the cosine
-            if self.config.shared_encoder:
-                states = bilstm_by_length(
-                    self.left_rnn, [(left_x, left.lengths), (right_x, right.lengths)], prepare
-                )
-            else:
-                states = bilstm_by_length(
-                    self.left_rnn, [(left_x, left.lengths)], prepare
-                ) + bilstm_by_length(self.right_rnn, [(right_x, right.lengths)], prepare)
-            left_states, right_states = states  # (U_l, L, 2H), (U_r, R, 2H)
-            for rows in batch_rows(len(pairs), batch_size):  # (b,)
-                u, left_mask = left.gather(left_states, rows)  # (b, L', 2H), (b, L')
-                v, right_mask = right.gather(right_states, rows)  # (b, R', 2H), (b, R')
-                sim = self.interaction(u, v, prepared=True)  # (b, C, L', R')
-                scores = self._score(sim, left_mask, right_mask)  # (b, num_outputs)
-                outputs[torch.from_numpy(pairs[rows])] = scores
+        run_windows(
+            lambda pairs: self._predict_window(data, pairs, batch_size, outputs),
+            inference_windows(data, batch_size),
+        )
         return outputs
+
+    def _predict_window(
+        self, data: EncodedPairs, pairs: np.ndarray, batch_size: int, outputs: torch.Tensor
+    ) -> None:
+        """Scores one window's pairs into their rows of `outputs`.
+
+        Shape:
+            pairs: (W,) pair indices, outputs: (N, num_outputs)
+        """
+        left = window_texts(data, data.left[pairs])  # U_l texts
+        right = window_texts(data, data.right[pairs])  # U_r texts
+        left_x = self._gated(left, self.left_gate)  # (U_l, L, E)
+        right_x = self._gated(right, self.right_gate)  # (U_r, R, E)
+        prepare = self.interaction.prepare  # each state normalised once, for the cosine
+        if self.config.shared_encoder:
+            states = bilstm_by_length(
+                self.left_rnn, [(left_x, left.lengths), (right_x, right.lengths)], prepare
+            )
+        else:
+            states = bilstm_by_length(
+                self.left_rnn, [(left_x, left.lengths)], prepare
+            ) + bilstm_by_length(self.right_rnn, [(right_x, right.lengths)], prepare)
+        left_states, right_states = states  # (U_l, L, 2H), (U_r, R, 2H)
+        for rows in batch_rows(len(pairs), batch_size):  # (b,)
+            u, left_mask = left.gather(left_states, rows)  # (b, L', 2H), (b, L')
+            v, right_mask = right.gather(right_states, rows)  # (b, R', 2H), (b, R')
+            sim = self.interaction(u, v, prepared=True)  # (b, C, L', R')
+            scores = self._score(sim, left_mask, right_mask)  # (b, num_outputs)
+            outputs[torch.from_numpy(pairs[rows])] = scores
 
     def _gated(self, texts: WindowTexts, gate: AttentionGate | None) -> torch.Tensor:
         """Token vectors of a window's distinct texts, through the side's gate if any.
