@@ -168,12 +168,41 @@ def test_shared_encodings_gradients_equal_the_plain_path() -> None:
         torch.testing.assert_close(grads[0][name], grads[1][name], atol=1e-6, rtol=1e-5)
 
 
-def test_training_mode_encodes_every_pair(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("share_small_batches")
+def test_training_shares_encodings_with_the_plain_paths_gradients() -> None:
+    # No dropout in the encoder: a question's candidates share its states in training too, and
+    # the gradients of its copies add up. The features' dropout draws the same masks per pair.
+    model = tiny_model("mvlstm", gate="left", trainable=True, dropout=0.5).train()
+    batch = _ranking_batch()
+    seen: list[int] = []
+    hook = model.token_encoder.register_forward_hook(lambda m, a, out: seen.append(len(out)))
+    outputs, grads = [], []
+    try:
+        for share in (True, False):
+            model.share_encodings = share
+            model.zero_grad()
+            torch.manual_seed(3)
+            out = model(batch)
+            (out * torch.linspace(-1, 1, 8).unsqueeze(1)).sum().backward()
+            outputs.append(out.detach())
+            grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
+    finally:
+        hook.remove()
+    assert seen == [2, 7, 8, 8]
+    torch.testing.assert_close(outputs[0], outputs[1], atol=1e-6, rtol=1e-5)
+    for name in grads[1]:
+        torch.testing.assert_close(grads[0][name], grads[1][name], atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.usefixtures("share_small_batches")
+def test_training_with_encoder_dropout_encodes_every_pair(monkeypatch: pytest.MonkeyPatch) -> None:
     import attnmatch.models.mvlstm as mvlstm
 
     def fail(*args: object) -> None:
-        raise AssertionError("distinct_sides called in training mode")
+        raise AssertionError("distinct_sides called with dropout in the encoder")
 
     monkeypatch.setattr(mvlstm, "distinct_sides", fail)
-    model = tiny_model("mvlstm", dropout=0.5).train()
+    model = tiny_model("mvlstm", encoder={"dropout": 0.2}).train()  # per-pair draws
     assert model(_ranking_batch()).shape == (8, 1)
+    with pytest.raises(AssertionError, match="distinct_sides"):
+        model.eval()(_ranking_batch())

@@ -177,9 +177,12 @@ class Interaction(nn.Module):
         else:
             u, v = u.unsqueeze(1), v.unsqueeze(1)  # (B, 1, L, D), (B, 1, R, D)
         if self.kind == "cosine" and not prepared:
-            u = F.normalize(u, dim=-1, eps=1e-8)
-            v = F.normalize(v, dim=-1, eps=1e-8)
-        elif self.kind == "bilinear":
+            # u.v / (|u| |v|), each norm at least 1e-8 as in F.normalize: dividing the L x R
+            # cells costs less (and so does its backward) than normalising the L + R states.
+            norm_u = u.norm(dim=-1).clamp_min(1e-8)  # (B, C, L)
+            norm_v = v.norm(dim=-1).clamp_min(1e-8)  # (B, C, R)
+            return (u @ v.transpose(-1, -2)) / (norm_u.unsqueeze(-1) * norm_v.unsqueeze(-2))
+        if self.kind == "bilinear":
             u = u @ self.weight  # (B, C, L, D)
         return u @ v.transpose(-1, -2)  # (B, C, L, R)
 
@@ -221,14 +224,13 @@ class MVLSTM(nn.Module):
         self.encoded_inference = True
 
     def _encode(self, batch: PairBatch) -> dict[str, torch.Tensor]:
-        if self.training or not self.share_encodings:
-            out = self._encode_texts(
-                batch.left_ids, batch.left_mask, batch.right_ids, batch.right_mask
-            )
-        else:
+        """Gate weights, BiLSTM states and the interaction (B, C, L, R)."""
+        share = self.share_encodings and not (self.training and _draws_per_row(self.token_encoder))
+        if share:
             # Each distinct text once (a question's candidates share its encoding), then
             # broadcast to the pairs; equal to the plain path up to float rounding (see
-            # attnmatch.nn.distinct). Not in training, so dropout's draws stay per pair.
+            # attnmatch.nn.distinct). In training too when the encoder draws no dropout: the
+            # gradients of a text's copies add up. The features' dropout stays per pair.
             left, right = distinct_sides(  # U_l, U_r distinct texts (where sharing pays)
                 batch.left_ids, batch.left_mask, batch.right_ids, batch.right_mask
             )
@@ -238,6 +240,11 @@ class MVLSTM(nn.Module):
                 right.select(batch.right_ids),
                 right.select(batch.right_mask),
             )
+        else:
+            out = self._encode_texts(
+                batch.left_ids, batch.left_mask, batch.right_ids, batch.right_mask
+            )
+        if share:
             for key in out:
                 out[key] = (left if key.startswith("left") else right).expand(out[key])  # (B, ...)
         sim = self.interaction(out["left_states"], out["right_states"])  # (B, C, L, R)
@@ -351,6 +358,12 @@ class MVLSTM(nn.Module):
         """Gate weights ("left_gate"/"right_gate", (B, T)) and the interaction (B, C, L, R)."""
         out = self._encode(batch)
         return {k: v for k, v in out.items() if k in ("left_gate", "right_gate", "interaction")}
+
+
+def _draws_per_row(module: nn.Module) -> bool:
+    """Whether `module` would draw dropout now (a dropout layer with p > 0 in training mode):
+    then each pair's texts must be encoded apart, each with its own draws."""
+    return any(isinstance(m, nn.Dropout) and m.p > 0 and m.training for m in module.modules())
 
 
 def _preset(name: str, gate: str, description: str, **extra: str) -> None:
