@@ -9,8 +9,10 @@ presets (`--inputs` sets the same inputs for every model). For each model it pri
 - training pairs/s: forward + loss + backward + Adam step on real training batches (length
   bucketed, as the trainer does), after a warm-up, best of 3 passes over the timed batches;
 - one-epoch wall time: a full pass over the training sampler's epoch, including collation;
-- inference pairs/s: scoring every dev + test pair (8,898) under torch.inference_mode with
-  bucketed batches of 512, as `Matcher.predict` does (best of 3).
+- inference pairs/s: `Matcher.predict` over every dev + test pair (8,898) at batch 32 and 512,
+  on the model's inference path (whole-input `predict_encoded`, shared encodings) and on the
+  plain path (`forward` per length-bucketed batch, every pair's own encoding), alternating in
+  one process (best of 3), with their ratio and the largest output difference.
 
 With --reference each model is timed again with its reference path, in the same process: the
 packed `nn.LSTM` for models on `BiRNN`, the step loop instead of the fused `nn.GRU` kernel for
@@ -134,15 +136,39 @@ def concat(a: EncodedPairs, b: EncodedPairs) -> EncodedPairs:
     )
 
 
-def inference_throughput(matcher: Matcher, data: EncodedPairs, repeats: int = 3) -> float:
-    matcher.batch_size = 512
-    matcher.predict(data)  # warm-up
-    best = float("inf")
-    for _ in range(repeats):
+def inference_rows(
+    matcher: Matcher, data: EncodedPairs, repeats: int = 3, batch_sizes: tuple[int, ...] = (32, 512)
+) -> dict[str, float]:
+    """`Matcher.predict` pairs/s at each batch size on the model's inference path (its
+    whole-input `predict_encoded` and shared encodings, where it has them) and on the plain
+    path (`forward` per bucketed batch, every pair's own encoding), alternating in each repeat
+    (best of `repeats`), with the largest difference between their outputs."""
+    model = matcher.model
+    flags = [f for f in ("encoded_inference", "share_encodings") if hasattr(model, f)]
+
+    def run(fast: bool) -> tuple[float, np.ndarray]:
+        for flag in flags:
+            setattr(model, flag, fast)
         start = time.perf_counter()
-        matcher.predict(data)
-        best = min(best, time.perf_counter() - start)
-    return len(data) / best
+        out = matcher.predict(data)
+        return time.perf_counter() - start, out
+
+    row: dict[str, float] = {}
+    for batch_size in batch_sizes:
+        matcher.batch_size = batch_size
+        best = {True: float("inf"), False: float("inf")}
+        outputs = {fast: run(fast)[1] for fast in (True, False)}  # warm-up
+        for _ in range(repeats):
+            for fast in (True, False):
+                seconds, outputs[fast] = run(fast)
+                best[fast] = min(best[fast], seconds)
+        row[f"infer_{batch_size}"] = len(data) / best[True]
+        row[f"plain_{batch_size}"] = len(data) / best[False]
+        diff = float(np.abs(outputs[True] - outputs[False]).max())
+        row["max_abs_diff"] = max(row.get("max_abs_diff", 0.0), diff)
+    for flag in flags:
+        setattr(model, flag, True)
+    return row
 
 
 def shared_encoding_rows(
@@ -364,7 +390,16 @@ def main() -> None:
         names = [n for n in args.models.split(",") if n] if models_given else MVLSTM_PRESETS
         shared_encoding_report(names, args.repeats, args.json, args.batching.split(","))
         return
-    print(f"{'model':24s} {'train pairs/s':>14s} {'epoch s':>8s} {'infer pairs/s':>14s}")
+    load = os.getloadavg()
+    print(
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {load[0]:.2f} "
+        f"{load[1]:.2f} {load[2]:.2f} (before); inference: Matcher.predict over dev + test, its "
+        "path vs the plain path (forward per batch), alternating, best of 3"
+    )
+    print(
+        f"{'model':24s} {'train pairs/s':>14s} {'epoch s':>8s} {'infer@32':>9s} {'plain@32':>9s} "
+        f"{'ratio':>6s} {'infer@512':>10s} {'plain@512':>10s} {'ratio':>6s} {'max |diff|':>10s}"
+    )
     variants = [(spec, True) for spec in args.models.split(",") if spec]
     if args.reference:
         variants = [(name, fast) for name, _ in variants for fast in (True, False)]
@@ -403,8 +438,14 @@ def main() -> None:
         train_pps, epoch_s = train_throughput(exp, batches, args.steps)
         assert exp.dev is not None
         eval_data = concat(exp.dev.data, exp.test.data) if exp.test is not None else exp.dev.data
-        infer_pps = inference_throughput(exp.matcher, eval_data)
-        print(f"{label:24s} {train_pps:14,.0f} {epoch_s:8.2f} {infer_pps:14,.0f}", flush=True)
+        inf = inference_rows(exp.matcher, eval_data)
+        print(
+            f"{label:24s} {train_pps:14,.0f} {epoch_s:8.2f} {inf['infer_32']:9,.0f} "
+            f"{inf['plain_32']:9,.0f} {inf['infer_32'] / inf['plain_32']:6.2f} "
+            f"{inf['infer_512']:10,.0f} {inf['plain_512']:10,.0f} "
+            f"{inf['infer_512'] / inf['plain_512']:6.2f} {inf['max_abs_diff']:10.1e}",
+            flush=True,
+        )
         if args.json:
             print(
                 json.dumps(
@@ -412,7 +453,8 @@ def main() -> None:
                         "model": label,
                         "train_pairs_per_s": round(train_pps, 1),
                         "epoch_s": round(epoch_s, 2),
-                        "infer_pairs_per_s": round(infer_pps, 1),
+                        "infer_pairs_per_s": round(inf["infer_512"], 1),
+                        **{k: round(v, 8) for k, v in inf.items()},
                         "epoch_pairs": int(sum(len(b) for b in batches)),
                         "eval_pairs": len(eval_data),
                     }
