@@ -54,6 +54,20 @@ def test_window_texts_are_distinct_sorted_and_gather_their_rows() -> None:
         torch.testing.assert_close(out[j], encoded[texts.rows[r], : out.shape[1]])
 
 
+def test_gather_of_consecutive_rows_is_a_view_equal_to_the_copy() -> None:
+    data = random_data(30, seed=6)
+    pairs = next(inference_windows(data, 30, 30))  # length order: each answer once
+    texts = window_texts(data, data.right[pairs])
+    positions = np.arange(10, 20)
+    assert np.array_equal(texts.rows[positions], np.arange(texts.rows[10], texts.rows[10] + 10))
+    encoded = torch.randn(*texts.ids.shape, 3)  # (U, T, 3)
+    out, mask = texts.gather(encoded, positions)
+    assert out.data_ptr() == encoded[texts.rows[10]].data_ptr()  # no copy
+    rows = torch.from_numpy(texts.rows[positions])
+    torch.testing.assert_close(out, encoded[:, : out.shape[1]].index_select(0, rows))
+    assert mask.sum(1).tolist() == texts.lengths[texts.rows[positions]].tolist()
+
+
 def test_batch_rows() -> None:
     assert [b.tolist() for b in batch_rows(5, 2)] == [[0, 1], [2, 3], [4]]
     assert list(batch_rows(0, 3)) == []

@@ -61,9 +61,13 @@ class WindowTexts(NamedTuple):
         """
         rows = self.rows[positions]  # (b,)
         steps = max(int(self.lengths[rows].max(initial=0)), 1)
-        index = torch.from_numpy(rows)  # (b,)
-        out = encoded[:, :steps].index_select(0, index)  # (b, T', ...)
-        lengths = torch.from_numpy(self.lengths).index_select(0, index)  # (b,)
+        first = int(rows[0]) if len(rows) else 0
+        if len(rows) and np.array_equal(rows, np.arange(first, first + len(rows))):
+            # Consecutive rows (every text distinct, as answers mostly are): a view, no copy.
+            out = encoded[first : first + len(rows), :steps]  # (b, T', ...)
+        else:
+            out = encoded[:, :steps].index_select(0, torch.from_numpy(rows))  # (b, T', ...)
+        lengths = torch.from_numpy(self.lengths[rows])  # (b,)
         mask = torch.arange(steps).unsqueeze(0) < lengths.unsqueeze(1)  # (b, T')
         return out, mask
 
@@ -121,17 +125,18 @@ def _pool(threads: int) -> ThreadPoolExecutor:
 
 
 def window_texts(data: EncodedPairs, texts: np.ndarray) -> WindowTexts:
-    """The distinct texts among `texts` (indices into `data.texts`), sorted by length and
-    padded, with the row of each.
+    """The distinct texts among `texts` (indices into `data.texts`), sorted by length (ties in
+    order of first use) and padded, with the row of each.
 
     Shape:
         texts: (W,) -> WindowTexts with U distinct rows
     """
-    distinct, inverse = np.unique(texts, return_inverse=True)  # (U,), (W,)
+    distinct, first, inverse = np.unique(texts, return_index=True, return_inverse=True)  # (U,)
     lengths = np.fromiter(
         (len(data.texts[t]) for t in distinct), dtype=np.int64, count=len(distinct)
     )
-    by_length = np.argsort(lengths, kind="stable")  # (U,)
+    # By length, then by first use: pairs in length order then use consecutive rows.
+    by_length = np.lexsort((first, lengths))  # (U,)
     rank = np.empty_like(by_length)
     rank[by_length] = np.arange(len(by_length))
     ids, mask = pad_ids([data.texts[t] for t in distinct[by_length]])  # (U, T)
