@@ -80,6 +80,17 @@ def _worker(args: argparse.Namespace) -> None:
             best = min(best, time.perf_counter() - start)
         result[f"infer_{batch_size}"] = len(data) / best
         np.save(Path(args.out) / f"outputs_{batch_size}.npy", outputs)
+    if args.flops:
+        sys.path.insert(0, str(HERE.parent))
+        from roofline import forward_flops, matmul_gflops  # benchmarks/roofline.py
+
+        from attnmatch.data.collate import collate
+
+        model = exp.matcher.model.eval()
+        sample = np.random.default_rng(0).choice(len(data), min(args.flops, len(data)), False)
+        total = sum(forward_flops(model, collate(data, np.array([i])))[0] for i in sample)
+        result["flops_per_pair"] = total / len(sample)
+        result["peak_gflops"] = matmul_gflops(2048, 5)
     if args.train:
         sys.path.insert(0, str(HERE.parent))
         from speed import train_throughput  # benchmarks/speed.py: the same training timing
@@ -91,7 +102,9 @@ def _worker(args: argparse.Namespace) -> None:
     (Path(args.out) / "result.json").write_text(json.dumps(result))
 
 
-def _run(tree: Path, model: str, args: argparse.Namespace, out: Path) -> dict[str, float]:
+def _run(
+    tree: Path, model: str, args: argparse.Namespace, out: Path, flops: bool = False
+) -> dict[str, float]:
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env["PYTHONPATH"] = str(tree / "src")
@@ -113,6 +126,8 @@ def _run(tree: Path, model: str, args: argparse.Namespace, out: Path) -> dict[st
         "--out",
         str(out),
     ] + (["--train"] if args.train else [])
+    if flops:
+        command += ["--flops", str(args.flops)]
     subprocess.run(command, env=env, check=True)
     return dict(json.loads((out / "result.json").read_text()))
 
@@ -129,6 +144,13 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="timed predict calls per worker")
     ap.add_argument("--truncate", default="10,40", help="left,right tokens kept per text")
     ap.add_argument("--train", action="store_true", help="also time training steps")
+    ap.add_argument(
+        "--flops",
+        type=int,
+        default=0,
+        help="also count the forward FLOPs of this many sampled test pairs (batch 1, first round) "
+        "and time a 2048^3 matmul, to give each figure's fraction of the matmul peak",
+    )
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
@@ -154,7 +176,10 @@ def main() -> None:
             runs: dict[str, list[dict[str, float]]] = {"new": [], "base": []}
             for r in range(args.rounds):
                 for name in ("new", "base") if r % 2 == 0 else ("base", "new"):
-                    runs[name].append(_run(trees[name], model, args, Path(tmp) / model / name))
+                    out = Path(tmp) / model / name
+                    runs[name].append(
+                        _run(trees[name], model, args, out, flops=r == 0 and name == "new")
+                    )
             for key in keys:
                 new = statistics.median(run[key] for run in runs["new"])
                 base = statistics.median(run[key] for run in runs["base"])
@@ -164,9 +189,18 @@ def main() -> None:
                     a = np.load(Path(tmp) / model / "new" / f"outputs_{batch}.npy")
                     b = np.load(Path(tmp) / model / "base" / f"outputs_{batch}.npy")
                     diff = f"  max |new - base| {float(np.abs(a - b).max()):.1e}"
+                peak = ""
+                if args.flops:  # FLOPs of the plain forward per pair, over the matmul peak
+                    first = runs["new"][0]
+                    flops, gflops = first["flops_per_pair"], first["peak_gflops"]
+                    peak = (
+                        f"  of peak: base {flops * base / gflops / 1e9:5.1%} new "
+                        f"{flops * new / gflops / 1e9:5.1%} ({flops / 1e6:.2f} MFLOP/pair, "
+                        f"matmul {gflops:.0f} GFLOP/s)"
+                    )
                 print(
                     f"{model:10s} {key:10s} base {base:9,.0f}  new {new:9,.0f} pairs/s  "
-                    f"ratio {new / base:5.2f}{diff}",
+                    f"ratio {new / base:5.2f}{diff}{peak if key.startswith('infer_') else ''}",
                     flush=True,
                 )
     load = os.getloadavg()
