@@ -85,11 +85,12 @@ def test_predict_encoded_equals_forward(
     chunk: int,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Several windows (the same question in each), text chunks and matched chunks of a few
-    # texts, and dense groups from 2 sequences up, so both BiLSTM paths run.
+    # Several windows (the same question in each), text chunks, right-text chunks and matched
+    # chunks of a few texts, and dense groups from 2 sequences up, so both BiLSTM paths run.
     monkeypatch.setattr(hcrn, "_WINDOW", window)
     monkeypatch.setattr(hcrn, "_TEXT_CHUNK", chunk)
     monkeypatch.setattr(hcrn, "_MATCH_CHUNK", max(chunk, 2))
+    monkeypatch.setattr(hcrn, "_RIGHT_CHUNK", chunk + 2)
     monkeypatch.setattr(recurrent, "_DENSE_GROUP_MIN", 2)
     torch.manual_seed(0)
     model = _model(name, overrides)

@@ -90,6 +90,9 @@ _WINDOW = 8192
 # `predict_encoded`: the window's distinct left texts pass intra-attention and the affinity
 # factor in chunks of this many, each cut to its longest text.
 _TEXT_CHUNK = 64
+# `predict_encoded`: the window's distinct right texts go through the token encoder and the
+# BiLSTM in chunks of this many (sorted by length), each padded to its longest text.
+_RIGHT_CHUNK = 256
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -313,27 +316,34 @@ class HCRN(nn.Module):
         for pairs in inference_windows(data, batch_size, _WINDOW):  # (W,)
             left = window_texts(data, data.left[pairs])  # U_l texts
             right = window_texts(data, data.right[pairs])  # U_r texts
-            left_states, right_states = bilstm_by_length(
+            # The right texts in chunks of `_RIGHT_CHUNK`, each padded to its longest.
+            bounds = [*range(0, len(right.lengths), _RIGHT_CHUNK), len(right.lengths)]
+            spans = list(zip(bounds[:-1], bounds[1:], strict=True))
+            states = bilstm_by_length(
                 self.rnn,
-                [(self._projected(left), left.lengths), (self._projected(right), right.lengths)],
-            )  # (U_l, L, d), (U_r, R, d)
-            left_enc, left_at = self._encode_left(left_states, left)  # (U_l, L, W_l)
+                [(self._projected(left, 0, len(left.lengths)), left.lengths)]
+                + [(self._projected(right, lo, hi), right.lengths[lo:hi]) for lo, hi in spans],
+            )  # (U_l, L, d), then (c, R_c, d) per chunk
+            left_enc, left_at = self._encode_left(states[0], left)  # (U_l, L, W_l)
             order = np.lexsort((left.rows, right.rows))  # (W,) by right text, then left
-            for rows in batch_rows(len(pairs), min(batch_size, _MATCH_CHUNK)):  # (b,)
-                positions = order[rows]  # (b,) positions in `pairs`
-                a, left_mask = _gather(left, left_enc, positions)  # (b, L', W_l), (b, L')
-                texts = right.rows[positions]  # (b,) ascending
-                first, last = int(texts[0]), int(texts[-1]) + 1  # the batch's right texts
-                steps = max(int(right.lengths[last - 1]), 1)  # R', the longest of them
-                right_mask = right.mask[first:last, :steps]  # (u, R')
-                xs, factor = self._encode_right(right_states[first:last, :steps], right_mask)
-                if last - first < len(texts):  # a right text in several pairs
-                    index = torch.from_numpy(texts - first)  # (b,)
-                    xs = [x.index_select(0, index) for x in xs]  # (b, R', *)
-                    factor = [f.index_select(0, index) for f in factor]  # (b, R', *)
-                    right_mask = right_mask.index_select(0, index)  # (b, R')
-                scores = self._match(a, left_mask, left_at, xs, factor, right_mask)
-                outputs[torch.from_numpy(pairs[positions])] = scores  # (b, C)
+            by_right = right.rows[order]  # (W,) ascending
+            for (lo, hi), right_states in zip(spans, states[1:], strict=True):
+                start, end = np.searchsorted(by_right, [lo, hi])  # the chunk's pairs
+                for rows in batch_rows(int(end - start), min(batch_size, _MATCH_CHUNK)):
+                    positions = order[start + rows]  # (b,) positions in `pairs`
+                    a, left_mask = _gather(left, left_enc, positions)  # (b, L', W_l), (b, L')
+                    texts = right.rows[positions] - lo  # (b,) ascending, in the chunk
+                    first, last = int(texts[0]), int(texts[-1]) + 1  # the batch's right texts
+                    steps = max(int(right.lengths[lo + last - 1]), 1)  # R', their longest
+                    right_mask = right.mask[lo + first : lo + last, :steps]  # (u, R')
+                    xs, factor = self._encode_right(right_states[first:last, :steps], right_mask)
+                    if last - first < len(texts):  # a right text in several pairs
+                        index = torch.from_numpy(texts - first)  # (b,)
+                        xs = [x.index_select(0, index) for x in xs]  # (b, R', *)
+                        factor = [f.index_select(0, index) for f in factor]  # (b, R', *)
+                        right_mask = right_mask.index_select(0, index)  # (b, R')
+                    scores = self._match(a, left_mask, left_at, xs, factor, right_mask)
+                    outputs[torch.from_numpy(pairs[positions])] = scores  # (b, C)
         return outputs
 
     def _match(
@@ -404,23 +414,16 @@ class HCRN(nn.Module):
             return torch.cat([factor, x], dim=-1), factor.shape[-1]  # (U, T, F + D)
         return factor, 0
 
-    def _projected(self, texts: WindowTexts) -> torch.Tensor:
-        """u = ReLU(W_p w + b) (eq. 1) of a window's texts, in chunks of `_TEXT_CHUNK` (sorted by
-        length) each cut to its longest text; zero beyond.
+    def _projected(self, texts: WindowTexts, first: int, end: int) -> torch.Tensor:
+        """u = ReLU(W_p w + b) (eq. 1) of a window's texts first..end-1, cut to their longest
+        (at least 1 step); padding is not zeroed (the BiLSTM reads real tokens only).
 
         Shape:
-            -> (U, T, n)
+            -> (c, T', n)
         """
-        count, steps = texts.mask.shape
-        out = torch.zeros(count, steps, self.config.hidden_size)  # (U, T, n)
-        for start in range(0, count, _TEXT_CHUNK):
-            end = min(start + _TEXT_CHUNK, count)
-            cut = int(texts.lengths[end - 1])  # the chunk's longest text
-            if cut == 0:
-                continue
-            ids, mask = texts.ids[start:end, :cut], texts.mask[start:end, :cut]  # (c, T')
-            out[start:end, :cut] = torch.relu(self.projection(self.token_encoder(ids, mask)))
-        return out
+        cut = max(int(texts.lengths[end - 1]), 1)  # the longest text (sorted by length)
+        ids, mask = texts.ids[first:end, :cut], texts.mask[first:end, :cut]  # (c, T')
+        return torch.relu(self.projection(self.token_encoder(ids, mask)))  # (c, T', n)
 
     def _encode_right(
         self, states: torch.Tensor, mask: torch.Tensor
