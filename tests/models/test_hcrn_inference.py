@@ -14,7 +14,7 @@ import attnmatch.nn.recurrent as recurrent
 from attnmatch.data.collate import collate
 from attnmatch.data.encoding import EncodedPairs
 from attnmatch.matcher import Matcher
-from attnmatch.models.hcrn import Affinity
+from attnmatch.models.hcrn import HCRN, Affinity
 from attnmatch.tasks import Task
 
 from .conftest import VOCAB, tiny_model
@@ -59,11 +59,12 @@ VARIANTS: list[dict[str, Any]] = [
 ]
 
 
-def _model(name: str, overrides: dict[str, Any]) -> torch.nn.Module:
+def _model(name: str, overrides: dict[str, Any]) -> HCRN:
     overrides = dict(overrides)
     num_outputs = overrides.pop("num_outputs", 1)
     model = tiny_model(name, num_outputs=num_outputs, **overrides).eval()
-    if getattr(model.affinity, "w_imag", None) is not None:
+    assert isinstance(model, HCRN)
+    if model.affinity.kind == "complex_diagonal":
         with torch.no_grad():  # away from the plain Hermitian product it starts as
             model.affinity.w_real.normal_()
             model.affinity.w_imag.normal_()
@@ -119,6 +120,7 @@ def test_affinity_factors_multiply_to_the_affinity(kind: str) -> None:
 def test_matcher_predict_takes_the_encoded_path_in_input_order(batch_size: int) -> None:
     torch.manual_seed(1)
     model = tiny_model("hcrn")
+    assert isinstance(model, HCRN)
     data = random_data(90, seed=4)
     matcher = Matcher(
         model=model,
