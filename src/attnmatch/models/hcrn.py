@@ -296,18 +296,22 @@ class HCRN(nn.Module):
         """Outputs for every pair of `data`, in its order: the inference path of
         `Matcher.predict` on the CPU. Run it in eval mode under `torch.inference_mode`.
 
-        The pairs are taken in length-sorted windows (`attnmatch.models._windows`). Each
-        distinct text of a window is encoded once: token vectors, projection and BiLSTM states
-        (by exact length, `bilstm_by_length`) for the whole window; intra-attention (eq. 9 is
-        within one text) and its side's factor of the affinity (`Affinity.factor`: the
-        complexified states, times the kernel K on the left) for the window's left texts at
-        once, and for its right texts batch by batch: the window's pairs run `batch_size` at a
-        time in the order of their right texts, so that a batch's right texts are consecutive
-        rows of the window's, encoded without a copy and kept in cache. Per batch only the
-        affinity (one batched matmul of the factors), the pooling and the head are per pair.
-        Alignment pooling sums the softmax weights over the real tokens before multiplying by
-        the states (sum_i beta_i = (sum_i softmax_j(s_ij)) b). The outputs equal `forward`'s on
-        the same pairs up to float rounding (tests/models/test_hcrn_inference.py).
+        The pairs are taken in length-sorted windows of at least `_WINDOW` pairs
+        (`attnmatch.models._windows`), and each distinct text of a window is encoded once:
+        token vectors, projection and BiLSTM states (by exact length, `bilstm_by_length`; the
+        right texts in length-sorted chunks of `_RIGHT_CHUNK`, each padded to its longest),
+        intra-attention (eq. 9 is within one text) and its side's factor of the affinity
+        (`Affinity.factor`: the complexified states, times the kernel K on the left). The left
+        texts' factors are computed for the window at once; the pairs then run in the order of
+        their right texts, at most min(`batch_size`, `_MATCH_CHUNK`) at a time, so that a
+        batch's right texts are consecutive rows, encoded there (in pieces [x'; h; p(x)], never
+        concatenated) and still in cache when matched. Per pair only the affinity (batched
+        matmuls of the factors, padding masked by adding `_PADDED`), the pooling and the head
+        remain. Alignment pooling sums the softmax weights over the real tokens before
+        multiplying by the states (sum_i beta_i = (sum_i softmax_j(s_ij)) b). Deviation:
+        a `batch_size` above `_MATCH_CHUNK` changes nothing (each pair's output is its own).
+        The outputs equal `forward`'s on the same pairs up to float rounding
+        (tests/models/test_hcrn_inference.py).
 
         Shape:
             -> (N, num_outputs) float32
