@@ -1,0 +1,147 @@
+"""HCRN's whole-input inference path (`HCRN.predict_encoded`, `Matcher.predict` on the CPU)
+against the plain path: `forward` on one pair at a time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import attnmatch.models.hcrn as hcrn
+import attnmatch.nn.recurrent as recurrent
+from attnmatch.data.collate import collate
+from attnmatch.data.encoding import EncodedPairs
+from attnmatch.matcher import Matcher
+from attnmatch.models.hcrn import HCRN, Affinity
+from attnmatch.tasks import Task
+
+from .conftest import VOCAB, tiny_model
+
+
+def random_data(pairs: int, seed: int) -> EncodedPairs:
+    """Pairs in random order over a few questions (one of them empty) and answers of varied
+    lengths (one empty), some answers in several pairs."""
+    rng = np.random.default_rng(seed)
+    questions = [rng.integers(1, VOCAB, rng.integers(1, 7)) for _ in range(5)]
+    questions[2] = np.zeros(0, dtype=np.int64)  # a question without a token
+    answers = [rng.integers(1, VOCAB, rng.integers(1, 15)) for _ in range(pairs - 6)]
+    answers[1] = np.zeros(0, dtype=np.int64)  # an answer without a token
+    texts = [np.asarray(t, dtype=np.int64) for t in questions + answers]
+    left = rng.integers(0, len(questions), pairs)
+    right = np.concatenate([np.arange(len(answers)), rng.integers(0, len(answers), 6)])
+    right = len(questions) + rng.permutation(right)
+    return EncodedPairs(
+        texts=texts,
+        left=left.astype(np.int64),
+        right=right.astype(np.int64),
+        labels=np.zeros(pairs, dtype=np.float32),
+        group_ids=left.astype(np.int64),
+        group_names=[str(q) for q in range(len(questions))],
+    )
+
+
+def plain_outputs(model: torch.nn.Module, data: EncodedPairs) -> torch.Tensor:
+    """`forward` on each pair alone, in eval mode without autograd: the reference."""
+    model.eval()
+    with torch.no_grad():
+        return torch.cat([model(collate(data, np.array([i]))) for i in range(len(data))])
+
+
+PRESETS = ["hcrn", "hcrn_bilinear", "hcrn_complex", "hcrn_real", "hcrn_diagonal"]
+VARIANTS: list[dict[str, Any]] = [
+    {"pooling": "extractive"},
+    {"affinity": "real", "intra": True},
+    {"affinity": "hermitian", "intra": True, "pooling": "extractive"},
+    {"num_outputs": 3},  # the MLP head
+    {"affinity": "complex_diagonal", "intra": False, "num_outputs": 2},
+]
+
+
+def _model(name: str, overrides: dict[str, Any]) -> HCRN:
+    overrides = dict(overrides)
+    num_outputs = overrides.pop("num_outputs", 1)
+    model = tiny_model(name, num_outputs=num_outputs, **overrides).eval()
+    assert isinstance(model, HCRN)
+    if model.affinity.kind == "complex_diagonal":
+        with torch.no_grad():  # away from the plain Hermitian product it starts as
+            model.affinity.w_real.normal_()
+            model.affinity.w_imag.normal_()
+    return model
+
+
+@pytest.mark.parametrize(
+    ("name", "overrides"),
+    [(name, {}) for name in PRESETS] + [("hcrn", variant) for variant in VARIANTS],
+)
+@pytest.mark.parametrize(
+    ("batch_size", "window", "chunk"), [(1, 1, 1), (7, 16, 3), (64, 2048, 64), (64, 2048, 5)]
+)
+def test_predict_encoded_equals_forward(
+    name: str,
+    overrides: dict[str, Any],
+    batch_size: int,
+    window: int,
+    chunk: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Several windows (the same question in each), text chunks, right-text chunks and matched
+    # chunks of a few texts, and dense groups from 2 sequences up, so both BiLSTM paths run.
+    monkeypatch.setattr(hcrn, "_WINDOW", window)
+    monkeypatch.setattr(hcrn, "_TEXT_CHUNK", chunk)
+    monkeypatch.setattr(hcrn, "_MATCH_CHUNK", max(chunk, 2))
+    monkeypatch.setattr(hcrn, "_RIGHT_CHUNK", chunk + 2)
+    monkeypatch.setattr(recurrent, "_DENSE_GROUP_MIN", 2)
+    torch.manual_seed(0)
+    model = _model(name, overrides)
+    data = random_data(40, seed=3)
+    with torch.inference_mode():
+        fast = model.predict_encoded(data, batch_size)
+    assert fast.shape == (40, model.config.num_outputs)
+    torch.testing.assert_close(fast, plain_outputs(model, data), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["real", "hermitian", "hermitian_bilinear", "complex_diagonal"])
+def test_affinity_factors_multiply_to_the_affinity(kind: str) -> None:
+    torch.manual_seed(0)
+    aff = Affinity(kind, 4)  # type: ignore[arg-type]
+    if kind == "complex_diagonal":
+        with torch.no_grad():
+            aff.w_real.normal_()
+    g = torch.Generator().manual_seed(1)
+    a, b = torch.randn(2, 3, 4, generator=g), torch.randn(2, 5, 4, generator=g)
+    with torch.no_grad():
+        product = aff.factor(a, "left") @ aff.factor(b, "right").transpose(1, 2)
+        torch.testing.assert_close(product, aff(a, b), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("batch_size", [5, 512])
+def test_matcher_predict_takes_the_encoded_path_in_input_order(batch_size: int) -> None:
+    torch.manual_seed(1)
+    model = tiny_model("hcrn")
+    assert isinstance(model, HCRN)
+    data = random_data(90, seed=4)
+    matcher = Matcher(
+        model=model,
+        model_type="hcrn",
+        inputs=None,  # type: ignore[arg-type]  # predict reads ids only
+        task=Task(kind="ranking"),
+        batch_size=batch_size,
+    )
+    calls: list[int] = []
+    original = model.predict_encoded
+
+    def spy(data: EncodedPairs, size: int) -> torch.Tensor:
+        calls.append(size)
+        return original(data, size)
+
+    model.predict_encoded = spy  # type: ignore[method-assign]
+    fast = matcher.predict(data)
+    assert calls == [batch_size]
+    model.encoded_inference = False  # the batches of `forward`
+    batched = matcher.predict(data)
+    assert calls == [batch_size]
+    expected = plain_outputs(model, data).numpy()  # pair i alone: the input order
+    np.testing.assert_allclose(fast, expected, atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(batched, expected, atol=1e-5, rtol=1e-5)
