@@ -60,6 +60,9 @@ from attnmatch.nn.masking import masked_max
 
 # Distinct texts of a window encoded together, each group cut to its longest text.
 _TEXT_GROUP = 256
+# Pairs matched together at most, whatever the batch size: the intermediate tensors of more
+# pairs leave the cache (see `predict_encoded`).
+_PAIR_GROUP = 64
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -382,7 +385,7 @@ class DAMM(nn.Module):
             right = window_texts(data, data.right[pairs])  # U_r texts
             states_l = self._encode_texts(left, weights)  # (U_l, L, 4d) or (U_l, P)
             states_r = self._encode_texts(right, weights)  # (U_r, R, 4d) or (U_r, P)
-            for rows in batch_rows(len(pairs), batch_size):  # (b,)
+            for rows in batch_rows(len(pairs), min(batch_size, _PAIR_GROUP)):  # (b,)
                 if self.config.cross_attention:
                     s_a, a_mask = left.gather(states_l, rows)  # (b, L', 4d), (b, L')
                     s_b, b_mask = right.gather(states_r, rows)  # (b, R', 4d), (b, R')
@@ -422,7 +425,7 @@ class DAMM(nn.Module):
         """
         d, cross = self.config.hidden_size, self.config.cross_attention
         count, steps = texts.mask.shape
-        out = torch.zeros(count, steps, 4 * d) if cross else None
+        out = torch.empty(count, steps, 4 * d) if cross else None
         pooled = []
         for first in range(0, count, _TEXT_GROUP):
             group = slice(first, first + _TEXT_GROUP)
@@ -435,6 +438,7 @@ class DAMM(nn.Module):
                 assert block.cross is not None
                 h = self._self_attend(block.self_attention, x, bias)  # (u, t, d)
                 out[group, :t] = torch.cat([h, block.cross.project(h)], dim=-1)  # (u, t, 4d)
+                out[group, t:] = 0.0  # padding
                 continue
             for block in self._block_list():
                 x = self._self_attend(block.self_attention, x, bias)  # (u, t, d)
