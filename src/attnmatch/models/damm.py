@@ -249,10 +249,20 @@ class _SubLayers(nn.Module):
         att = F.scaled_dot_product_attention(
             self._split(q), self._split(k), self._split(v), attn_mask=key_bias
         )  # (B, h, L, d/h)
-        att = att.transpose(1, 2).flatten(2)  # (B, L, d)
-        m = self.norm_attention(x + att) if self.residual else att  # (B, L, d)
-        h = self.ffn(m)  # (B, L, d)
-        return self.norm_ffn(m + h) if self.residual else h  # (B, L, d)
+        if not self.residual:
+            return self.ffn(att.transpose(1, 2).flatten(2))  # (B, L, d)
+        # The residual sums read the heads in place and the second layer's product adds
+        # into m + b2: no copy of either.
+        m = torch.empty(x.shape)  # (B, L, d)
+        heads = att.transpose(1, 2)  # (B, L, h, d/h)
+        torch.add(x.view(heads.shape), heads, out=m.view(heads.shape))  # x + att
+        m = self.norm_attention(m)  # (B, L, d)
+        first, act, second = self.ffn[0], self.ffn[1], self.ffn[2]
+        assert isinstance(second, nn.Linear)
+        g = act(first(m))  # (B, L, d')
+        out = m + second.bias  # (B, L, d)
+        out.view(-1, out.shape[-1]).addmm_(g.view(-1, g.shape[-1]), second.weight.T)
+        return self.norm_ffn(out)  # (B, L, d)
 
 
 class _Block(nn.Module):
