@@ -28,7 +28,9 @@ CONFIGS: list[dict[str, Any]] = [
 
 
 @pytest.mark.parametrize("overrides", CONFIGS)
-@pytest.mark.parametrize(("batch_size", "window", "group"), [(1, 1, 1), (7, 16, 3), (64, 2048, 256)])
+@pytest.mark.parametrize(
+    ("batch_size", "window", "group"), [(1, 1, 1), (7, 16, 3), (64, 2048, 256)]
+)
 def test_predict_encoded_equals_forward(
     overrides: dict[str, Any],
     batch_size: int,
@@ -79,3 +81,47 @@ def test_matcher_predict_takes_the_encoded_path_in_input_order(batch_size: int) 
     expected = plain_outputs(model, data).numpy()  # pair i alone: the input order
     np.testing.assert_allclose(fast, expected, atol=1e-5, rtol=1e-5)
     np.testing.assert_allclose(batched, expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("residual", [True, False])
+def test_attend_equals_the_sub_layers_forward(residual: bool) -> None:
+    model = tiny_model("damm", residual=residual).eval()
+    layer = model.blocks[0].cross
+    d = model.config.hidden_size
+    g = torch.Generator().manual_seed(5)
+    x, memory = torch.randn(3, 4, d, generator=g), torch.randn(3, 6, d, generator=g)
+    mask = torch.arange(6) < torch.tensor([[6], [2], [0]])  # (3, 6), an empty memory row
+    with torch.inference_mode():
+        got = layer.attend(
+            x, layer.project(x)[..., :d], layer.project(memory)[..., d:], damm._key_bias(mask)
+        )
+        want = layer(x, memory, mask)
+        want_empty = layer(x[2:], memory[2:, :1], mask[2:, :1])  # its pair alone
+    torch.testing.assert_close(got[:2], want[:2], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got[2:], want_empty, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("overrides", [{}, {"num_blocks": 3}, {"cnn_widths": (1, 5)}])
+def test_match_ignores_padding_holding_garbage(overrides: dict[str, Any]) -> None:
+    torch.manual_seed(2)
+    model = tiny_model("damm", **overrides).eval()
+    data = random_data(12, seed=6)
+    pairs, rows = np.arange(12), np.arange(12)
+    left = _windows.window_texts(data, data.left[pairs])
+    right = _windows.window_texts(data, data.right[pairs])
+    weights = model._inference_weights()
+    g = torch.Generator().manual_seed(9)
+    with torch.inference_mode():
+        s_a, a_mask = left.gather(model._encode_texts(left, weights), rows)
+        s_b, b_mask = right.gather(model._encode_texts(right, weights), rows)
+        short = torch.cat(model._match(s_a, a_mask, s_b, b_mask, weights), dim=-1)
+
+        def pad(s: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            extra = 100 * torch.randn(s.shape[0], 3, s.shape[2], generator=g)
+            return torch.cat([s, extra], 1), torch.cat(
+                [mask, torch.zeros(len(s), 3, dtype=torch.bool)], 1
+            )
+
+        long = torch.cat(model._match(*pad(s_a, a_mask), *pad(s_b, b_mask), weights), dim=-1)
+    assert short.shape == long.shape
+    torch.testing.assert_close(short, long, atol=1e-5, rtol=1e-5)

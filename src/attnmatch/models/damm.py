@@ -377,13 +377,16 @@ class DAMM(nn.Module):
         on one text only is computed once per distinct text of a window, in groups of similar
         length: the token vectors and input projection, then with cross-attention the first
         block's self-attention encoder and the cross-attention queries, keys and values of its
-        output; without cross-attention every block and the pooling. The rest runs `batch_size`
-        pairs at a time. Every query, key and value comes from one product; the alignment
+        output; without cross-attention every block and the pooling. The rest runs
+        `min(batch_size, 64)` pairs at a time (`_PAIR_GROUP`: the tensors of more pairs leave
+        the cache; the outputs do not depend on it). Every query, key and value comes from one product; the alignment
         [h; c; h - c; h * c] is never built for a product: the projection between blocks and the
         TextCNN read [h; c; h * c] with their weights rearranged, every kernel offset of the
         TextCNN in one product whose shifted sums are max-pooled before the bias and ReLU (both
         monotone). The outputs equal `forward`'s on each pair alone up to float rounding
-        (tests/models/test_damm_inference.py).
+        (tests/models/test_damm_inference.py). An empty text attends to its one padded position,
+        as `forward` on its pair alone has it (in a padded batch `forward` spreads it over the
+        batch's padding).
 
         Shape:
             -> (N, num_outputs) float32
