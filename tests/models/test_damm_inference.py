@@ -11,11 +11,19 @@ import torch
 
 import attnmatch.models._windows as _windows
 import attnmatch.models.damm as damm
+from attnmatch.data.encoding import EncodedPairs
 from attnmatch.matcher import Matcher
 from attnmatch.tasks import Task
 
 from .conftest import tiny_model
 from .test_mvlstm_inference import plain_outputs, random_data
+
+
+def tiny_damm(num_outputs: int = 1, **overrides: Any) -> damm.DAMM:
+    model = tiny_model("damm", num_outputs=num_outputs, **overrides).eval()
+    assert isinstance(model, damm.DAMM)
+    return model
+
 
 CONFIGS: list[dict[str, Any]] = [
     {},  # the `damm` preset: 2 blocks
@@ -45,7 +53,7 @@ def test_predict_encoded_equals_forward(
     torch.manual_seed(0)
     overrides = dict(overrides)
     num_outputs = overrides.pop("num_outputs", 1)
-    model = tiny_model("damm", num_outputs=num_outputs, **overrides).eval()
+    model = tiny_damm(num_outputs, **overrides)
     data = random_data(40, seed=3)
     with torch.inference_mode():
         fast = model.predict_encoded(data, batch_size)
@@ -56,7 +64,7 @@ def test_predict_encoded_equals_forward(
 @pytest.mark.parametrize("batch_size", [5, 512])
 def test_matcher_predict_takes_the_encoded_path_in_input_order(batch_size: int) -> None:
     torch.manual_seed(1)
-    model = tiny_model("damm")
+    model = tiny_damm()
     data = random_data(90, seed=4)
     matcher = Matcher(
         model=model,
@@ -68,11 +76,11 @@ def test_matcher_predict_takes_the_encoded_path_in_input_order(batch_size: int) 
     calls: list[int] = []
     original = model.predict_encoded
 
-    def spy(data: Any, size: int) -> torch.Tensor:
+    def spy(data: EncodedPairs, size: int) -> torch.Tensor:
         calls.append(size)
         return original(data, size)
 
-    model.predict_encoded = spy  # type: ignore[method-assign]
+    model.predict_encoded = spy  # type: ignore[method-assign, assignment]
     fast = matcher.predict(data)
     assert calls == [batch_size]
     model.encoded_inference = False  # `forward` per batch
@@ -85,8 +93,9 @@ def test_matcher_predict_takes_the_encoded_path_in_input_order(batch_size: int) 
 
 @pytest.mark.parametrize("residual", [True, False])
 def test_attend_equals_the_sub_layers_forward(residual: bool) -> None:
-    model = tiny_model("damm", residual=residual).eval()
-    layer = model.blocks[0].cross
+    model = tiny_damm(residual=residual)
+    layer = model._block_list()[0].cross
+    assert layer is not None
     d = model.config.hidden_size
     g = torch.Generator().manual_seed(5)
     x, memory = torch.randn(3, 4, d, generator=g), torch.randn(3, 6, d, generator=g)
@@ -104,7 +113,7 @@ def test_attend_equals_the_sub_layers_forward(residual: bool) -> None:
 @pytest.mark.parametrize("overrides", [{}, {"num_blocks": 3}, {"cnn_widths": (1, 5)}])
 def test_match_ignores_padding_holding_garbage(overrides: dict[str, Any]) -> None:
     torch.manual_seed(2)
-    model = tiny_model("damm", **overrides).eval()
+    model = tiny_damm(**overrides)
     data = random_data(12, seed=6)
     pairs, rows = np.arange(12), np.arange(12)
     left = _windows.window_texts(data, data.left[pairs])
