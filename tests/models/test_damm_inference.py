@@ -1,0 +1,136 @@
+"""DAMM's whole-input inference path (`DAMM.predict_encoded`, `Matcher.predict` on the CPU)
+against `forward` on each pair alone, and its pieces against the plain sub-layers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import attnmatch.models._windows as _windows
+import attnmatch.models.damm as damm
+from attnmatch.data.encoding import EncodedPairs
+from attnmatch.matcher import Matcher
+from attnmatch.tasks import Task
+
+from .conftest import tiny_model
+from .test_mvlstm_inference import plain_outputs, random_data
+
+
+def tiny_damm(num_outputs: int = 1, **overrides: Any) -> damm.DAMM:
+    model = tiny_model("damm", num_outputs=num_outputs, **overrides).eval()
+    assert isinstance(model, damm.DAMM)
+    return model
+
+
+CONFIGS: list[dict[str, Any]] = [
+    {},  # the `damm` preset: 2 blocks
+    {"num_blocks": 1},
+    {"num_blocks": 3, "positional": "sinusoidal"},
+    {"cross_attention": False},
+    {"cross_attention": False, "num_blocks": 1, "positional": "sinusoidal"},
+    {"residual": False, "cnn_widths": (2, 4), "num_outputs": 3},
+]
+
+
+@pytest.mark.parametrize("overrides", CONFIGS)
+@pytest.mark.parametrize(
+    ("batch_size", "window", "group"), [(1, 1, 1), (7, 16, 3), (64, 2048, 256)]
+)
+def test_predict_encoded_equals_forward(
+    overrides: dict[str, Any],
+    batch_size: int,
+    window: int,
+    group: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Small windows (the same question in several) and small text groups, so that texts of
+    # different lengths share windows, groups and batches, and padding holds real values.
+    monkeypatch.setattr(_windows, "INFERENCE_WINDOW", window)
+    monkeypatch.setattr(damm, "_TEXT_GROUP", group)
+    torch.manual_seed(0)
+    overrides = dict(overrides)
+    num_outputs = overrides.pop("num_outputs", 1)
+    model = tiny_damm(num_outputs, **overrides)
+    data = random_data(40, seed=3)
+    with torch.inference_mode():
+        fast = model.predict_encoded(data, batch_size)
+    assert fast.shape == (40, num_outputs)
+    torch.testing.assert_close(fast, plain_outputs(model, data), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("batch_size", [5, 512])
+def test_matcher_predict_takes_the_encoded_path_in_input_order(batch_size: int) -> None:
+    torch.manual_seed(1)
+    model = tiny_damm()
+    data = random_data(90, seed=4)
+    matcher = Matcher(
+        model=model,
+        model_type="damm",
+        inputs=None,  # type: ignore[arg-type]  # predict reads ids only
+        task=Task(kind="ranking"),
+        batch_size=batch_size,
+    )
+    calls: list[int] = []
+    original = model.predict_encoded
+
+    def spy(data: EncodedPairs, size: int) -> torch.Tensor:
+        calls.append(size)
+        return original(data, size)
+
+    model.predict_encoded = spy  # type: ignore[method-assign, assignment]
+    fast = matcher.predict(data)
+    assert calls == [batch_size]
+    model.encoded_inference = False  # `forward` per batch
+    batched = matcher.predict(data)
+    assert calls == [batch_size]
+    expected = plain_outputs(model, data).numpy()  # pair i alone: the input order
+    np.testing.assert_allclose(fast, expected, atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(batched, expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("residual", [True, False])
+def test_attend_equals_the_sub_layers_forward(residual: bool) -> None:
+    model = tiny_damm(residual=residual)
+    layer = model._block_list()[0].cross
+    assert layer is not None
+    d = model.config.hidden_size
+    g = torch.Generator().manual_seed(5)
+    x, memory = torch.randn(3, 4, d, generator=g), torch.randn(3, 6, d, generator=g)
+    mask = torch.arange(6) < torch.tensor([[6], [2], [0]])  # (3, 6), an empty memory row
+    with torch.inference_mode():
+        got = layer.attend(
+            x, layer.project(x)[..., :d], layer.project(memory)[..., d:], damm._key_bias(mask)
+        )
+        want = layer(x, memory, mask)
+        want_empty = layer(x[2:], memory[2:, :1], mask[2:, :1])  # its pair alone
+    torch.testing.assert_close(got[:2], want[:2], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got[2:], want_empty, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("overrides", [{}, {"num_blocks": 3}, {"cnn_widths": (1, 5)}])
+def test_match_ignores_padding_holding_garbage(overrides: dict[str, Any]) -> None:
+    torch.manual_seed(2)
+    model = tiny_damm(**overrides)
+    data = random_data(12, seed=6)
+    pairs, rows = np.arange(12), np.arange(12)
+    left = _windows.window_texts(data, data.left[pairs])
+    right = _windows.window_texts(data, data.right[pairs])
+    weights = model._inference_weights()
+    g = torch.Generator().manual_seed(9)
+    with torch.inference_mode():
+        s_a, a_mask = left.gather(model._encode_texts(left, weights), rows)
+        s_b, b_mask = right.gather(model._encode_texts(right, weights), rows)
+        short = torch.cat(model._match(s_a, a_mask, s_b, b_mask, weights), dim=-1)
+
+        def pad(s: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            extra = 100 * torch.randn(s.shape[0], 3, s.shape[2], generator=g)
+            return torch.cat([s, extra], 1), torch.cat(
+                [mask, torch.zeros(len(s), 3, dtype=torch.bool)], 1
+            )
+
+        long = torch.cat(model._match(*pad(s_a, a_mask), *pad(s_b, b_mask), weights), dim=-1)
+    assert short.shape == long.shape
+    torch.testing.assert_close(short, long, atol=1e-5, rtol=1e-5)
