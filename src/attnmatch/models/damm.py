@@ -45,6 +45,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -54,7 +55,13 @@ from attnmatch.data.encoding import EncodedPairs
 from attnmatch.data.schema import PairBatch
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.models._registry import register_model, register_preset
-from attnmatch.models._windows import WindowTexts, batch_rows, inference_windows, window_texts
+from attnmatch.models._windows import (
+    WindowTexts,
+    batch_rows,
+    inference_windows,
+    run_windows,
+    window_texts,
+)
 from attnmatch.nn.coattention import enhance
 from attnmatch.nn.masking import masked_max
 
@@ -393,7 +400,8 @@ class DAMM(nn.Module):
         """
         weights = self._inference_weights()
         outputs = torch.empty(len(data), self.config.num_outputs)  # (N, C)
-        for pairs in inference_windows(data, batch_size):  # (W,)
+
+        def window(pairs: np.ndarray) -> None:  # (W,) pair indices
             left = window_texts(data, data.left[pairs])  # U_l texts
             right = window_texts(data, data.right[pairs])  # U_r texts
             states_l = self._encode_texts(left, weights)  # (U_l, L, 4d) or (U_l, P)
@@ -407,6 +415,8 @@ class DAMM(nn.Module):
                     v_a = states_l.index_select(0, torch.from_numpy(left.rows[rows]))  # (b, P)
                     v_b = states_r.index_select(0, torch.from_numpy(right.rows[rows]))  # (b, P)
                 outputs[torch.from_numpy(pairs[rows])] = self.mlp(enhance(v_a, v_b))  # (b, C)
+
+        run_windows(window, inference_windows(data, batch_size))
         return outputs
 
     def _block_list(self) -> list[_Block]:
