@@ -70,9 +70,11 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
+from attnmatch.data.encoding import EncodedPairs
 from attnmatch.data.schema import PairBatch
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.models._registry import register_model, register_preset
+from attnmatch.models._windows import WindowTexts, batch_rows, inference_windows, window_texts
 from attnmatch.nn.heads import HeadKind, PairHead, resolve_head
 from attnmatch.nn.masking import masked_mean, masked_softmax
 from attnmatch.nn.recurrent import encode_pair
@@ -80,6 +82,7 @@ from attnmatch.nn.recurrent import encode_pair
 Variant = Literal["gru", "oarnn", "iarnn_word", "iarnn_context", "iarnn_gate"]
 VARIANTS: tuple[str, ...] = ("gru", "oarnn", "iarnn_word", "iarnn_context", "iarnn_gate")
 _OCCAM_VARIANTS = ("iarnn_word", "iarnn_context")
+_ENCODED_VARIANTS = ("iarnn_word", "iarnn_context", "iarnn_gate")  # with `predict_encoded`
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -211,6 +214,89 @@ def _gru_loop(
     return out, alpha_out
 
 
+# Sequences per `_gru_scan` call in `IARNN.predict_encoded`: a step's gates then stay in cache.
+_SCAN_CHUNK = 256
+
+
+@dataclass(frozen=True)
+class _Packing:
+    """The packed, step-major layout of S sequences for `_gru_scan`: step t holds one row per
+    sequence still running, longest sequence first, so the rows of step t continue the first
+    rows of step t-1; a backward direction reads each sequence reversed within its length.
+
+    Attributes:
+        order: (S,) the sequences, longest first (ties keep their order).
+        seq: (N,) the sequence of each packed row (the same in every direction).
+        pos: (D, N) the position in its sequence of each packed row's token, per direction.
+        batch_sizes: rows per step (non-increasing).
+    """
+
+    order: torch.Tensor
+    seq: torch.Tensor
+    pos: torch.Tensor
+    batch_sizes: list[int]
+
+
+def _packing(lengths: torch.Tensor, dirs: int) -> _Packing:
+    """The packed layout (`_Packing`) of sequences of `lengths` (S,) for D directions."""
+    order = torch.argsort(lengths, descending=True, stable=True)  # (S,)
+    sorted_lengths = lengths[order]  # (S,)
+    longest = int(sorted_lengths[0]) if len(lengths) else 0
+    t = torch.arange(longest).unsqueeze(1)  # (T', 1)
+    running = t < sorted_lengths.unsqueeze(0)  # (T', S): step t of the k-th longest sequence
+    step = t.expand_as(running)[running]  # (N,)
+    seq = order.unsqueeze(0).expand_as(running)[running]  # (N,)
+    pos = torch.stack([step, lengths[seq] - 1 - step][:dirs])  # (D, N)
+    return _Packing(order, seq, pos, running.sum(dim=1).tolist())
+
+
+def _gru_scan(
+    gates_i: torch.Tensor,
+    w_hh: torch.Tensor,
+    batch_sizes: list[int],
+    *,
+    gate_bias: torch.Tensor | None = None,
+    input_bias: torch.Tensor | None = None,
+    attention: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """A GRU over D directions of packed sequences (`_Packing`) from h_0 = 0, without autograd.
+
+    The states carry a constant 1 after their H units, so `w_hh` = [W_hh^T; b_hh] adds b_hh
+    within the matmul. Step t: gh = [h_{t-1}; 1] w_hh; r, z = sigmoid(gi + gh (+ gate_bias)) on
+    their blocks, n = tanh(gi_n + r gh_n), h_t = n + z (h_{t-1} - n) (PyTorch's cell), with
+    gi = gates_i; with `attention` (IARNN-CONTEXT), gi = alpha_t gates_i + input_bias, where
+    alpha_t = sigmoid([h_{t-1}; 1] . attention_t).
+
+    Shape:
+        gates_i: (D, N, 3H), w_hh: (D, H+1, 3H), gate_bias: (D, S, 2H) GATE's r and z terms
+        per sequence (longest first), input_bias: (D, 1, 3H), attention: (D, N, H+1)
+        -> states (D, N, H)
+    """
+    dirs, rows, three_h = gates_i.shape
+    hid = three_h // 3
+    hidden = gates_i.new_empty(dirs, rows, hid + 1)  # (D, N, H+1): [h_t; 1]
+    hidden[..., hid] = 1
+    h_0 = gates_i.new_zeros(dirs, batch_sizes[0] if batch_sizes else 0, hid + 1)  # (D, S, H+1)
+    h_0[..., hid] = 1
+    start = prev = 0  # the first packed rows of steps t and t-1
+    for t, size in enumerate(batch_sizes):
+        end = start + size
+        h_prev = hidden[:, prev : prev + size] if t else h_0  # (D, n, H+1)
+        gi = gates_i[:, start:end]  # (D, n, 3H)
+        if attention is not None and input_bias is not None:
+            alpha = (h_prev * attention[:, start:end]).sum(-1).sigmoid_()  # (D, n)
+            gi = torch.addcmul(input_bias, alpha.unsqueeze(-1), gi)  # (D, n, 3H)
+        gh = torch.bmm(h_prev, w_hh)  # (D, n, 3H)
+        rz = gh[..., : 2 * hid].add_(gi[..., : 2 * hid])  # (D, n, 2H)
+        if gate_bias is not None:
+            rz.add_(gate_bias[:, :size])
+        rz.sigmoid_()
+        cand = torch.addcmul(gi[..., 2 * hid :], rz[..., :hid], gh[..., 2 * hid :]).tanh_()
+        torch.lerp(cand, h_prev[..., :hid], rz[..., hid:], out=hidden[:, start:end, :hid])
+        prev, start = start, end
+    return hidden[..., :hid]
+
+
 @register_model(
     "iarnn", config=IARNNConfig, tasks=("ranking", "classification"), paper="Wang et al. ACL 2016"
 )
@@ -246,6 +332,8 @@ class IARNN(nn.Module):
             config.head, qdim, config.mlp_hidden, config.num_outputs, config.dropout
         )
         self.use_fused = True  # benchmarks set False to time the step loop against the kernel
+        # `Matcher.predict` on the CPU runs `predict_encoded` (off: `forward` per batch).
+        self.encoded_inference = variant in _ENCODED_VARIANTS
         self._auxiliary: dict[str, torch.Tensor] = {}
         self._init_weights()
 
@@ -373,6 +461,139 @@ class IARNN(nn.Module):
             return out, None
         alphas = [alpha[0]] + ([reverse_padded(alpha[1], mask)] if dirs == 2 else [])
         return out, torch.stack(alphas, dim=-1) * mask.unsqueeze(-1)  # (B, T, Q), (B, T, D)
+
+    # ---- whole-input inference ---------------------------------------------------------------
+    def predict_encoded(self, data: EncodedPairs, batch_size: int) -> torch.Tensor:
+        """Outputs for every pair of `data`, in its order: the inference path of
+        `Matcher.predict` on the CPU (WORD, CONTEXT and GATE). Run it in eval mode under
+        `torch.inference_mode`.
+
+        The pairs are taken in length-sorted windows (`attnmatch.models._windows`). Once per
+        distinct text of a window: the token vectors; for a question its GRU states and r_q.
+        Once per distinct question: GATE's gate biases M_qf r_q and M_qz r_q, WORD's M_qi^T r_q,
+        CONTEXT's M_qc r_q. The answer's recurrence depends on r_q, so it runs per pair: the
+        window's pairs `_SCAN_CHUNK` at a time, sorted by answer length and packed (`_Packing`:
+        no padding, no masking), both directions together, each step one matmul of
+        [x_t; h_{t-1}] (`_joint_weights`) with the question's gate biases folded into its bias
+        and WORD's alpha_t into x_t; then r_a = the mean of its states, and the head
+        `batch_size` pairs at a time. The outputs equal `forward`'s on the same pairs up to float
+        rounding (tests/models/test_iarnn_inference.py).
+
+        Shape:
+            -> (N, num_outputs) float32
+        """
+        if self.config.variant not in _ENCODED_VARIANTS:
+            raise ValueError(f"predict_encoded runs {_ENCODED_VARIANTS}, not {self.config.variant}")
+        outputs = torch.empty(len(data), self.config.num_outputs)  # (N, num_outputs)
+        for pairs in inference_windows(data, batch_size):  # (W,)
+            left = window_texts(data, data.left[pairs])  # U_l texts
+            right = window_texts(data, data.right[pairs])  # U_r texts
+            questions = torch.from_numpy(left.rows)  # (W,) each pair's question
+            r_q = self._question_vectors(left)  # (U_l, Q)
+            r_a = self._answer_vectors(right, r_q, questions)  # (W, Q)
+            for rows in batch_rows(len(pairs), batch_size):  # (b,)
+                index = torch.from_numpy(rows)  # (b,)
+                u = r_q.index_select(0, questions.index_select(0, index))  # (b, Q)
+                scores = self.head(u, r_a.index_select(0, index))  # (b, num_outputs)
+                outputs[torch.from_numpy(pairs[rows])] = scores
+        return outputs
+
+    def _question_vectors(self, texts: WindowTexts) -> torch.Tensor:
+        """r_q of each distinct question: the mean of its GRU states.
+
+        Shape:
+            -> (U, Q)
+        """
+        x = self.token_encoder(texts.ids, texts.mask)  # (U, T, E)
+        return self._state_means(x, torch.arange(len(x)), texts)
+
+    def _answer_vectors(
+        self, texts: WindowTexts, r_q: torch.Tensor, questions: torch.Tensor
+    ) -> torch.Tensor:
+        """r_a of each pair of a window: the mean of its answer's GRU states, run with its
+        question's r_q.
+
+        Shape:
+            r_q: (U_l, Q), questions: (W,) rows of r_q -> (W, Q)
+        """
+        x = self.token_encoder(texts.ids, texts.mask)  # (U_r, R, E)
+        answers = torch.from_numpy(texts.rows)  # (W,)
+        variant = self.config.variant
+        if variant == "iarnn_gate":
+            gate_q = torch.cat([self.m_qf, self.m_qz], dim=1)  # (D, 2H, Q)
+            gate = torch.einsum("dgq,uq->dug", gate_q, r_q)  # (D, U_l, 2H) M_qf r_q, M_qz r_q
+            return self._state_means(x, answers, texts, questions, gate=gate)
+        if variant == "iarnn_word":
+            v = r_q @ self.m_qi  # (U_l, E): alpha_t = sigmoid(x_t . v)
+            return self._state_means(x, answers, texts, questions, word=v)
+        w_c = torch.einsum("deq,uq->due", self.m_qc, r_q)  # (D, U_l, E) M_qc r_q
+        return self._state_means(x, answers, texts, questions, context=w_c)
+
+    def _state_means(
+        self,
+        x: torch.Tensor,
+        text_rows: torch.Tensor,
+        texts: WindowTexts,
+        questions: torch.Tensor | None = None,
+        *,
+        gate: torch.Tensor | None = None,
+        word: torch.Tensor | None = None,
+        context: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The mean GRU state of S sequences, each the text `text_rows[s]` of `x`, through
+        `_gru_scan` `_SCAN_CHUNK` sequences at a time, sorted by length. GATE's `gate` (its
+        per-question step bias, instead of `bias`), WORD's `word` and CONTEXT's `context` are
+        read at row `questions[s]`.
+
+        Shape:
+            x: (U, T, E), text_rows: (S,), weight: (D, E+H, 4H), bias: (D, 1, 4H),
+            questions: (S,), gate: (D, U_l, 4H), word: (U_l, E), context: (D, U_l, E)
+            -> (S, D*H)
+        """
+        w_ih, w_hh, b_ih, b_hh = self._gru_weights()  # (D, 3H, E), (D, 3H, H), (D, 3H)
+        dirs, hid, emb = w_hh.shape[0], w_hh.shape[-1], x.shape[-1]
+        # A constant 1 after each token vector and state: the biases join the matmuls.
+        w_ih_t = torch.cat([w_ih.transpose(1, 2), b_ih.unsqueeze(1)], dim=1)  # (D, E+1, 3H)
+        w_hh_t = torch.cat([w_hh.transpose(1, 2), b_hh.unsqueeze(1)], dim=1)  # (D, H+1, 3H)
+        flat_x = torch.cat([x.reshape(-1, emb), x.new_ones(x.shape[0] * x.shape[1], 1)], 1)
+        lengths = torch.from_numpy(texts.lengths).index_select(0, text_rows)  # (S,)
+        by_length = torch.argsort(lengths, descending=True, stable=True)  # (S,)
+        means = x.new_zeros(len(lengths), dirs, hid)  # (S, D, H)
+        for chunk in by_length.split(_SCAN_CHUNK):  # (S',)
+            pack = _packing(lengths[chunk], dirs)
+            seqs = chunk[pack.seq]  # (N,) each packed row's sequence
+            at = (text_rows[seqs] * x.shape[1] + pack.pos).view(-1)  # (D*N,) rows of flat_x
+            tokens = flat_x.index_select(0, at).view(dirs, -1, emb + 1)  # (D, N, E+1) [x_t; 1]
+            gate_bias = attention = None
+            if gate is not None and questions is not None:
+                gate_bias = gate[:, questions[chunk[pack.order]]]  # (D, S', 2H)
+            if word is not None and questions is not None:
+                score = (tokens[..., :emb] * word[questions[seqs]]).sum(-1, keepdim=True)
+                tokens[..., :emb] *= torch.sigmoid(score)  # alpha_t x_t
+            if context is not None and questions is not None:
+                gates_i = torch.bmm(tokens[..., :emb], w_ih_t[:, :emb])  # (D, N, 3H) W_ih x_t
+                w_c = context[:, questions[seqs]]  # (D, N, E) M_qc r_q
+                attention = torch.cat(
+                    [
+                        torch.bmm(tokens[..., :emb], self.m_hc),  # (D, N, H) M_hc^T x_t
+                        (tokens[..., :emb] * w_c).sum(-1, keepdim=True),  # (D, N, 1)
+                    ],
+                    dim=-1,
+                )  # (D, N, H+1)
+            else:
+                gates_i = torch.bmm(tokens, w_ih_t)  # (D, N, 3H) W_ih x_t + b_ih
+            states = _gru_scan(
+                gates_i,
+                w_hh_t,
+                pack.batch_sizes,
+                gate_bias=gate_bias,
+                input_bias=b_ih.unsqueeze(1),
+                attention=attention,
+            )  # (D, N, H)
+            total = means.new_zeros(dirs, len(chunk), hid).index_add_(1, pack.seq, states)
+            count = lengths[chunk].clamp(min=1).to(x.dtype).view(1, -1, 1)  # (1, S', 1)
+            means[chunk] = (total / count).transpose(0, 1)  # (S', D, H) 0 for an empty text
+        return means.reshape(len(lengths), dirs * hid)  # (S, Q)
 
     # ---- the model ---------------------------------------------------------------------------
     def _encode(self, batch: PairBatch) -> dict[str, torch.Tensor]:
