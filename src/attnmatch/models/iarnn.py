@@ -224,15 +224,22 @@ class _Packing:
     sequence still running, longest sequence first, so the rows of step t continue the first
     rows of step t-1; a backward direction reads each sequence reversed within its length.
 
+    `_gru_scan` keeps its states with the next step's inputs, in S_0 + N rows (S_0 = the
+    non-empty sequences): row k < S_0 holds h_0 and x_0 of the k-th longest sequence, row
+    S_0 + p holds h_t of packed row p (step t) and x_{t+1} of the same sequence, if it goes on.
+
     Attributes:
         order: (S,) the sequences, longest first (ties keep their order).
         seq: (N,) the sequence of each packed row (the same in every direction).
+        feed: (S_0 + N,) for each row of the scan's buffer, the packed row whose token it
+            holds (0 where none: the rows of last steps).
         pos: (D, N) the position in its sequence of each packed row's token, per direction.
         batch_sizes: rows per step (non-increasing).
     """
 
     order: torch.Tensor
     seq: torch.Tensor
+    feed: torch.Tensor
     pos: torch.Tensor
     batch_sizes: list[int]
 
@@ -245,56 +252,92 @@ def _packing(lengths: torch.Tensor, dirs: int) -> _Packing:
     t = torch.arange(longest).unsqueeze(1)  # (T', 1)
     running = t < sorted_lengths.unsqueeze(0)  # (T', S): step t of the k-th longest sequence
     step = t.expand_as(running)[running]  # (N,)
+    slot = torch.arange(len(lengths)).expand_as(running)[running]  # (N,) place in its step
     seq = order.unsqueeze(0).expand_as(running)[running]  # (N,)
     pos = torch.stack([step, lengths[seq] - 1 - step][:dirs])  # (D, N)
-    return _Packing(order, seq, pos, running.sum(dim=1).tolist())
+    sizes = running.sum(dim=1)  # (T',)
+    following = torch.cat([sizes[1:], sizes.new_zeros(1)])[step]  # (N,) rows of step t+1
+    rows = torch.arange(len(seq))  # (N,)
+    feed = torch.cat(
+        [
+            torch.arange(int(sizes[0]) if longest else 0),
+            torch.where(slot < following, rows + sizes[step], 0),
+        ]
+    )  # (S_0 + N,)
+    return _Packing(order, seq, feed, pos, sizes.tolist())
+
+
+def _step_weights(
+    w_ih: torch.Tensor, w_hh: torch.Tensor, b_ih: torch.Tensor, b_hh: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The GRU's weights as `_gru_scan` reads them: one matmul of [h_{t-1}; 1; x_t] gives the
+    r and z pre-activations (input and hidden parts summed, both biases) and W_hn h_{t-1} + b_hn;
+    W_in x_t + b_in, from [1; x_t], is computed for every step at once.
+
+    Shape:
+        w_ih: (D, 3H, E), w_hh: (D, 3H, H), b_ih, b_hh: (D, 3H)
+        -> step weight (D, H+1+E, 3H), [b_in; W_in^T] (D, 1+E, H), b_in (D, 1, H)
+    """
+    hid = w_hh.shape[-1]
+    w_x = w_ih.transpose(1, 2).clone()  # (D, E, 3H)
+    w_x[..., 2 * hid :] = 0  # the candidate's input part is added apart, outside r * (...)
+    bias = torch.cat([b_ih[:, : 2 * hid] + b_hh[:, : 2 * hid], b_hh[:, 2 * hid :]], dim=1)
+    weight = torch.cat([w_hh.transpose(1, 2), bias.unsqueeze(1), w_x], dim=1)  # (D, H+1+E, 3H)
+    b_in = b_ih[:, 2 * hid :].unsqueeze(1)  # (D, 1, H)
+    return weight, torch.cat([b_in, w_ih[:, 2 * hid :].transpose(1, 2)], dim=1), b_in
 
 
 def _gru_scan(
-    gates_i: torch.Tensor,
-    w_hh: torch.Tensor,
+    inputs: torch.Tensor,
+    weight: torch.Tensor,
+    gates_n: torch.Tensor,
     batch_sizes: list[int],
     *,
     gate_bias: torch.Tensor | None = None,
-    input_bias: torch.Tensor | None = None,
     attention: torch.Tensor | None = None,
+    b_in: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """A GRU over D directions of packed sequences (`_Packing`) from h_0 = 0, without autograd.
+    """A GRU over D directions of packed sequences (`_Packing`) from h_0 = 0, without autograd;
+    returns each sequence's sum of states.
 
-    The states carry a constant 1 after their H units, so `w_hh` = [W_hh^T; b_hh] adds b_hh
-    within the matmul. Step t: gh = [h_{t-1}; 1] w_hh; r, z = sigmoid(gi + gh (+ gate_bias)) on
-    their blocks, n = tanh(gi_n + r gh_n), h_t = n + z (h_{t-1} - n) (PyTorch's cell), with
-    gi = gates_i; with `attention` (IARNN-CONTEXT), gi = alpha_t gates_i + input_bias, where
-    alpha_t = sigmoid([h_{t-1}; 1] . attention_t).
+    Step t is one matmul, g = [h_{t-1}; 1; x_t] `weight` (`_step_weights`), then PyTorch's
+    cell: r, z = sigmoid(g_r), sigmoid(g_z) (+ `gate_bias`, GATE's per-sequence terms, before
+    the sigmoid), n = tanh(W_in x_t + b_in + r g_n), h_t = n + z (h_{t-1} - n). The rows
+    [h_{t-1}; 1; x_t] are those of `inputs` (`_Packing.feed`'s layout): step t writes h_t
+    into the rows of its own packed rows, next to x_{t+1}. With `attention` (IARNN-CONTEXT)
+    x_t is first scaled by alpha_t = sigmoid([h_{t-1}; 1] . attention_t), and `gates_n`, then
+    W_in x_t, by alpha_t before b_in is added.
 
     Shape:
-        gates_i: (D, N, 3H), w_hh: (D, H+1, 3H), gate_bias: (D, S, 2H) GATE's r and z terms
-        per sequence (longest first), input_bias: (D, 1, 3H), attention: (D, N, H+1)
-        -> states (D, N, H)
+        inputs: (D, S_0+N, H+1+E) [0; 1; x] in `feed`'s layout, overwritten;
+        weight: (D, H+1+E, 3H), gates_n: (D, S_0+N, H) W_in x (+ b_in), likewise;
+        gate_bias: (D, S_0, 2H) longest first; attention: (D, S_0+N, H+1); b_in: (D, 1, H)
+        -> (D, S_0, H), longest first
     """
-    dirs, rows, three_h = gates_i.shape
-    hid = three_h // 3
-    hidden = gates_i.new_empty(dirs, rows, hid + 1)  # (D, N, H+1): [h_t; 1]
-    hidden[..., hid] = 1
-    h_0 = gates_i.new_zeros(dirs, batch_sizes[0] if batch_sizes else 0, hid + 1)  # (D, S, H+1)
-    h_0[..., hid] = 1
-    start = prev = 0  # the first packed rows of steps t and t-1
-    for t, size in enumerate(batch_sizes):
-        end = start + size
-        h_prev = hidden[:, prev : prev + size] if t else h_0  # (D, n, H+1)
-        gi = gates_i[:, start:end]  # (D, n, 3H)
-        if attention is not None and input_bias is not None:
-            alpha = (h_prev * attention[:, start:end]).sum(-1).sigmoid_()  # (D, n)
-            gi = torch.addcmul(input_bias, alpha.unsqueeze(-1), gi)  # (D, n, 3H)
-        gh = torch.bmm(h_prev, w_hh)  # (D, n, 3H)
-        rz = gh[..., : 2 * hid].add_(gi[..., : 2 * hid])  # (D, n, 2H)
+    hid = gates_n.shape[-1]
+    seqs = batch_sizes[0] if batch_sizes else 0
+    total = inputs.new_zeros(inputs.shape[0], seqs, hid)  # (D, S_0, H)
+    read, write = 0, seqs  # the buffer rows of step t's inputs and states
+    for size in batch_sizes:
+        step_in = inputs[:, read : read + size]  # (D, n, H+1+E) [h_{t-1}; 1; x_t]
+        g_n = gates_n[:, read : read + size]  # (D, n, H)
+        if attention is not None and b_in is not None:
+            score = (step_in[..., : hid + 1] * attention[:, read : read + size]).sum(-1)
+            alpha = score.sigmoid_().unsqueeze(-1)  # (D, n, 1)
+            step_in[..., hid + 1 :].mul_(alpha)
+            g_n = torch.addcmul(b_in, alpha, g_n)  # (D, n, H)
+        g = torch.bmm(step_in, weight)  # (D, n, 3H)
+        rz = g[..., : 2 * hid]  # (D, n, 2H)
         if gate_bias is not None:
             rz.add_(gate_bias[:, :size])
         rz.sigmoid_()
-        cand = torch.addcmul(gi[..., 2 * hid :], rz[..., :hid], gh[..., 2 * hid :]).tanh_()
-        torch.lerp(cand, h_prev[..., :hid], rz[..., hid:], out=hidden[:, start:end, :hid])
-        prev, start = start, end
-    return hidden[..., :hid]
+        cand = torch.addcmul(g_n, rz[..., :hid], g[..., 2 * hid :]).tanh_()  # (D, n, H)
+        h = torch.lerp(
+            cand, step_in[..., :hid], rz[..., hid:], out=inputs[:, write : write + size, :hid]
+        )
+        total[:, :size] += h
+        read, write = write, write + size
+    return total
 
 
 @register_model(
@@ -550,49 +593,53 @@ class IARNN(nn.Module):
             questions: (S,), gate: (D, U_l, 4H), word: (U_l, E), context: (D, U_l, E)
             -> (S, D*H)
         """
-        w_ih, w_hh, b_ih, b_hh = self._gru_weights()  # (D, 3H, E), (D, 3H, H), (D, 3H)
-        dirs, hid, emb = w_hh.shape[0], w_hh.shape[-1], x.shape[-1]
-        # A constant 1 after each token vector and state: the biases join the matmuls.
-        w_ih_t = torch.cat([w_ih.transpose(1, 2), b_ih.unsqueeze(1)], dim=1)  # (D, E+1, 3H)
-        w_hh_t = torch.cat([w_hh.transpose(1, 2), b_hh.unsqueeze(1)], dim=1)  # (D, H+1, 3H)
-        flat_x = torch.cat([x.reshape(-1, emb), x.new_ones(x.shape[0] * x.shape[1], 1)], 1)
+        weight, w_in, b_in = _step_weights(*self._gru_weights())
+        dirs, hid, emb = w_in.shape[0], w_in.shape[-1], x.shape[-1]
+        flat_x = x.reshape(-1, emb)  # (U*T, E)
         lengths = torch.from_numpy(texts.lengths).index_select(0, text_rows)  # (S,)
         by_length = torch.argsort(lengths, descending=True, stable=True)  # (S,)
         means = x.new_zeros(len(lengths), dirs, hid)  # (S, D, H)
         for chunk in by_length.split(_SCAN_CHUNK):  # (S',)
             pack = _packing(lengths[chunk], dirs)
-            seqs = chunk[pack.seq]  # (N,) each packed row's sequence
-            at = (text_rows[seqs] * x.shape[1] + pack.pos).view(-1)  # (D*N,) rows of flat_x
-            tokens = flat_x.index_select(0, at).view(dirs, -1, emb + 1)  # (D, N, E+1) [x_t; 1]
+            seqs = chunk[pack.seq[pack.feed]]  # (S_0+N,) the sequence of each buffer row
+            at = text_rows[seqs] * x.shape[1] + pack.pos[:, pack.feed]  # (D, S_0+N)
+            tokens = flat_x.index_select(0, at.view(-1)).view(dirs, -1, emb)  # (D, S_0+N, E)
             gate_bias = attention = None
             if gate is not None and questions is not None:
                 gate_bias = gate[:, questions[chunk[pack.order]]]  # (D, S', 2H)
             if word is not None and questions is not None:
-                score = (tokens[..., :emb] * word[questions[seqs]]).sum(-1, keepdim=True)
-                tokens[..., :emb] *= torch.sigmoid(score)  # alpha_t x_t
+                score = (tokens * word[questions[seqs]]).sum(-1, keepdim=True)  # (D, S_0+N, 1)
+                tokens = tokens * torch.sigmoid(score)  # alpha_t x_t
+            # The scan's buffer [h; 1; x_t]: h is 0 in the first S_0 rows (h_0), written by
+            # the scan in the others.
+            inputs = tokens.new_empty(dirs, tokens.shape[1], hid + 1 + emb)  # (D, S_0+N, H+1+E)
+            inputs[:, : pack.batch_sizes[0] if pack.batch_sizes else 0, :hid] = 0
+            inputs[..., hid] = 1
+            inputs[..., hid + 1 :] = tokens
             if context is not None and questions is not None:
-                gates_i = torch.bmm(tokens[..., :emb], w_ih_t[:, :emb])  # (D, N, 3H) W_ih x_t
-                w_c = context[:, questions[seqs]]  # (D, N, E) M_qc r_q
+                w_c = context[:, questions[seqs]]  # (D, S_0+N, E) M_qc r_q
                 attention = torch.cat(
                     [
-                        torch.bmm(tokens[..., :emb], self.m_hc),  # (D, N, H) M_hc^T x_t
-                        (tokens[..., :emb] * w_c).sum(-1, keepdim=True),  # (D, N, 1)
+                        torch.bmm(tokens, self.m_hc),  # M_hc^T x_t
+                        (tokens * w_c).sum(-1, keepdim=True),  # x_t . M_qc r_q
                     ],
                     dim=-1,
-                )  # (D, N, H+1)
+                )  # (D, S_0+N, H+1)
+                gates_n = torch.bmm(tokens, w_in[:, 1:])  # (D, S_0+N, H) W_in x_t
             else:
-                gates_i = torch.bmm(tokens, w_ih_t)  # (D, N, 3H) W_ih x_t + b_ih
-            states = _gru_scan(
-                gates_i,
-                w_hh_t,
+                gates_n = torch.bmm(inputs[..., hid:], w_in)  # (D, S_0+N, H) W_in x_t + b_in
+            total = _gru_scan(
+                inputs,
+                weight,
+                gates_n,
                 pack.batch_sizes,
                 gate_bias=gate_bias,
-                input_bias=b_ih.unsqueeze(1),
                 attention=attention,
-            )  # (D, N, H)
-            total = means.new_zeros(dirs, len(chunk), hid).index_add_(1, pack.seq, states)
-            count = lengths[chunk].clamp(min=1).to(x.dtype).view(1, -1, 1)  # (1, S', 1)
-            means[chunk] = (total / count).transpose(0, 1)  # (S', D, H) 0 for an empty text
+                b_in=b_in,
+            )  # (D, S_0, H) longest first
+            ordered = chunk[pack.order[: total.shape[1]]]  # (S_0,) an empty text's mean is 0
+            count = lengths[ordered].to(x.dtype).view(1, -1, 1)  # (1, S_0, 1)
+            means[ordered] = (total / count).transpose(0, 1)  # (S_0, D, H)
         return means.reshape(len(lengths), dirs * hid)  # (S, Q)
 
     # ---- the model ---------------------------------------------------------------------------
