@@ -73,6 +73,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 from attnmatch.data.encoding import EncodedPairs
 from attnmatch.data.schema import PairBatch
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
+from attnmatch.inputs.word_vectors import WordVectorEncoder
 from attnmatch.models._registry import register_model, register_preset
 from attnmatch.models._windows import WindowTexts, batch_rows, inference_windows, window_texts
 from attnmatch.nn.heads import HeadKind, PairHead, resolve_head
@@ -547,8 +548,7 @@ class IARNN(nn.Module):
         Shape:
             -> (U, Q)
         """
-        x = self.token_encoder(texts.ids, texts.mask)  # (U, T, E)
-        return self._state_means(x, torch.arange(len(x)), texts)
+        return self._state_means(texts, torch.arange(len(texts.lengths)))
 
     def _answer_vectors(
         self, texts: WindowTexts, r_q: torch.Tensor, questions: torch.Tensor
@@ -559,50 +559,63 @@ class IARNN(nn.Module):
         Shape:
             r_q: (U_l, Q), questions: (W,) rows of r_q -> (W, Q)
         """
-        x = self.token_encoder(texts.ids, texts.mask)  # (U_r, R, E)
         answers = torch.from_numpy(texts.rows)  # (W,)
         variant = self.config.variant
         if variant == "iarnn_gate":
             gate_q = torch.cat([self.m_qf, self.m_qz], dim=1)  # (D, 2H, Q)
             gate = torch.einsum("dgq,uq->dug", gate_q, r_q)  # (D, U_l, 2H) M_qf r_q, M_qz r_q
-            return self._state_means(x, answers, texts, questions, gate=gate)
+            return self._state_means(texts, answers, questions, gate=gate)
         if variant == "iarnn_word":
             v = r_q @ self.m_qi  # (U_l, E): alpha_t = sigmoid(x_t . v)
-            return self._state_means(x, answers, texts, questions, word=v)
+            return self._state_means(texts, answers, questions, word=v)
         w_c = torch.einsum("deq,uq->due", self.m_qc, r_q)  # (D, U_l, E) M_qc r_q
-        return self._state_means(x, answers, texts, questions, context=w_c)
+        return self._state_means(texts, answers, questions, context=w_c)
+
+    def _token_vectors(self, texts: WindowTexts) -> tuple[torch.Tensor, torch.Tensor]:
+        """The token vectors of a window's distinct texts as rows, and the row of each text's
+        first token. Word vectors do not depend on the other tokens: then only the real tokens
+        are encoded (as one sequence); other encoders run on the padded texts.
+
+        Shape:
+            -> (M, E), (U,)
+        """
+        if isinstance(self.token_encoder, WordVectorEncoder):
+            ids = texts.ids[texts.mask].unsqueeze(0)  # (1, M)
+            vectors = self.token_encoder(ids, torch.ones_like(ids, dtype=torch.bool))[0]
+            lengths = torch.from_numpy(texts.lengths)  # (U,)
+            return vectors, torch.cumsum(lengths, 0) - lengths  # (M, E), (U,)
+        x = self.token_encoder(texts.ids, texts.mask)  # (U, T, E)
+        return x.reshape(-1, x.shape[-1]), torch.arange(len(x)) * x.shape[1]
 
     def _state_means(
         self,
-        x: torch.Tensor,
-        text_rows: torch.Tensor,
         texts: WindowTexts,
+        text_rows: torch.Tensor,
         questions: torch.Tensor | None = None,
         *,
         gate: torch.Tensor | None = None,
         word: torch.Tensor | None = None,
         context: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """The mean GRU state of S sequences, each the text `text_rows[s]` of `x`, through
-        `_gru_scan` `_SCAN_CHUNK` sequences at a time, sorted by length. GATE's `gate` (its
-        per-question step bias, instead of `bias`), WORD's `word` and CONTEXT's `context` are
-        read at row `questions[s]`.
+        """The mean GRU state of S sequences, each the text `text_rows[s]` of `texts`, through
+        `_gru_scan` `_SCAN_CHUNK` sequences at a time, sorted by length. GATE's `gate` (M_qf r_q,
+        M_qz r_q), WORD's `word` (M_qi^T r_q) and CONTEXT's `context` (M_qc r_q) are read at row
+        `questions[s]`.
 
         Shape:
-            x: (U, T, E), text_rows: (S,), weight: (D, E+H, 4H), bias: (D, 1, 4H),
-            questions: (S,), gate: (D, U_l, 4H), word: (U_l, E), context: (D, U_l, E)
-            -> (S, D*H)
+            text_rows: (S,), questions: (S,), gate: (D, U_l, 2H), word: (U_l, E),
+            context: (D, U_l, E) -> (S, D*H)
         """
         weight, w_in, b_in = _step_weights(*self._gru_weights())
-        dirs, hid, emb = w_in.shape[0], w_in.shape[-1], x.shape[-1]
-        flat_x = x.reshape(-1, emb)  # (U*T, E)
+        flat_x, first = self._token_vectors(texts)  # (M, E), (U,)
+        dirs, hid, emb = w_in.shape[0], w_in.shape[-1], flat_x.shape[-1]
         lengths = torch.from_numpy(texts.lengths).index_select(0, text_rows)  # (S,)
         by_length = torch.argsort(lengths, descending=True, stable=True)  # (S,)
-        means = x.new_zeros(len(lengths), dirs, hid)  # (S, D, H)
+        means = flat_x.new_zeros(len(lengths), dirs, hid)  # (S, D, H)
         for chunk in by_length.split(_SCAN_CHUNK):  # (S',)
             pack = _packing(lengths[chunk], dirs)
             seqs = chunk[pack.seq[pack.feed]]  # (S_0+N,) the sequence of each buffer row
-            at = text_rows[seqs] * x.shape[1] + pack.pos[:, pack.feed]  # (D, S_0+N)
+            at = first[text_rows[seqs]] + pack.pos[:, pack.feed]  # (D, S_0+N) rows of flat_x
             tokens = flat_x.index_select(0, at.view(-1)).view(dirs, -1, emb)  # (D, S_0+N, E)
             gate_bias = attention = None
             if gate is not None and questions is not None:
@@ -638,7 +651,7 @@ class IARNN(nn.Module):
                 b_in=b_in,
             )  # (D, S_0, H) longest first
             ordered = chunk[pack.order[: total.shape[1]]]  # (S_0,) an empty text's mean is 0
-            count = lengths[ordered].to(x.dtype).view(1, -1, 1)  # (1, S_0, 1)
+            count = lengths[ordered].to(flat_x.dtype).view(1, -1, 1)  # (1, S_0, 1)
             means[ordered] = (total / count).transpose(0, 1)  # (S_0, D, H)
         return means.reshape(len(lengths), dirs * hid)  # (S, Q)
 
