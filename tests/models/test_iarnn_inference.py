@@ -99,6 +99,21 @@ def test_predict_encoded_equals_forward(
     torch.testing.assert_close(fast, plain_outputs(model, data), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("name", ENCODED)
+def test_predict_encoded_on_padded_token_vectors(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The path of token encoders other than word vectors: each text encoded padded.
+    monkeypatch.setattr(iarnn, "WordVectorEncoder", type("Other", (), {}))
+    monkeypatch.setattr(iarnn, "_SCAN_CHUNK", 4)
+    torch.manual_seed(3)
+    model = iarnn_model(name)
+    data = random_data(30, seed=6)
+    with torch.inference_mode():
+        fast = model.predict_encoded(data, 8)
+    torch.testing.assert_close(fast, plain_outputs(model, data), atol=1e-5, rtol=1e-5)
+
+
 def test_predict_encoded_with_trained_biases() -> None:
     # Zero-initialised biases would hide a bias in the wrong place: give every parameter values.
     torch.manual_seed(2)
@@ -159,3 +174,6 @@ def test_packing_reads_each_real_token_once_per_direction() -> None:
     assert pack.batch_sizes == [3, 2, 1]
     assert pack.seq.tolist() == [2, 0, 3, 2, 0, 2]
     assert pack.pos.tolist() == [[0, 0, 0, 1, 1, 2], [2, 1, 0, 1, 0, 0]]
+    # Buffer rows: [h_0; x_0] of sequences 2, 0, 3, then [h_t; x_{t+1}] of each packed row
+    # (packed rows 3, 4 after rows 0, 1 of step 0; row 5 after row 3; none after the last ones).
+    assert pack.feed.tolist() == [0, 1, 2, 3, 4, 0, 5, 0, 0]

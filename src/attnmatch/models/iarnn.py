@@ -34,6 +34,12 @@ Speed:
   the input gates are linear in the input (W_ih (alpha_t x_t) = alpha_t (W_ih x_t)), and the
   attention's two factors M_hc^T x_t and (M_qc r_q) . x_t. Each step is then one (B, H) x
   (H, 3H) matmul, one dot product and the gate arithmetic.
+- `Matcher.predict` on the CPU in float32 runs `predict_encoded` (WORD, CONTEXT, GATE; the
+  attribute `encoded_inference = False` switches it off): pairs in length-sorted windows, each
+  distinct question encoded once (r_q), each answer's GRU run per pair from r_q, packed by
+  length with no padding (`_gru_scan`: both directions at once, one matmul of
+  [h_{t-1}; 1; x_t] a step, the question's terms folded in); equal to `forward` up to float
+  rounding.
 - `use_fused = False` (a module attribute, for benchmarks) runs GRU, WORD and GATE through the
   step loop too, to time the fused kernel against it. tests/models/test_iarnn.py checks every
   path against a literal step-by-step reference of eq. 5-7 to 1e-5.
@@ -512,16 +518,19 @@ class IARNN(nn.Module):
         `Matcher.predict` on the CPU (WORD, CONTEXT and GATE). Run it in eval mode under
         `torch.inference_mode`.
 
-        The pairs are taken in length-sorted windows (`attnmatch.models._windows`). Once per
-        distinct text of a window: the token vectors; for a question its GRU states and r_q.
-        Once per distinct question: GATE's gate biases M_qf r_q and M_qz r_q, WORD's M_qi^T r_q,
-        CONTEXT's M_qc r_q. The answer's recurrence depends on r_q, so it runs per pair: the
-        window's pairs `_SCAN_CHUNK` at a time, sorted by answer length and packed (`_Packing`:
-        no padding, no masking), both directions together, each step one matmul of
-        [x_t; h_{t-1}] (`_joint_weights`) with the question's gate biases folded into its bias
-        and WORD's alpha_t into x_t; then r_a = the mean of its states, and the head
-        `batch_size` pairs at a time. The outputs equal `forward`'s on the same pairs up to float
-        rounding (tests/models/test_iarnn_inference.py).
+        The pairs are taken in length-sorted windows (`attnmatch.models._windows`). Shared:
+        once per distinct text of a window its token vectors (word vectors: of its real tokens
+        only), and for a question its GRU states and r_q; once per distinct question GATE's
+        gate terms M_qf r_q and M_qz r_q, WORD's M_qi^T r_q, CONTEXT's M_qc r_q. The answer's
+        recurrence depends on r_q, so it runs per pair: all the pairs of the window, whatever
+        `batch_size`, `_SCAN_CHUNK` at a time, sorted by answer length and packed (`_Packing`:
+        no padding, no masking), both directions at once, each step one matmul of
+        [h_{t-1}; 1; x_t] (`_step_weights`: the r and z input parts and the biases inside), GATE's
+        terms added to r and z, WORD's alpha_t applied to x_t beforehand. Then r_a = the mean of
+        the states, and the head on `batch_size` pairs at a time. The answer's W_ih x_t is
+        computed per pair, not per distinct answer (a ranking's answers are rarely repeated).
+        The outputs equal `forward`'s on the same pairs up to float rounding
+        (tests/models/test_iarnn_inference.py).
 
         Shape:
             -> (N, num_outputs) float32
@@ -631,13 +640,9 @@ class IARNN(nn.Module):
             inputs[..., hid + 1 :] = tokens
             if context is not None and questions is not None:
                 w_c = context[:, questions[seqs]]  # (D, S_0+N, E) M_qc r_q
-                attention = torch.cat(
-                    [
-                        torch.bmm(tokens, self.m_hc),  # M_hc^T x_t
-                        (tokens * w_c).sum(-1, keepdim=True),  # x_t . M_qc r_q
-                    ],
-                    dim=-1,
-                )  # (D, S_0+N, H+1)
+                m_hc = torch.cat([self.m_hc, self.m_hc.new_zeros(dirs, emb, 1)], dim=-1)
+                attention = torch.bmm(tokens, m_hc)  # (D, S_0+N, H+1) [M_hc^T x_t; 0]
+                attention[..., hid] = (tokens * w_c).sum(-1)  # x_t . M_qc r_q
                 gates_n = torch.bmm(tokens, w_in[:, 1:])  # (D, S_0+N, H) W_in x_t
             else:
                 gates_n = torch.bmm(inputs[..., hid:], w_in)  # (D, S_0+N, H) W_in x_t + b_in
