@@ -629,15 +629,16 @@ class IARNN(nn.Module):
             gate_bias = attention = None
             if gate is not None and questions is not None:
                 gate_bias = gate[:, questions[chunk[pack.order]]]  # (D, S', 2H)
-            if word is not None and questions is not None:
-                score = (tokens * word[questions[seqs]]).sum(-1, keepdim=True)  # (D, S_0+N, 1)
-                tokens = tokens * torch.sigmoid(score)  # alpha_t x_t
             # The scan's buffer [h; 1; x_t]: h is 0 in the first S_0 rows (h_0), written by
             # the scan in the others.
             inputs = tokens.new_empty(dirs, tokens.shape[1], hid + 1 + emb)  # (D, S_0+N, H+1+E)
             inputs[:, : pack.batch_sizes[0] if pack.batch_sizes else 0, :hid] = 0
             inputs[..., hid] = 1
-            inputs[..., hid + 1 :] = tokens
+            if word is not None and questions is not None:
+                score = (tokens * word[questions[seqs]]).sum(-1, keepdim=True)  # (D, S_0+N, 1)
+                torch.mul(tokens, score.sigmoid_(), out=inputs[..., hid + 1 :])  # alpha_t x_t
+            else:
+                inputs[..., hid + 1 :] = tokens
             if context is not None and questions is not None:
                 w_c = context[:, questions[seqs]]  # (D, S_0+N, E) M_qc r_q
                 m_hc = torch.cat([self.m_hc, self.m_hc.new_zeros(dirs, emb, 1)], dim=-1)
