@@ -1,0 +1,179 @@
+"""IARNN's whole-input inference path (`IARNN.predict_encoded`, `Matcher.predict` on the CPU)
+against the plain path: `forward` on one pair at a time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import attnmatch.models._windows as _windows
+import attnmatch.models.iarnn as iarnn
+from attnmatch.data.collate import collate
+from attnmatch.data.encoding import EncodedPairs
+from attnmatch.matcher import Matcher
+from attnmatch.tasks import Task
+
+from .conftest import VOCAB, tiny_model
+
+ENCODED = ("iarnn_gate", "iarnn_context", "iarnn_word")
+
+
+def iarnn_model(name: str, **overrides: Any) -> iarnn.IARNN:
+    """A tiny IARNN preset (`tiny_model`), in eval mode."""
+    model = tiny_model(name, **overrides)
+    assert isinstance(model, iarnn.IARNN)
+    return model.eval()
+
+
+def random_data(pairs: int, seed: int) -> EncodedPairs:
+    """Pairs in random order over a few questions (repeated left texts, one of them empty) and
+    answers of varied lengths, some shared by several pairs, one empty."""
+    rng = np.random.default_rng(seed)
+    questions = [rng.integers(1, VOCAB, rng.integers(1, 7)) for _ in range(5)]
+    questions[4] = np.zeros(0, dtype=np.int64)  # a question without a token
+    answers = [rng.integers(1, VOCAB, rng.integers(1, 15)) for _ in range(pairs - 6)]
+    answers[1] = np.zeros(0, dtype=np.int64)  # an answer without a token
+    texts = [np.asarray(t, dtype=np.int64) for t in questions + answers]
+    left = rng.integers(0, len(questions), pairs)
+    right = len(questions) + np.concatenate(
+        [rng.permutation(len(answers)), rng.integers(0, len(answers), 6)]
+    )  # 6 answers twice, with the same or another question
+    return EncodedPairs(
+        texts=texts,
+        left=left.astype(np.int64),
+        right=rng.permutation(right).astype(np.int64),
+        labels=np.zeros(pairs, dtype=np.float32),
+        group_ids=left.astype(np.int64),
+        group_names=[str(q) for q in range(len(questions))],
+    )
+
+
+def plain_outputs(model: torch.nn.Module, data: EncodedPairs) -> torch.Tensor:
+    """`forward` on each pair alone, in eval mode without autograd: the reference."""
+    model.eval()
+    with torch.no_grad():
+        return torch.cat([model(collate(data, np.array([i]))) for i in range(len(data))])
+
+
+CONFIGS: list[tuple[str, dict[str, Any]]] = [
+    (name, overrides)
+    for name in ENCODED
+    for overrides in (
+        {},
+        {"bidirectional": False},
+        {"head": "gesd"},
+        {"num_outputs": 3},  # the MLP head
+    )
+] + [
+    (name, {"occam": True})  # a training term only: inference is the same
+    for name in ("iarnn_word", "iarnn_context")
+]
+
+
+@pytest.mark.parametrize(("name", "overrides"), CONFIGS)
+@pytest.mark.parametrize(
+    ("batch_size", "window", "chunk"), [(1, 1, 1), (7, 16, 3), (64, 2048, 256)]
+)
+def test_predict_encoded_equals_forward(
+    name: str,
+    overrides: dict[str, Any],
+    batch_size: int,
+    window: int,
+    chunk: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Small windows (several windows, the same question in each) and small scan chunks.
+    monkeypatch.setattr(_windows, "INFERENCE_WINDOW", window)
+    monkeypatch.setattr(iarnn, "_SCAN_CHUNK", chunk)
+    torch.manual_seed(0)
+    overrides = dict(overrides)
+    num_outputs = overrides.pop("num_outputs", 1)
+    model = iarnn_model(name, num_outputs=num_outputs, **overrides)
+    data = random_data(40, seed=3)
+    with torch.inference_mode():
+        fast = model.predict_encoded(data, batch_size)
+    assert fast.shape == (40, num_outputs)
+    torch.testing.assert_close(fast, plain_outputs(model, data), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ENCODED)
+def test_predict_encoded_on_padded_token_vectors(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The path of token encoders other than word vectors: each text encoded padded.
+    monkeypatch.setattr(iarnn, "WordVectorEncoder", type("Other", (), {}))
+    monkeypatch.setattr(iarnn, "_SCAN_CHUNK", 4)
+    torch.manual_seed(3)
+    model = iarnn_model(name)
+    data = random_data(30, seed=6)
+    with torch.inference_mode():
+        fast = model.predict_encoded(data, 8)
+    torch.testing.assert_close(fast, plain_outputs(model, data), atol=1e-5, rtol=1e-5)
+
+
+def test_predict_encoded_with_trained_biases() -> None:
+    # Zero-initialised biases would hide a bias in the wrong place: give every parameter values.
+    torch.manual_seed(2)
+    for name in ENCODED:
+        model = iarnn_model(name)
+        with torch.no_grad():
+            for param in model.parameters():
+                param.add_(0.3 * torch.randn_like(param))
+        data = random_data(30, seed=5)
+        with torch.inference_mode():
+            fast = model.predict_encoded(data, 8)
+        torch.testing.assert_close(fast, plain_outputs(model, data), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["gru", "oarnn", "oarnn_uni"])
+def test_other_variants_keep_forward(name: str) -> None:
+    model = iarnn_model(name)
+    assert not model.encoded_inference
+    with pytest.raises(ValueError, match="predict_encoded"):
+        model.predict_encoded(random_data(10, seed=0), 4)
+
+
+@pytest.mark.parametrize("name", ENCODED)
+@pytest.mark.parametrize("batch_size", [5, 512])
+def test_matcher_predict_takes_the_encoded_path_in_input_order(name: str, batch_size: int) -> None:
+    torch.manual_seed(1)
+    model = iarnn_model(name)
+    data = random_data(90, seed=4)
+    matcher = Matcher(
+        model=model,
+        model_type="iarnn",
+        inputs=None,  # type: ignore[arg-type]  # predict reads ids only
+        task=Task(kind="ranking"),
+        batch_size=batch_size,
+    )
+    calls: list[int] = []
+    original = model.predict_encoded
+
+    def spy(data: EncodedPairs, size: int) -> torch.Tensor:
+        calls.append(size)
+        return original(data, size)
+
+    model.predict_encoded = spy  # type: ignore[method-assign,assignment]
+    fast = matcher.predict(data)
+    assert calls == [batch_size]
+    model.encoded_inference = False  # the batches of `forward`
+    batched = matcher.predict(data)
+    assert calls == [batch_size]
+    expected = plain_outputs(model, data).numpy()  # pair i alone: the input order
+    np.testing.assert_allclose(fast, expected, atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(batched, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_packing_reads_each_real_token_once_per_direction() -> None:
+    lengths = torch.tensor([2, 0, 3, 1])
+    pack = iarnn._packing(lengths, 2)
+    assert pack.order.tolist() == [2, 0, 3, 1]
+    assert pack.batch_sizes == [3, 2, 1]
+    assert pack.seq.tolist() == [2, 0, 3, 2, 0, 2]
+    assert pack.pos.tolist() == [[0, 0, 0, 1, 1, 2], [2, 1, 0, 1, 0, 0]]
+    # Buffer rows: [h_0; x_0] of sequences 2, 0, 3, then [h_t; x_{t+1}] of each packed row
+    # (packed rows 3, 4 after rows 0, 1 of step 0; row 5 after row 3; none after the last ones).
+    assert pack.feed.tolist() == [0, 1, 2, 3, 4, 0, 5, 0, 0]
