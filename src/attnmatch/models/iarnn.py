@@ -72,6 +72,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
@@ -81,7 +82,13 @@ from attnmatch.data.schema import PairBatch
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.inputs.word_vectors import WordVectorEncoder
 from attnmatch.models._registry import register_model, register_preset
-from attnmatch.models._windows import WindowTexts, batch_rows, inference_windows, window_texts
+from attnmatch.models._windows import (
+    WindowTexts,
+    batch_rows,
+    inference_windows,
+    run_windows,
+    window_texts,
+)
 from attnmatch.nn.heads import HeadKind, PairHead, resolve_head
 from attnmatch.nn.masking import masked_mean, masked_softmax
 from attnmatch.nn.recurrent import encode_pair
@@ -538,7 +545,8 @@ class IARNN(nn.Module):
         if self.config.variant not in _ENCODED_VARIANTS:
             raise ValueError(f"predict_encoded runs {_ENCODED_VARIANTS}, not {self.config.variant}")
         outputs = torch.empty(len(data), self.config.num_outputs)  # (N, num_outputs)
-        for pairs in inference_windows(data, batch_size):  # (W,)
+
+        def window(pairs: np.ndarray) -> None:  # (W,) pair indices
             left = window_texts(data, data.left[pairs])  # U_l texts
             right = window_texts(data, data.right[pairs])  # U_r texts
             questions = torch.from_numpy(left.rows)  # (W,) each pair's question
@@ -549,6 +557,8 @@ class IARNN(nn.Module):
                 u = r_q.index_select(0, questions.index_select(0, index))  # (b, Q)
                 scores = self.head(u, r_a.index_select(0, index))  # (b, num_outputs)
                 outputs[torch.from_numpy(pairs[rows])] = scores
+
+        run_windows(window, inference_windows(data, batch_size))
         return outputs
 
     def _question_vectors(self, texts: WindowTexts) -> torch.Tensor:
