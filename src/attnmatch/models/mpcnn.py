@@ -48,21 +48,29 @@ holistic filters, G per-dimension filters, W widths, P poolings, N similarity fe
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from attnmatch.configs import check_dropout, check_positive
+from attnmatch.data.encoding import EncodedPairs
 from attnmatch.data.schema import PairBatch
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.models._registry import register_model, register_preset
+from attnmatch.models._windows import WindowTexts, batch_rows, inference_windows, window_texts
 from attnmatch.nn.masking import masked_max, masked_mean, masked_min, masked_softmax
 from attnmatch.nn.similarity import euclidean_distance
 
 POOLS_A = ("max", "min", "mean")
 POOLS_B = ("max", "min")
+# `predict_encoded`: texts (or pairs) of one exact length are run through the sentence model
+# in chunks of about this many tokens, so that their window maps stay in cache.
+EXACT_CHUNK_TOKENS = 1024
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,16 +116,32 @@ def attention_input(
         left: (B, L, d), left_mask: (B, L), right: (B, R, d), right_mask: (B, R)
         -> [S0; A0 S0] (B, L, 2d), [S1; A1 S1] (B, R, 2d), A0 (B, L), A1 (B, R)
     """
-    cos = F.normalize(left, dim=-1, eps=1e-8) @ F.normalize(right, dim=-1, eps=1e-8).transpose(
-        1, 2
-    )  # (B, L, R)
+    a0, a1 = _attention_weights(
+        F.normalize(left, dim=-1, eps=1e-8),
+        left_mask,
+        F.normalize(right, dim=-1, eps=1e-8),
+        right_mask,
+    )  # (B, L), (B, R)
+    out0 = torch.cat([left, a0.unsqueeze(-1) * left], dim=-1)  # (B, L, 2d)
+    out1 = torch.cat([right, a1.unsqueeze(-1) * right], dim=-1)  # (B, R, 2d)
+    return out0, out1, a0, a1
+
+
+def _attention_weights(
+    left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor, right_mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A0, A1 of the attention input layer from unit-length word vectors.
+
+    Shape:
+        left: (B, L, d), left_mask: (B, L), right: (B, R, d), right_mask: (B, R)
+        -> (B, L), (B, R)
+    """
+    cos = left @ right.transpose(1, 2)  # (B, L, R)
     cells = left_mask.unsqueeze(-1) & right_mask.unsqueeze(-2)  # (B, L, R)
     cos = cos * cells
     a0 = masked_softmax(cos.sum(dim=2), left_mask, dim=-1)  # (B, L)
     a1 = masked_softmax(cos.sum(dim=1), right_mask, dim=-1)  # (B, R)
-    out0 = torch.cat([left, a0.unsqueeze(-1) * left], dim=-1)  # (B, L, 2d)
-    out1 = torch.cat([right, a1.unsqueeze(-1) * right], dim=-1)  # (B, R, 2d)
-    return out0, out1, a0, a1
+    return a0, a1
 
 
 def _window_mask(mask: torch.Tensor, width: int, steps: int) -> torch.Tensor:
@@ -209,6 +233,8 @@ class MPCNN(nn.Module):
         # own longest text: the many small convolutions and poolings are fastest at 32 pairs
         # (64 without the attention layer; benchmarks/mpcnn_slices.py); the same scores.
         self.inference_slice = 32 if config.attention else 64
+        # `Matcher.predict` on the CPU runs `predict_encoded` (off: `forward` per batch).
+        self.encoded_inference = True
         self.mlp = nn.Sequential(
             nn.Linear(similarity_feature_count(config), config.hidden_size),
             nn.Tanh(),
@@ -308,11 +334,232 @@ class MPCNN(nn.Module):
         features = self._encode(batch)["features"]  # (B, N)
         return self.mlp(self.dropout(features))  # (B, C)
 
+    def predict_encoded(self, data: EncodedPairs, batch_size: int) -> torch.Tensor:
+        """Outputs for every pair of `data`, in its order: the inference path of
+        `Matcher.predict` on the CPU. Run it in eval mode under `torch.inference_mode`.
+
+        The pairs are taken in length-sorted windows (`attnmatch.models._windows`); the word
+        vectors of each distinct text of a window are looked up (and, with the attention layer,
+        normalised for its cosines) once. Without the attention layer the whole sentence model
+        depends on one text only, so each distinct text's block A and B poolings are computed
+        once and gathered for its pairs; with it, the attention weights are computed
+        `batch_size` pairs at a time and each pair's two inputs [S; A S] go through the
+        sentence model. Either way the sentence model runs on texts of one exact length at a
+        time (`_sentence_exact`), with no padding and no masks: the three holistic
+        convolutions are one matrix product (one column block per filter tap) plus shifted
+        sums, pooled over the time axis. The similarity layer and the MLP then run
+        `batch_size` pairs at a time. The outputs equal `forward`'s on the same pairs up to
+        float rounding (tests/models/test_mpcnn_inference.py).
+
+        Shape:
+            -> (N, num_outputs) float32
+        """
+        weights = self._exact_weights()
+        outputs = torch.empty(len(data), self.config.num_outputs)  # (N, num_outputs)
+        for pairs in inference_windows(data, batch_size):  # (W,)
+            left = window_texts(data, data.left[pairs])  # U_l texts
+            right = window_texts(data, data.right[pairs])  # U_r texts
+            left_x = self.token_encoder(left.ids, left.mask)  # (U_l, L, d)
+            right_x = self.token_encoder(right.ids, right.mask)  # (U_r, R, d)
+            if self.config.attention:
+                a0, a1 = self._window_attention(left, left_x, right, right_x, batch_size)
+                s0 = self._side_poolings(left, left_x, a0, weights)  # (W, ...) per pair
+                s1 = self._side_poolings(right, right_x, a1, weights)
+            else:
+                s0 = self._side_poolings(left, left_x, None, weights)  # (U_l, ...) per text
+                s1 = self._side_poolings(right, right_x, None, weights)  # (U_r, ...)
+            for rows in batch_rows(len(pairs), batch_size):  # (b,)
+                if self.config.attention:
+                    i0 = i1 = torch.from_numpy(rows)  # (b,)
+                else:
+                    i0, i1 = torch.from_numpy(left.rows[rows]), torch.from_numpy(right.rows[rows])
+                features = self._features(
+                    {k: v.index_select(0, i0) for k, v in s0.items()},
+                    {k: v.index_select(0, i1) for k, v in s1.items()},
+                )  # (b, N)
+                outputs[torch.from_numpy(pairs[rows])] = self.mlp(self.dropout(features))
+        return outputs
+
+    def _window_attention(
+        self,
+        left: WindowTexts,
+        left_x: torch.Tensor,
+        right: WindowTexts,
+        right_x: torch.Tensor,
+        batch_size: int,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """A0, A1 of every pair of a window, `batch_size` pairs at a time, from each distinct
+        text's normalised word vectors. Shape: -> (W, L), (W, R), zero beyond each text."""
+        left_n = F.normalize(left_x, dim=-1, eps=1e-8)  # (U_l, L, d)
+        right_n = F.normalize(right_x, dim=-1, eps=1e-8)  # (U_r, R, d)
+        count = len(left.rows)
+        a0 = left_x.new_zeros(count, left_x.shape[1])  # (W, L)
+        a1 = right_x.new_zeros(count, right_x.shape[1])  # (W, R)
+        for rows in batch_rows(count, batch_size):  # (b,)
+            u, u_mask = left.gather(left_n, rows)  # (b, L', d), (b, L')
+            v, v_mask = right.gather(right_n, rows)  # (b, R', d), (b, R')
+            w0, w1 = _attention_weights(u, u_mask, v, v_mask)  # (b, L'), (b, R')
+            a0[rows[0] : rows[-1] + 1, : w0.shape[1]] = w0
+            a1[rows[0] : rows[-1] + 1, : w1.shape[1]] = w1
+        return a0, a1
+
+    def _exact_weights(self) -> _ExactWeights:
+        """The convolution weights in the layouts of `_sentence_exact`."""
+        cfg = self.config
+        taps = [
+            conv.weight[:, :, k].t() for conv in self.holistic for k in range(conv.weight.shape[-1])
+        ]
+        biases = []
+        for conv in self.holistic:
+            assert isinstance(conv, nn.Conv1d) and conv.bias is not None
+            biases += [conv.bias] + [torch.zeros_like(conv.bias)] * (conv.weight.shape[-1] - 1)
+        dim = self.holistic[0].in_channels
+        per_dim = []
+        for conv in self.per_dim:
+            assert isinstance(conv, nn.Conv1d) and conv.bias is not None
+            per_dim.append(
+                (
+                    conv.weight.view(dim, cfg.per_dim_filters, -1).permute(2, 1, 0).contiguous(),
+                    conv.bias.view(dim, cfg.per_dim_filters).t().contiguous(),
+                )  # (ws, G, I), (G, I)
+            )
+        return _ExactWeights(torch.cat(taps, dim=1), torch.cat(biases), per_dim)
+
+    def _side_poolings(
+        self,
+        texts: WindowTexts,
+        x: torch.Tensor,
+        weights: torch.Tensor | None,
+        conv: _ExactWeights,
+    ) -> dict[str, torch.Tensor]:
+        """`_sentence`'s outputs for one side of a window: per distinct text (`weights` None,
+        no attention layer) or per pair (`weights` the pairs' attention weights, the input
+        [S; A S]), computed on runs of one exact length.
+
+        Shape:
+            x: (U, T, d), weights: (W, T) -> per text (U, ...) or per pair (W, ...)
+        """
+        if weights is None:
+            lengths = texts.lengths  # (U,) ascending
+            order = np.arange(len(lengths))
+        else:
+            lengths = texts.lengths[texts.rows]  # (W,)
+            order = np.argsort(lengths, kind="stable")
+            lengths = lengths[order]
+        out: dict[str, torch.Tensor] = {}
+        for start, stop in _exact_runs(lengths, EXACT_CHUNK_TOKENS):
+            n = int(lengths[start])
+            units = order[start:stop]  # (m,) texts or pairs
+            if weights is None:
+                s = x[start:stop, :n]  # (m, n, d)
+                inputs = s
+            else:
+                index = torch.from_numpy(units)
+                s = x.index_select(0, torch.from_numpy(texts.rows[units]))[:, :n]  # (m, n, d)
+                a = weights.index_select(0, index)[:, :n, None]  # (m, n, 1)
+                inputs = torch.cat([s, a * s], dim=-1)  # (m, n, 2d)
+            pooled = self._sentence_exact(inputs, conv)
+            if not out:  # the layouts of `pooled` (block B: (G, I) in memory)
+                out = {
+                    k: v.new_empty(len(lengths), *v.shape[1:])
+                    if k[0] == "A"
+                    else v.new_empty(
+                        len(lengths), *v.shape[1:-2], v.shape[-1], v.shape[-2]
+                    ).transpose(-1, -2)
+                    for k, v in pooled.items()
+                }
+            for k, v in pooled.items():
+                if weights is None:
+                    out[k][start:stop] = v
+                else:
+                    out[k].index_copy_(0, index, v)
+        return out
+
+    def _sentence_exact(self, x: torch.Tensor, conv: _ExactWeights) -> dict[str, torch.Tensor]:
+        """`_sentence` of texts that all have exactly T real tokens (T may be 0), without masks.
+
+        Shape:
+            x: (m, T, I) -> as `_sentence`
+        """
+        cfg = self.config
+        m, n, dim = x.shape
+        steps = max(n, max(cfg.widths), max(cfg.per_dim_widths))
+        if steps > n:  # a text shorter than a filter keeps one zero-padded window
+            x = F.pad(x, (0, 0, 0, steps - n))  # (m, T'', I)
+        filters = cfg.holistic_filters
+        taps = torch.addmm(conv.bias, x.reshape(m * steps, dim), conv.holistic).view(
+            m, steps, -1
+        )  # (m, T'', sum(widths) * F): every tap of every holistic filter at every position
+        out: dict[str, torch.Tensor] = {}
+        pooled: dict[str, list[torch.Tensor]] = {p: [] for p in POOLS_A}
+        first = 0
+        for width in cfg.widths:
+            windows = max(n - width + 1, 1)
+            h = taps[:, :windows, first * filters : (first + 1) * filters]  # (m, T', F)
+            for k in range(1, width):
+                col = (first + k) * filters
+                h = h + taps[:, k : k + windows, col : col + filters]
+            h = torch.tanh(h)  # (m, T', F)
+            pooled["max"].append(h.amax(dim=1))  # (m, F)
+            pooled["min"].append(h.amin(dim=1))  # (m, F)
+            pooled["mean"].append(h.mean(dim=1))
+            first += width
+        tokens = x[:, : max(n, 1)]  # (m, T, I); an empty text is one zero vector
+        inf = {"max": tokens.amax(dim=1), "min": tokens.amin(dim=1), "mean": tokens.mean(dim=1)}
+        for p in POOLS_A:
+            out[f"A{p}"] = torch.stack(pooled[p], dim=1)  # (m, W, F)
+            out[f"Ainf{p}"] = inf[p]  # (m, I)
+        per_dim = []
+        for width, (w, b) in zip(cfg.per_dim_widths, conv.per_dim, strict=True):
+            if width == 1:  # as `_sentence`: pooled from ws = inf's max/min
+                hi = w[0] * inf["max"].unsqueeze(1)  # (m, G, I)
+                lo = w[0] * inf["min"].unsqueeze(1)  # (m, G, I)
+                pre = {"max": torch.maximum(hi, lo) + b, "min": torch.minimum(hi, lo) + b}
+            else:  # in (G, I) order: the products run along the input dimensions
+                windows = max(n - width + 1, 1)
+                z = torch.addcmul(b, x[:, :windows, None, :], w[0])  # (m, T', G, I)
+                for k in range(1, width):
+                    z.addcmul_(x[:, k : k + windows, None, :], w[k])
+                pre = {"max": z.amax(dim=1), "min": z.amin(dim=1)}  # (m, G, I)
+            per_dim.append({p: torch.tanh(v) for p, v in pre.items()})  # (m, G, I)
+        for p in POOLS_B:
+            # (m, W_B, G, I) in memory, (m, W_B, I, G) as `_sentence`'s
+            out[f"B{p}"] = torch.stack([h[p] for h in per_dim], dim=1).transpose(2, 3)
+        return out
+
     def attention(self, batch: PairBatch) -> dict[str, torch.Tensor]:
         """The attention input layer's weights "left_attention" (B, L), "right_attention" (B, R);
         empty for the plain MP-CNN."""
         out = self._encode(batch)
         return {k: v for k, v in out.items() if k.endswith("attention")}
+
+
+class _ExactWeights(NamedTuple):
+    """The convolutions of `MPCNN` in the layouts of `MPCNN._sentence_exact`.
+
+    Attributes:
+        holistic: (I, sum(widths) * F), one column block per (width, tap), widths in order.
+        bias: (sum(widths) * F,), each width's bias on its first tap, zero on the others.
+        per_dim: per block B width, its weight (ws, G, I) and bias (G, I).
+    """
+
+    holistic: torch.Tensor
+    bias: torch.Tensor
+    per_dim: list[tuple[torch.Tensor, torch.Tensor]]
+
+
+def _exact_runs(lengths: np.ndarray, tokens: int) -> Iterator[tuple[int, int]]:
+    """(start, stop) of the runs of equal values in ascending `lengths`, each cut into chunks
+    of at most max(1, tokens // length) rows."""
+    bounds = np.flatnonzero(np.diff(lengths)) + 1
+    for start, stop in zip(
+        np.concatenate([[0], bounds]).tolist(),
+        np.concatenate([bounds, [len(lengths)]]).tolist(),
+        strict=True,
+    ):
+        step = max(1, tokens // max(int(lengths[start]), 1))
+        for first in range(start, stop, step):
+            yield first, min(first + step, stop)
 
 
 def _slice(batch: PairBatch, start: int, stop: int) -> PairBatch:
