@@ -70,7 +70,9 @@ POOLS_A = ("max", "min", "mean")
 POOLS_B = ("max", "min")
 # `predict_encoded`: texts (or pairs) of one exact length are run through the sentence model
 # in chunks of about this many tokens, so that their window maps stay in cache.
-EXACT_CHUNK_TOKENS = 1024
+EXACT_CHUNK_TOKENS = 512
+# `predict_encoded`: pairs per run of the similarity layer and the MLP (its tensors stay in cache).
+FEATURE_CHUNK = 32
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -345,11 +347,13 @@ class MPCNN(nn.Module):
         once and gathered for its pairs; with it, the attention weights are computed
         `batch_size` pairs at a time and each pair's two inputs [S; A S] go through the
         sentence model. Either way the sentence model runs on texts of one exact length at a
-        time (`_sentence_exact`), with no padding and no masks: the three holistic
-        convolutions are one matrix product (one column block per filter tap) plus shifted
-        sums, pooled over the time axis. The similarity layer and the MLP then run
-        `batch_size` pairs at a time. The outputs equal `forward`'s on the same pairs up to
-        float rounding (tests/models/test_mpcnn_inference.py).
+        time (`_sentence_exact`), with no padding and no masks: the holistic convolutions are
+        one matrix product (a column block per filter tap) plus shifted sums, block B's
+        products run along the input dimensions, and poolings reduce the time axis. The
+        similarity layer then runs on all poolings at once (`_features_exact`) and the MLP
+        follows, `FEATURE_CHUNK` pairs at a time (the results do not depend on the chunks).
+        The outputs equal `forward`'s on the same pairs up to float rounding
+        (tests/models/test_mpcnn_inference.py).
 
         Shape:
             -> (N, num_outputs) float32
@@ -368,16 +372,18 @@ class MPCNN(nn.Module):
             else:
                 s0 = self._side_poolings(left, left_x, None, weights)  # (U_l, ...) per text
                 s1 = self._side_poolings(right, right_x, None, weights)  # (U_r, ...)
-            for rows in batch_rows(len(pairs), batch_size):  # (b,)
-                if self.config.attention:
-                    i0 = i1 = torch.from_numpy(rows)  # (b,)
+            for first in range(0, len(pairs), FEATURE_CHUNK):
+                stop = min(first + FEATURE_CHUNK, len(pairs))
+                if self.config.attention:  # per pair: the chunk is a slice
+                    u0 = _Pooled(*(v[first:stop] for v in s0))
+                    u1 = _Pooled(*(v[first:stop] for v in s1))
                 else:
-                    i0, i1 = torch.from_numpy(left.rows[rows]), torch.from_numpy(right.rows[rows])
-                features = self._features(
-                    {k: v.index_select(0, i0) for k, v in s0.items()},
-                    {k: v.index_select(0, i1) for k, v in s1.items()},
-                )  # (b, N)
-                outputs[torch.from_numpy(pairs[rows])] = self.mlp(self.dropout(features))
+                    i0 = torch.from_numpy(left.rows[first:stop])  # (b,)
+                    i1 = torch.from_numpy(right.rows[first:stop])  # (b,)
+                    u0 = _Pooled(*(v.index_select(0, i0) for v in s0))
+                    u1 = _Pooled(*(v.index_select(0, i1) for v in s1))
+                features = _features_exact(u0, u1)  # (b, N)
+                outputs[torch.from_numpy(pairs[first:stop])] = self.mlp(self.dropout(features))
         return outputs
 
     def _window_attention(
@@ -431,9 +437,9 @@ class MPCNN(nn.Module):
         x: torch.Tensor,
         weights: torch.Tensor | None,
         conv: _ExactWeights,
-    ) -> dict[str, torch.Tensor]:
-        """`_sentence`'s outputs for one side of a window: per distinct text (`weights` None,
-        no attention layer) or per pair (`weights` the pairs' attention weights, the input
+    ) -> _Pooled:
+        """`_sentence_exact`'s poolings for one side of a window: per distinct text (`weights`
+        None, no attention layer) or per pair (`weights` the pairs' attention weights, the input
         [S; A S]), computed on runs of one exact length.
 
         Shape:
@@ -446,40 +452,34 @@ class MPCNN(nn.Module):
             lengths = texts.lengths[texts.rows]  # (W,)
             order = np.argsort(lengths, kind="stable")
             lengths = lengths[order]
-        out: dict[str, torch.Tensor] = {}
+        in_order = bool((order == np.arange(len(order))).all())
+        out: list[torch.Tensor] = []
         for start, stop in _exact_runs(lengths, EXACT_CHUNK_TOKENS):
             n = int(lengths[start])
             units = order[start:stop]  # (m,) texts or pairs
             if weights is None:
-                s = x[start:stop, :n]  # (m, n, d)
-                inputs = s
+                inputs = x[start:stop, :n]  # (m, n, d)
             else:
-                index = torch.from_numpy(units)
+                index = torch.from_numpy(units)  # (m,)
                 s = x.index_select(0, torch.from_numpy(texts.rows[units]))[:, :n]  # (m, n, d)
                 a = weights.index_select(0, index)[:, :n, None]  # (m, n, 1)
                 inputs = torch.cat([s, a * s], dim=-1)  # (m, n, 2d)
             pooled = self._sentence_exact(inputs, conv)
-            if not out:  # the layouts of `pooled` (block B: (G, I) in memory)
-                out = {
-                    k: v.new_empty(len(lengths), *v.shape[1:])
-                    if k[0] == "A"
-                    else v.new_empty(
-                        len(lengths), *v.shape[1:-2], v.shape[-1], v.shape[-2]
-                    ).transpose(-1, -2)
-                    for k, v in pooled.items()
-                }
-            for k, v in pooled.items():
-                if weights is None:
-                    out[k][start:stop] = v
+            if not out:
+                out = [v.new_empty(len(lengths), *v.shape[1:]) for v in pooled]
+            for stored, v in zip(out, pooled, strict=True):
+                if in_order:
+                    stored[start:stop] = v
                 else:
-                    out[k].index_copy_(0, index, v)
-        return out
+                    stored.index_copy_(0, index, v)
+        return _Pooled(*out)
 
-    def _sentence_exact(self, x: torch.Tensor, conv: _ExactWeights) -> dict[str, torch.Tensor]:
-        """`_sentence` of texts that all have exactly T real tokens (T may be 0), without masks.
+    def _sentence_exact(self, x: torch.Tensor, conv: _ExactWeights) -> _Pooled:
+        """`_sentence`'s poolings of texts that all have exactly T real tokens (T may be 0),
+        without masks, in the layouts of `_Pooled`.
 
         Shape:
-            x: (m, T, I) -> as `_sentence`
+            x: (m, T, I) -> _Pooled with leading size m
         """
         cfg = self.config
         m, n, dim = x.shape
@@ -490,48 +490,101 @@ class MPCNN(nn.Module):
         taps = torch.addmm(conv.bias, x.reshape(m * steps, dim), conv.holistic).view(
             m, steps, -1
         )  # (m, T'', sum(widths) * F): every tap of every holistic filter at every position
-        out: dict[str, torch.Tensor] = {}
-        pooled: dict[str, list[torch.Tensor]] = {p: [] for p in POOLS_A}
+        holistic = x.new_empty(m, len(POOLS_A), len(cfg.widths), filters)  # (m, P, W, F)
         first = 0
-        for width in cfg.widths:
+        for i, width in enumerate(cfg.widths):
             windows = max(n - width + 1, 1)
             h = taps[:, :windows, first * filters : (first + 1) * filters]  # (m, T', F)
             for k in range(1, width):
                 col = (first + k) * filters
                 h = h + taps[:, k : k + windows, col : col + filters]
             h = torch.tanh(h)  # (m, T', F)
-            pooled["max"].append(h.amax(dim=1))  # (m, F)
-            pooled["min"].append(h.amin(dim=1))  # (m, F)
-            pooled["mean"].append(h.mean(dim=1))
+            torch.amax(h, dim=1, out=holistic[:, 0, i])
+            torch.amin(h, dim=1, out=holistic[:, 1, i])
+            torch.mean(h, dim=1, out=holistic[:, 2, i])
             first += width
         tokens = x[:, : max(n, 1)]  # (m, T, I); an empty text is one zero vector
-        inf = {"max": tokens.amax(dim=1), "min": tokens.amin(dim=1), "mean": tokens.mean(dim=1)}
-        for p in POOLS_A:
-            out[f"A{p}"] = torch.stack(pooled[p], dim=1)  # (m, W, F)
-            out[f"Ainf{p}"] = inf[p]  # (m, I)
-        per_dim = []
-        for width, (w, b) in zip(cfg.per_dim_widths, conv.per_dim, strict=True):
+        inf = torch.stack([tokens.amax(dim=1), tokens.amin(dim=1), tokens.mean(dim=1)], dim=1)
+        per_dim = x.new_empty(
+            m, len(POOLS_B), len(cfg.per_dim_widths), cfg.per_dim_filters, dim
+        )  # (m, P_B, W_B, G, I)
+        for i, (width, (w, b)) in enumerate(zip(cfg.per_dim_widths, conv.per_dim, strict=True)):
             if width == 1:  # as `_sentence`: pooled from ws = inf's max/min
-                hi = w[0] * inf["max"].unsqueeze(1)  # (m, G, I)
-                lo = w[0] * inf["min"].unsqueeze(1)  # (m, G, I)
-                pre = {"max": torch.maximum(hi, lo) + b, "min": torch.minimum(hi, lo) + b}
+                hi = w[0] * inf[:, 0].unsqueeze(1)  # (m, G, I)
+                lo = w[0] * inf[:, 1].unsqueeze(1)  # (m, G, I)
+                torch.add(torch.maximum(hi, lo), b, out=per_dim[:, 0, i])
+                torch.add(torch.minimum(hi, lo), b, out=per_dim[:, 1, i])
             else:  # in (G, I) order: the products run along the input dimensions
                 windows = max(n - width + 1, 1)
                 z = torch.addcmul(b, x[:, :windows, None, :], w[0])  # (m, T', G, I)
                 for k in range(1, width):
                     z.addcmul_(x[:, k : k + windows, None, :], w[k])
-                pre = {"max": z.amax(dim=1), "min": z.amin(dim=1)}  # (m, G, I)
-            per_dim.append({p: torch.tanh(v) for p, v in pre.items()})  # (m, G, I)
-        for p in POOLS_B:
-            # (m, W_B, G, I) in memory, (m, W_B, I, G) as `_sentence`'s
-            out[f"B{p}"] = torch.stack([h[p] for h in per_dim], dim=1).transpose(2, 3)
-        return out
+                torch.amax(z, dim=1, out=per_dim[:, 0, i])
+                torch.amin(z, dim=1, out=per_dim[:, 1, i])
+        # tanh is increasing: block B pools the pre-activations, as `_sentence`.
+        return _Pooled(holistic, inf, torch.tanh_(per_dim))
 
     def attention(self, batch: PairBatch) -> dict[str, torch.Tensor]:
         """The attention input layer's weights "left_attention" (B, L), "right_attention" (B, R);
         empty for the plain MP-CNN."""
         out = self._encode(batch)
         return {k: v for k, v in out.items() if k.endswith("attention")}
+
+
+class _Pooled(NamedTuple):
+    """`_sentence`'s poolings of a set of texts (or pairs' sides), grouped for
+    `_features_exact`; leading dimension U.
+
+    Attributes:
+        holistic: (U, P, W, F), block A over finite widths, P = POOLS_A.
+        inf: (U, P, I), block A at ws = inf.
+        per_dim: (U, P_B, W_B, G, I), block B (G before I: `_sentence`'s (I, G) transposed).
+    """
+
+    holistic: torch.Tensor
+    inf: torch.Tensor
+    per_dim: torch.Tensor
+
+
+def _features_exact(s0: _Pooled, s1: _Pooled) -> torch.Tensor:
+    """`MPCNN._features` (the same features in the same order) with every pooling at once.
+
+    Block A's vertical comparisons take the dot products of every pair of widths in one
+    batched matrix product and the distances with `torch.cdist` (direct sums, not the
+    matrix-product form); block B's take the difference once for both distances.
+
+    Shape:
+        -> (B, N)
+    """
+    a0, a1 = s0.holistic, s1.holistic  # (B, P, W, F)
+    batch, pools, widths, filters = a0.shape
+    horizontal = _cos_l2_l1(a0, a1, dim=2, l1=False)  # (B, P, F) x2
+    u = a0.reshape(batch * pools, widths, filters)  # (B*P, W, F)
+    v = a1.reshape(batch * pools, widths, filters)  # (B*P, W, F)
+    norms = (
+        (u.pow(2).sum(dim=-1).unsqueeze(2) * v.pow(2).sum(dim=-1).unsqueeze(1))
+        .clamp(min=1e-16)
+        .sqrt()
+    )  # (B*P, W, W)
+    l2 = torch.cdist(u, v, p=2, compute_mode="donot_use_mm_for_euclid_dist")  # (B*P, W, W)
+    vertical = [
+        (u @ v.transpose(1, 2)) / norms,
+        (l2 * l2 + 1e-12).sqrt(),  # as `euclidean_distance`
+        torch.cdist(u, v, p=1),
+    ]  # (B*P, W, W) x3
+    vertical = [f.view(batch, pools, widths * widths) for f in vertical]  # (B, P, W*W) x3
+    inf = [f.unsqueeze(-1) for f in _cos_l2_l1(s0.inf, s1.inf)]  # (B, P, 1) x3
+    block_a = torch.cat(horizontal + vertical + inf, dim=-1)  # (B, P, 2F + 3W^2 + 3)
+    x, y = s0.per_dim, s1.per_dim  # (B, P_B, W_B, G, I)
+    diff = x - y  # (B, P_B, W_B, G, I)
+    norms_b = ((x * x).sum(dim=-1) * (y * y).sum(dim=-1)).clamp(min=1e-16).sqrt()
+    block_b = [
+        (x * y).sum(dim=-1) / norms_b,
+        ((diff * diff).sum(dim=-1) + 1e-12).sqrt(),  # as `euclidean_distance`
+        diff.abs().sum(dim=-1),
+    ]  # (B, P_B, W_B, G) x3
+    block_b = [f.flatten(2) for f in block_b]  # (B, P_B, W_B*G) x3
+    return torch.cat([block_a.flatten(1), torch.cat(block_b, dim=-1).flatten(1)], dim=1)
 
 
 class _ExactWeights(NamedTuple):
