@@ -412,14 +412,13 @@ class MPCNN(nn.Module):
     def _exact_weights(self) -> _ExactWeights:
         """The convolution weights in the layouts of `_sentence_exact`."""
         cfg = self.config
-        taps = [
-            conv.weight[:, :, k].t() for conv in self.holistic for k in range(conv.weight.shape[-1])
-        ]
-        biases = []
+        taps, biases = [], []
         for conv in self.holistic:
             assert isinstance(conv, nn.Conv1d) and conv.bias is not None
-            biases += [conv.bias] + [torch.zeros_like(conv.bias)] * (conv.weight.shape[-1] - 1)
-        dim = self.holistic[0].in_channels
+            width = conv.weight.shape[-1]
+            taps += [conv.weight[:, :, k].t() for k in range(width)]  # (I, F) each
+            biases += [conv.bias] + [torch.zeros_like(conv.bias)] * (width - 1)  # (F,) each
+        dim = self.config.encoder.output_dim * (2 if cfg.attention else 1)  # I
         per_dim = []
         for conv in self.per_dim:
             assert isinstance(conv, nn.Conv1d) and conv.bias is not None
