@@ -40,7 +40,11 @@ Speed (exact rewrites, tested against a literal per-window reference, values and
 block B pools pre-activations and applies tanh after (tanh is increasing); its width-1 filters
 are pooled from ws = inf's max/min (max_t(w x_t + b) = w max_t x + b for w >= 0, else w min_t x
 + b); max/min pooling gathers arg-max/min found without autograd. `use_fast_pooling = False`
-runs the plain path (full maps, masked amax/amin) for comparison.
+runs the plain path (full maps, masked amax/amin) for comparison. `Matcher.predict` on the CPU
+in float32 runs `predict_encoded` (`encoded_inference = False` switches it off): texts of one
+exact length at a time, no masks, the holistic filters as one matrix product, and without the
+attention layer each distinct text's poolings computed once; the same outputs as `forward` up
+to float rounding.
 
 Dims: B batch, L / R lengths, d word vector size, I = 2d (attention) or d input size, F
 holistic filters, G per-dimension filters, W widths, P poolings, N similarity features.
