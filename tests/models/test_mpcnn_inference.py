@@ -1,0 +1,156 @@
+"""MP-CNN's whole-input inference path (`MPCNN.predict_encoded`, `Matcher.predict` on the CPU)
+against the plain path: `forward` on one pair at a time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import attnmatch.models._windows as _windows
+import attnmatch.models.mpcnn as mpcnn
+from attnmatch.data.collate import collate
+from attnmatch.data.encoding import EncodedPairs
+from attnmatch.matcher import Matcher
+from attnmatch.models.mpcnn import MPCNN, _features_exact, _Pooled
+from attnmatch.tasks import Task
+
+from .conftest import VOCAB, tiny_model
+
+
+def random_data(pairs: int, seed: int, *, max_left: int = 6, max_right: int = 14) -> EncodedPairs:
+    """Pairs in random order over a few questions (repeated left texts, one of a single token)
+    and many answers of varied lengths (some shorter than every filter), one of them empty."""
+    rng = np.random.default_rng(seed)
+    questions = [rng.integers(1, VOCAB, rng.integers(1, max_left + 1)) for _ in range(5)]
+    questions[0] = rng.integers(1, VOCAB, 1)  # a 1-token text
+    answers = [rng.integers(1, VOCAB, rng.integers(1, max_right + 1)) for _ in range(pairs)]
+    answers[1] = np.zeros(0, dtype=np.int64)  # a text without a token
+    answers[2] = rng.integers(1, VOCAB, 2)  # shorter than the widest filters
+    texts = [np.asarray(t, dtype=np.int64) for t in questions + answers]
+    left = rng.integers(0, len(questions), pairs)
+    left[:3] = 0
+    right = len(questions) + rng.permutation(pairs)
+    return EncodedPairs(
+        texts=texts,
+        left=left.astype(np.int64),
+        right=right.astype(np.int64),
+        labels=np.zeros(pairs, dtype=np.float32),
+        group_ids=left.astype(np.int64),
+        group_names=[str(q) for q in range(len(questions))],
+    )
+
+
+def plain_outputs(model: torch.nn.Module, data: EncodedPairs) -> torch.Tensor:
+    """`forward` on each pair alone, in eval mode without autograd: the reference."""
+    model.eval()
+    with torch.no_grad():
+        return torch.cat([model(collate(data, np.array([i]))) for i in range(len(data))])
+
+
+CONFIGS: list[dict[str, Any]] = [
+    {"attention": True},
+    {"attention": False},
+    {"attention": True, "widths": (2, 4), "per_dim_widths": (1, 3, 2), "num_outputs": 3},
+    {"attention": False, "widths": (1,), "per_dim_widths": (2,)},
+    {"attention": True, "widths": (5,), "per_dim_widths": (4, 1), "per_dim_filters": 3},
+]
+
+
+@pytest.mark.parametrize("overrides", CONFIGS)
+@pytest.mark.parametrize(
+    ("batch_size", "window", "chunk"), [(1, 1, 1), (7, 16, 9), (64, 2048, 512)]
+)
+def test_predict_encoded_equals_forward(
+    overrides: dict[str, Any],
+    batch_size: int,
+    window: int,
+    chunk: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Small windows (several windows, the same question in each) and small chunks (runs of one
+    # length cut into several) as well as one window for everything.
+    monkeypatch.setattr(_windows, "INFERENCE_WINDOW", window)
+    monkeypatch.setattr(mpcnn, "EXACT_CHUNK_TOKENS", chunk)
+    monkeypatch.setattr(mpcnn, "FEATURE_CHUNK", max(chunk // 8, 1))
+    torch.manual_seed(0)
+    overrides = dict(overrides)
+    num_outputs = overrides.pop("num_outputs", 1)
+    model = tiny_model("mpcnn", num_outputs=num_outputs, **overrides).eval()
+    assert isinstance(model, MPCNN)
+    data = random_data(40, seed=3)
+    with torch.inference_mode():
+        fast = model.predict_encoded(data, batch_size)
+    assert fast.shape == (40, num_outputs)
+    torch.testing.assert_close(fast, plain_outputs(model, data), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("preset", ["mpcnn_attention", "mpcnn"])
+def test_predict_encoded_at_the_preset_sizes(preset: str) -> None:
+    # The preset's filter counts (many holistic and per-dimension filters), small word vectors.
+    torch.manual_seed(2)
+    model = tiny_model(preset, holistic_filters=300, per_dim_filters=20, hidden_size=150).eval()
+    assert isinstance(model, MPCNN)
+    data = random_data(30, seed=5, max_right=25)
+    with torch.inference_mode():
+        fast = model.predict_encoded(data, 32)
+    torch.testing.assert_close(fast, plain_outputs(model, data), atol=1e-5, rtol=1e-5)
+
+
+def test_similarity_layer_on_grouped_poolings_equals_the_plain_one() -> None:
+    torch.manual_seed(0)
+    model = tiny_model("mpcnn", widths=(1, 2, 3), per_dim_widths=(1, 2))
+    assert isinstance(model, MPCNN)
+    cfg = model.config
+    dim = cfg.encoder.output_dim
+
+    def pooled(b: int) -> _Pooled:
+        holistic = torch.randn(b, 3, len(cfg.widths), cfg.holistic_filters).tanh()
+        per_dim = torch.randn(b, 2, len(cfg.per_dim_widths), cfg.per_dim_filters, dim).tanh()
+        return _Pooled(holistic, torch.randn(b, 3, dim), per_dim)
+
+    def plain(s: _Pooled) -> dict[str, torch.Tensor]:
+        out = {}
+        for i, p in enumerate(mpcnn.POOLS_A):
+            out[f"A{p}"], out[f"Ainf{p}"] = s.holistic[:, i], s.inf[:, i]
+        for i, p in enumerate(mpcnn.POOLS_B):
+            out[f"B{p}"] = s.per_dim[:, i].transpose(-1, -2)  # (b, W_B, I, G)
+        return out
+
+    s0, s1 = pooled(6), pooled(6)
+    s1.holistic[0] = s0.holistic[0]  # equal vectors: zero distances
+    want = model._features(plain(s0), plain(s1))
+    torch.testing.assert_close(_features_exact(s0, s1), want, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("batch_size", [5, 512])
+def test_matcher_predict_takes_the_encoded_path_in_input_order(batch_size: int) -> None:
+    torch.manual_seed(1)
+    model = tiny_model("mpcnn_attention")
+    assert isinstance(model, MPCNN)
+    data = random_data(90, seed=4)
+    matcher = Matcher(
+        model=model,
+        model_type="mpcnn",
+        inputs=None,  # type: ignore[arg-type]  # predict reads ids only
+        task=Task(kind="ranking"),
+        batch_size=batch_size,
+    )
+    calls: list[int] = []
+    original = model.predict_encoded
+
+    def spy(data: EncodedPairs, size: int) -> torch.Tensor:
+        calls.append(size)
+        return original(data, size)
+
+    model.predict_encoded = spy  # type: ignore[method-assign,assignment]
+    fast = matcher.predict(data)
+    assert calls == [batch_size]
+    model.encoded_inference = False  # the batches of `forward`
+    batched = matcher.predict(data)
+    assert calls == [batch_size]
+    expected = plain_outputs(model, data).numpy()  # pair i alone: the input order
+    np.testing.assert_allclose(fast, expected, atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(batched, expected, atol=1e-5, rtol=1e-5)
