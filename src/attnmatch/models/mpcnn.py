@@ -66,7 +66,13 @@ from attnmatch.data.encoding import EncodedPairs
 from attnmatch.data.schema import PairBatch
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.models._registry import register_model, register_preset
-from attnmatch.models._windows import WindowTexts, batch_rows, inference_windows, window_texts
+from attnmatch.models._windows import (
+    WindowTexts,
+    batch_rows,
+    inference_windows,
+    run_windows,
+    window_texts,
+)
 from attnmatch.nn.masking import masked_max, masked_mean, masked_min, masked_softmax
 from attnmatch.nn.similarity import euclidean_distance
 
@@ -364,7 +370,8 @@ class MPCNN(nn.Module):
         """
         weights = self._exact_weights()
         outputs = torch.empty(len(data), self.config.num_outputs)  # (N, num_outputs)
-        for pairs in inference_windows(data, batch_size):  # (W,)
+
+        def window(pairs: np.ndarray) -> None:  # (W,) pair indices
             left = window_texts(data, data.left[pairs])  # U_l texts
             right = window_texts(data, data.right[pairs])  # U_r texts
             left_x = self.token_encoder(left.ids, left.mask)  # (U_l, L, d)
@@ -388,6 +395,8 @@ class MPCNN(nn.Module):
                     u1 = _Pooled(*(v.index_select(0, i1) for v in s1))
                 features = _features_exact(u0, u1)  # (b, N)
                 outputs[torch.from_numpy(pairs[first:stop])] = self.mlp(self.dropout(features))
+
+        run_windows(window, inference_windows(data, batch_size))
         return outputs
 
     def _window_attention(
