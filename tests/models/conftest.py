@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
 from attnmatch import configs
-from attnmatch.data.collate import pad_ids
+from attnmatch.data.collate import collate, pad_ids
+from attnmatch.data.encoding import EncodedPairs
 from attnmatch.data.schema import PairBatch
 from attnmatch.models import (
     build_model,
@@ -195,3 +197,11 @@ def share_small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     import attnmatch.nn.distinct
 
     monkeypatch.setattr(attnmatch.nn.distinct, "SHARE_MIN_ROWS", 0)
+
+
+def plain_outputs(model: torch.nn.Module, data: EncodedPairs) -> torch.Tensor:
+    """`forward` on each pair alone, in eval mode without autograd: the reference of the
+    whole-input inference paths (`predict_encoded`)."""
+    model.eval()
+    with torch.no_grad():
+        return torch.cat([model(collate(data, np.array([i]))) for i in range(len(data))])

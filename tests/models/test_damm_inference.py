@@ -11,12 +11,9 @@ import torch
 
 import attnmatch.models._windows as _windows
 import attnmatch.models.damm as damm
-from attnmatch.data.encoding import EncodedPairs
-from attnmatch.matcher import Matcher
-from attnmatch.tasks import Task
 
-from .conftest import tiny_model
-from .test_mvlstm_inference import plain_outputs, random_data
+from .conftest import plain_outputs, tiny_model
+from .test_mvlstm_inference import random_data
 
 
 def tiny_damm(num_outputs: int = 1, **overrides: Any) -> damm.DAMM:
@@ -59,36 +56,6 @@ def test_predict_encoded_equals_forward(
         fast = model.predict_encoded(data, batch_size)
     assert fast.shape == (40, num_outputs)
     torch.testing.assert_close(fast, plain_outputs(model, data), atol=1e-5, rtol=1e-5)
-
-
-@pytest.mark.parametrize("batch_size", [5, 512])
-def test_matcher_predict_takes_the_encoded_path_in_input_order(batch_size: int) -> None:
-    torch.manual_seed(1)
-    model = tiny_damm()
-    data = random_data(90, seed=4)
-    matcher = Matcher(
-        model=model,
-        model_type="damm",
-        inputs=None,  # type: ignore[arg-type]  # predict reads ids only
-        task=Task(kind="ranking"),
-        batch_size=batch_size,
-    )
-    calls: list[int] = []
-    original = model.predict_encoded
-
-    def spy(data: EncodedPairs, size: int) -> torch.Tensor:
-        calls.append(size)
-        return original(data, size)
-
-    model.predict_encoded = spy  # type: ignore[method-assign, assignment]
-    fast = matcher.predict(data)
-    assert calls == [batch_size]
-    model.encoded_inference = False  # `forward` per batch
-    batched = matcher.predict(data)
-    assert calls == [batch_size]
-    expected = plain_outputs(model, data).numpy()  # pair i alone: the input order
-    np.testing.assert_allclose(fast, expected, atol=1e-5, rtol=1e-5)
-    np.testing.assert_allclose(batched, expected, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("residual", [True, False])

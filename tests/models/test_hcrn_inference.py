@@ -11,13 +11,10 @@ import torch
 
 import attnmatch.models.hcrn as hcrn
 import attnmatch.nn.recurrent as recurrent
-from attnmatch.data.collate import collate
 from attnmatch.data.encoding import EncodedPairs
-from attnmatch.matcher import Matcher
 from attnmatch.models.hcrn import HCRN, Affinity
-from attnmatch.tasks import Task
 
-from .conftest import VOCAB, tiny_model
+from .conftest import VOCAB, plain_outputs, tiny_model
 
 
 def random_data(pairs: int, seed: int) -> EncodedPairs:
@@ -40,13 +37,6 @@ def random_data(pairs: int, seed: int) -> EncodedPairs:
         group_ids=left.astype(np.int64),
         group_names=[str(q) for q in range(len(questions))],
     )
-
-
-def plain_outputs(model: torch.nn.Module, data: EncodedPairs) -> torch.Tensor:
-    """`forward` on each pair alone, in eval mode without autograd: the reference."""
-    model.eval()
-    with torch.no_grad():
-        return torch.cat([model(collate(data, np.array([i]))) for i in range(len(data))])
 
 
 PRESETS = ["hcrn", "hcrn_bilinear", "hcrn_complex", "hcrn_real", "hcrn_diagonal"]
@@ -114,34 +104,3 @@ def test_affinity_factors_multiply_to_the_affinity(kind: str) -> None:
     with torch.no_grad():
         product = aff.factor(a, "left") @ aff.factor(b, "right").transpose(1, 2)
         torch.testing.assert_close(product, aff(a, b), atol=1e-5, rtol=1e-5)
-
-
-@pytest.mark.parametrize("batch_size", [5, 512])
-def test_matcher_predict_takes_the_encoded_path_in_input_order(batch_size: int) -> None:
-    torch.manual_seed(1)
-    model = tiny_model("hcrn")
-    assert isinstance(model, HCRN)
-    data = random_data(90, seed=4)
-    matcher = Matcher(
-        model=model,
-        model_type="hcrn",
-        inputs=None,  # type: ignore[arg-type]  # predict reads ids only
-        task=Task(kind="ranking"),
-        batch_size=batch_size,
-    )
-    calls: list[int] = []
-    original = model.predict_encoded
-
-    def spy(data: EncodedPairs, size: int) -> torch.Tensor:
-        calls.append(size)
-        return original(data, size)
-
-    model.predict_encoded = spy  # type: ignore[method-assign]
-    fast = matcher.predict(data)
-    assert calls == [batch_size]
-    model.encoded_inference = False  # the batches of `forward`
-    batched = matcher.predict(data)
-    assert calls == [batch_size]
-    expected = plain_outputs(model, data).numpy()  # pair i alone: the input order
-    np.testing.assert_allclose(fast, expected, atol=1e-5, rtol=1e-5)
-    np.testing.assert_allclose(batched, expected, atol=1e-5, rtol=1e-5)

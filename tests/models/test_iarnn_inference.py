@@ -11,12 +11,9 @@ import torch
 
 import attnmatch.models._windows as _windows
 import attnmatch.models.iarnn as iarnn
-from attnmatch.data.collate import collate
 from attnmatch.data.encoding import EncodedPairs
-from attnmatch.matcher import Matcher
-from attnmatch.tasks import Task
 
-from .conftest import VOCAB, tiny_model
+from .conftest import VOCAB, plain_outputs, tiny_model
 
 ENCODED = ("iarnn_gate", "iarnn_context", "iarnn_word")
 
@@ -49,13 +46,6 @@ def random_data(pairs: int, seed: int) -> EncodedPairs:
         group_ids=left.astype(np.int64),
         group_names=[str(q) for q in range(len(questions))],
     )
-
-
-def plain_outputs(model: torch.nn.Module, data: EncodedPairs) -> torch.Tensor:
-    """`forward` on each pair alone, in eval mode without autograd: the reference."""
-    model.eval()
-    with torch.no_grad():
-        return torch.cat([model(collate(data, np.array([i]))) for i in range(len(data))])
 
 
 CONFIGS: list[tuple[str, dict[str, Any]]] = [
@@ -134,37 +124,6 @@ def test_other_variants_keep_forward(name: str) -> None:
     assert not model.encoded_inference
     with pytest.raises(ValueError, match="predict_encoded"):
         model.predict_encoded(random_data(10, seed=0), 4)
-
-
-@pytest.mark.parametrize("name", ENCODED)
-@pytest.mark.parametrize("batch_size", [5, 512])
-def test_matcher_predict_takes_the_encoded_path_in_input_order(name: str, batch_size: int) -> None:
-    torch.manual_seed(1)
-    model = iarnn_model(name)
-    data = random_data(90, seed=4)
-    matcher = Matcher(
-        model=model,
-        model_type="iarnn",
-        inputs=None,  # type: ignore[arg-type]  # predict reads ids only
-        task=Task(kind="ranking"),
-        batch_size=batch_size,
-    )
-    calls: list[int] = []
-    original = model.predict_encoded
-
-    def spy(data: EncodedPairs, size: int) -> torch.Tensor:
-        calls.append(size)
-        return original(data, size)
-
-    model.predict_encoded = spy  # type: ignore[method-assign,assignment]
-    fast = matcher.predict(data)
-    assert calls == [batch_size]
-    model.encoded_inference = False  # the batches of `forward`
-    batched = matcher.predict(data)
-    assert calls == [batch_size]
-    expected = plain_outputs(model, data).numpy()  # pair i alone: the input order
-    np.testing.assert_allclose(fast, expected, atol=1e-5, rtol=1e-5)
-    np.testing.assert_allclose(batched, expected, atol=1e-5, rtol=1e-5)
 
 
 def test_packing_reads_each_real_token_once_per_direction() -> None:

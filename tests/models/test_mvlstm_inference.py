@@ -12,13 +12,10 @@ import torch
 
 import attnmatch.models._windows as _windows
 import attnmatch.nn.recurrent as recurrent
-from attnmatch.data.collate import collate
 from attnmatch.data.encoding import EncodedPairs
-from attnmatch.matcher import Matcher
 from attnmatch.nn.recurrent import BiRNN, bilstm_by_length
-from attnmatch.tasks import Task
 
-from .conftest import VOCAB, tiny_model
+from .conftest import VOCAB, plain_outputs, tiny_model
 
 
 def random_data(pairs: int, seed: int, *, max_left: int = 6, max_right: int = 14) -> EncodedPairs:
@@ -39,13 +36,6 @@ def random_data(pairs: int, seed: int, *, max_left: int = 6, max_right: int = 14
         group_ids=left.astype(np.int64),
         group_names=[str(q) for q in range(len(questions))],
     )
-
-
-def plain_outputs(model: torch.nn.Module, data: EncodedPairs) -> torch.Tensor:
-    """`forward` on each pair alone, in eval mode without autograd: the reference."""
-    model.eval()
-    with torch.no_grad():
-        return torch.cat([model(collate(data, np.array([i]))) for i in range(len(data))])
 
 
 CONFIGS: list[dict[str, Any]] = [
@@ -77,36 +67,6 @@ def test_predict_encoded_equals_forward(
         fast = model.predict_encoded(data, batch_size)
     assert fast.shape == (40, num_outputs)
     torch.testing.assert_close(fast, plain_outputs(model, data), atol=1e-5, rtol=1e-5)
-
-
-@pytest.mark.parametrize("batch_size", [5, 512])
-def test_matcher_predict_takes_the_encoded_path_in_input_order(batch_size: int) -> None:
-    torch.manual_seed(1)
-    model = tiny_model("mvlstm", gate="left", k=7)
-    data = random_data(90, seed=4)
-    matcher = Matcher(
-        model=model,
-        model_type="mvlstm",
-        inputs=None,  # type: ignore[arg-type]  # predict reads ids only
-        task=Task(kind="ranking"),
-        batch_size=batch_size,
-    )
-    calls: list[int] = []
-    original = model.predict_encoded
-
-    def spy(data: EncodedPairs, size: int) -> torch.Tensor:
-        calls.append(size)
-        return original(data, size)
-
-    model.predict_encoded = spy  # type: ignore[method-assign]
-    fast = matcher.predict(data)
-    assert calls == [batch_size]
-    model.encoded_inference = False  # the batches of `forward` (shared encodings)
-    batched = matcher.predict(data)
-    assert calls == [batch_size]
-    expected = plain_outputs(model, data).numpy()  # pair i alone: the input order
-    np.testing.assert_allclose(fast, expected, atol=1e-5, rtol=1e-5)
-    np.testing.assert_allclose(batched, expected, atol=1e-5, rtol=1e-5)
 
 
 def per_sequence(birnn: BiRNN, x: torch.Tensor, lengths: list[int]) -> torch.Tensor:

@@ -14,8 +14,8 @@ from attnmatch.models._windows import (
     window_texts,
 )
 
-from .conftest import tiny_model
-from .test_mvlstm_inference import plain_outputs, random_data
+from .conftest import plain_outputs, tiny_model
+from .test_mvlstm_inference import random_data
 
 
 @pytest.mark.parametrize(("pairs", "batch_size", "window"), [(40, 7, 16), (2, 1, 1), (50, 64, 8)])
