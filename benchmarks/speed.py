@@ -68,7 +68,7 @@ from attnmatch.models._registry import get_model_entry
 from attnmatch.models.iarnn import IARNN
 from attnmatch.models.mpcnn import MPCNN
 from attnmatch.nn.recurrent import BiRNN
-from attnmatch.training import Experiment, ExperimentConfig, build_experiment
+from attnmatch.training import Experiment, ExperimentConfig, build_experiment, loop
 from attnmatch.training.loop import batch_loss, make_sampler
 from attnmatch.training.optim import make_optimizer
 
@@ -85,11 +85,23 @@ def train_throughput(
     scaler = grad_scaler(device, exp.matcher.precision)
     model.train()
 
+    # The trainer's step (`loop.backward`: on the CPU with T > 1 threads, the batch's groups in
+    # T shares side by side); a source tree without it steps as the trainer did before.
+    backward = getattr(loop, "backward", None)
+    threads = getattr(loop, "threads", None)
+    shards = threads.shard_threads(exp, model, scaler) if threads is not None else 1
+    if shards > 1 and batches:
+        probe = collate(exp.train, batches[0], group_index=sampler.group_index(batches[0]))
+        shards = 1 if threads.draws_random(model, probe.to(device)) else shards
+
     def step(idx: np.ndarray) -> None:
-        batch = collate(exp.train, idx, group_index=sampler.group_index(idx)).to(device)
-        loss = batch_loss(exp, batch)
         optimizer.zero_grad(set_to_none=True)
-        (loss if scaler is None else scaler.scale(loss)).backward()
+        if backward is not None:
+            backward(exp, exp.train, idx, sampler.group_index(idx), scaler=scaler, shards=shards)
+        else:
+            batch = collate(exp.train, idx, group_index=sampler.group_index(idx)).to(device)
+            loss = batch_loss(exp, batch)
+            (loss if scaler is None else scaler.scale(loss)).backward()
         if t.grad_clip > 0:
             if scaler is not None:
                 scaler.unscale_(optimizer)

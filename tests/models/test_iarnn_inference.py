@@ -90,11 +90,7 @@ def test_predict_encoded_equals_forward(
 
 
 @pytest.mark.parametrize("name", ENCODED)
-def test_predict_encoded_on_padded_token_vectors(
-    name: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The path of token encoders other than word vectors: each text encoded padded.
-    monkeypatch.setattr(iarnn, "WordVectorEncoder", type("Other", (), {}))
+def test_predict_encoded_in_small_scan_chunks(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(iarnn, "_SCAN_CHUNK", 4)
     torch.manual_seed(3)
     model = iarnn_model(name)

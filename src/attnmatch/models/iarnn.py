@@ -80,7 +80,6 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 from attnmatch.data.encoding import EncodedPairs
 from attnmatch.data.schema import PairBatch
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
-from attnmatch.inputs.word_vectors import WordVectorEncoder
 from attnmatch.models._registry import register_model, register_preset
 from attnmatch.models._windows import (
     WindowTexts,
@@ -591,20 +590,15 @@ class IARNN(nn.Module):
         return self._state_means(texts, answers, questions, context=w_c)
 
     def _token_vectors(self, texts: WindowTexts) -> tuple[torch.Tensor, torch.Tensor]:
-        """The token vectors of a window's distinct texts as rows, and the row of each text's
-        first token. Word vectors do not depend on the other tokens: then only the real tokens
-        are encoded (as one sequence); other encoders run on the padded texts.
+        """The token vectors of a window's distinct texts as rows, their real tokens only, text
+        after text, and the row of each text's first token.
 
         Shape:
             -> (M, E), (U,)
         """
-        if isinstance(self.token_encoder, WordVectorEncoder):
-            ids = texts.ids[texts.mask].unsqueeze(0)  # (1, M)
-            vectors = self.token_encoder(ids, torch.ones_like(ids, dtype=torch.bool))[0]
-            lengths = torch.from_numpy(texts.lengths)  # (U,)
-            return vectors, torch.cumsum(lengths, 0) - lengths  # (M, E), (U,)
         x = self.token_encoder(texts.ids, texts.mask)  # (U, T, E)
-        return x.reshape(-1, x.shape[-1]), torch.arange(len(x)) * x.shape[1]
+        lengths = torch.from_numpy(texts.lengths)  # (U,)
+        return x[texts.mask], torch.cumsum(lengths, 0) - lengths  # (M, E), (U,)
 
     def _state_means(
         self,
