@@ -85,19 +85,13 @@ def train_throughput(
     scaler = grad_scaler(device, exp.matcher.precision)
     model.train()
 
-    # The trainer's step (`loop.backward`: on the CPU with T > 1 threads, the batch's groups in
-    # T shares side by side); a source tree without it steps as the trainer did before.
+    # The trainer's step (`loop.backward`); a source tree without it steps as the trainer did.
     backward = getattr(loop, "backward", None)
-    threads = getattr(loop, "threads", None)
-    shards = threads.shard_threads(exp, model, scaler) if threads is not None else 1
-    if shards > 1 and batches:
-        probe = collate(exp.train, batches[0], group_index=sampler.group_index(batches[0]))
-        shards = 1 if threads.draws_random(model, probe.to(device)) else shards
 
     def step(idx: np.ndarray) -> None:
         optimizer.zero_grad(set_to_none=True)
         if backward is not None:
-            backward(exp, exp.train, idx, sampler.group_index(idx), scaler=scaler, shards=shards)
+            backward(exp, exp.train, idx, sampler.group_index(idx), scaler=scaler)
         else:
             batch = collate(exp.train, idx, group_index=sampler.group_index(idx)).to(device)
             loss = batch_loss(exp, batch)

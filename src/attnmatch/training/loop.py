@@ -33,7 +33,7 @@ from attnmatch.evaluation import Report, report_from_outputs
 from attnmatch.losses import auxiliary_loss, compute_loss
 from attnmatch.metrics import greater_is_better
 from attnmatch.tasks import ranking_scores
-from attnmatch.training import distributed, threads
+from attnmatch.training import distributed
 from attnmatch.training.config import Budget
 from attnmatch.training.experiment import GROUP_LOSSES, EvalSplit, Experiment
 from attnmatch.training.optim import learning_rate, set_learning_rate
@@ -146,19 +146,15 @@ def backward(
     *,
     model: torch.nn.Module | None = None,
     scaler: torch.amp.GradScaler | None = None,
-    shards: int = 1,
 ) -> torch.Tensor:
-    """One batch's loss, its gradients added to the parameters' `.grad` (zero them first):
-    under torchrun this rank's share of the batch's groups (`distributed.shard_batch`), its
-    loss weighted as a share of the batch's mean; with `shards` > 1, the groups split over that
-    many threads (`threads.sharded_backward`); the loss scaled by `scaler` (fp16) before the
-    backward pass. Returns the (unscaled) loss.
+    """One training step's loss, its gradients added to the parameters' `.grad` (zero them
+    first): under torchrun this rank's share of the batch's groups (`distributed.shard_batch`),
+    its loss weighted as a share of the batch's mean; the loss scaled by `scaler` (fp16) before
+    the backward pass. Returns the (unscaled) loss.
 
     Shape:
         idx: (B,) rows of `data`, groups: (B,) their groups 0..G-1 -> ()
     """
-    if shards > 1:
-        return threads.sharded_backward(exp, data, idx, groups, shards)
     part = distributed.shard_batch(groups)
     batch = collate(data, idx[part.rows], group_index=part.group_index).to(exp.matcher.device)
     loss = batch_loss(exp, batch, model)
@@ -205,24 +201,16 @@ def run_epoch(
     every batch, `distributed.shard`, and the loss is that of the global batch).
     """
     t = exp.config.train
-    device = exp.matcher.device
     torch.manual_seed(distributed.rank_seed(t.seed * 1_000_003 + epoch))
     batches = sampler.epoch(epoch)
     data = getattr(sampler, "data", exp.train)  # with the epoch's drawn negatives, if any
     task_id = bar.add_task(f"epoch {epoch}/{budget.epochs}", total=len(batches), info="")
     exp.model.train()
-    # With T > 1 CPU threads, each batch's groups in T shares side by side (`threads`).
-    shards = threads.shard_threads(exp, model or exp.model, scaler)
     start, losses, n_pairs = time.perf_counter(), [], 0
     for drawn in batches:
         idx = batch_rows(exp, sampler, data, drawn)
-        groups = sampler.group_index(idx)
-        if shards > 1 and not n_pairs:  # the epoch's first batch: does the model draw?
-            probe = collate(data, idx, group_index=groups).to(device)
-            if threads.draws_random(exp.model, probe):
-                shards = 1  # e.g. dropout: the draws must stay in one order
         optimizer.zero_grad(set_to_none=True)
-        loss = backward(exp, data, idx, groups, model=model, scaler=scaler, shards=shards)
+        loss = backward(exp, data, idx, sampler.group_index(idx), model=model, scaler=scaler)
         if t.grad_clip > 0:
             if scaler is not None:
                 scaler.unscale_(optimizer)  # clip the true gradients
