@@ -350,7 +350,7 @@ def main() -> None:
         "--hidden-size",
         type=int,
         default=50,
-        help="hidden_size (not MP-CNN's); 0 keeps each model's own default",
+        help="hidden_size (not MP-CNN's or DAMM's); 0 keeps each model's own default",
     )
     ap.add_argument("--task", choices=sorted(TASKS), default="wikiqa", help="which batches")
     ap.add_argument("--steps", type=int, default=20, help="timed training batches")
@@ -415,7 +415,8 @@ def main() -> None:
         # --hidden-size applies to models with that field (MP-CNN's is its output MLP: kept);
         # k is MV-LSTM's k-max pooling size.
         fields = {f.name for f in dataclasses.fields(get_model_entry(mtype).config_cls)}
-        sized = args.hidden_size and mtype != "mpcnn" and "hidden_size" in fields
+        # DAMM's is its model size, split over its heads (50 does not split over 4): kept too.
+        sized = args.hidden_size and mtype not in ("mpcnn", "damm") and "hidden_size" in fields
         overrides: dict[str, object] = {"hidden_size": args.hidden_size} if sized else {}
         if mtype == "mvlstm":
             overrides["k"] = 50
