@@ -205,3 +205,39 @@ def plain_outputs(model: torch.nn.Module, data: EncodedPairs) -> torch.Tensor:
     model.eval()
     with torch.no_grad():
         return torch.cat([model(collate(data, np.array([i]))) for i in range(len(data))])
+
+
+def ranking_data(
+    pairs: int, seed: int, *, max_right: int = 14, repeated_answers: int = 6
+) -> EncodedPairs:
+    """Pairs in random order over 5 questions (repeated left texts; one of a single token, one
+    empty) and answers of 1 to `max_right` tokens (one empty, one of 2 tokens: shorter than the
+    widest filters), `repeated_answers` of them in a second pair: the hard cases of the
+    whole-input inference paths.
+
+    Shape:
+        -> `pairs` pairs (pairs > repeated_answers + 3)
+    """
+    rng = np.random.default_rng(seed)
+    questions = [rng.integers(1, VOCAB, rng.integers(1, 7)) for _ in range(5)]
+    questions[0] = rng.integers(1, VOCAB, 1)  # a 1-token text
+    questions[4] = np.zeros(0, dtype=np.int64)  # a question without a token
+    answers = [
+        rng.integers(1, VOCAB, rng.integers(1, max_right + 1))
+        for _ in range(pairs - repeated_answers)
+    ]
+    answers[1] = np.zeros(0, dtype=np.int64)  # an answer without a token
+    answers[2] = rng.integers(1, VOCAB, 2)  # shorter than the widest filters
+    texts = [np.asarray(t, dtype=np.int64) for t in questions + answers]
+    left = rng.integers(0, len(questions), pairs)
+    left[:3] = 0  # the 1-token question more than once
+    twice = rng.integers(0, len(answers), repeated_answers)  # with the same or another question
+    right = len(questions) + rng.permutation(np.concatenate([np.arange(len(answers)), twice]))
+    return EncodedPairs(
+        texts=texts,
+        left=left.astype(np.int64),
+        right=right.astype(np.int64),
+        labels=np.zeros(pairs, dtype=np.float32),
+        group_ids=left.astype(np.int64),
+        group_names=[str(q) for q in range(len(questions))],
+    )

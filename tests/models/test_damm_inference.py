@@ -12,8 +12,7 @@ import torch
 import attnmatch.models._windows as _windows
 import attnmatch.models.damm as damm
 
-from .conftest import plain_outputs, tiny_model
-from .test_mvlstm_inference import random_data
+from .conftest import plain_outputs, ranking_data, tiny_model
 
 
 def tiny_damm(num_outputs: int = 1, **overrides: Any) -> damm.DAMM:
@@ -51,7 +50,7 @@ def test_predict_encoded_equals_forward(
     overrides = dict(overrides)
     num_outputs = overrides.pop("num_outputs", 1)
     model = tiny_damm(num_outputs, **overrides)
-    data = random_data(40, seed=3)
+    data = ranking_data(40, seed=3)
     with torch.inference_mode():
         fast = model.predict_encoded(data, batch_size)
     assert fast.shape == (40, num_outputs)
@@ -81,7 +80,7 @@ def test_attend_equals_the_sub_layers_forward(residual: bool) -> None:
 def test_match_ignores_padding_holding_garbage(overrides: dict[str, Any]) -> None:
     torch.manual_seed(2)
     model = tiny_damm(**overrides)
-    data = random_data(12, seed=6)
+    data = ranking_data(12, seed=6)
     pairs, rows = np.arange(12), np.arange(12)
     left = _windows.window_texts(data, data.left[pairs])
     right = _windows.window_texts(data, data.right[pairs])

@@ -13,8 +13,7 @@ from attnmatch.matcher import Matcher
 from attnmatch.models import model_type_of
 from attnmatch.tasks import Task
 
-from .conftest import plain_outputs, tiny_model
-from .test_mvlstm_inference import random_data
+from .conftest import plain_outputs, ranking_data, tiny_model
 
 ENCODED = [
     "mvlstm",
@@ -35,7 +34,7 @@ def test_matcher_predict_takes_the_encoded_path_in_input_order(name: str, batch_
     torch.manual_seed(1)
     model = tiny_model(name)
     assert getattr(model, "encoded_inference", False)
-    data = random_data(90, seed=4)
+    data = ranking_data(90, seed=4)
     matcher = Matcher(
         model=model,
         model_type=model_type_of(name),

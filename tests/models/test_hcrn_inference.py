@@ -5,39 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
 
 import attnmatch.models.hcrn as hcrn
 import attnmatch.nn.recurrent as recurrent
-from attnmatch.data.encoding import EncodedPairs
 from attnmatch.models.hcrn import HCRN, Affinity
 
-from .conftest import VOCAB, plain_outputs, tiny_model
-
-
-def random_data(pairs: int, seed: int) -> EncodedPairs:
-    """Pairs in random order over a few questions (one of them empty) and answers of varied
-    lengths (one empty), some answers in several pairs."""
-    rng = np.random.default_rng(seed)
-    questions = [rng.integers(1, VOCAB, rng.integers(1, 7)) for _ in range(5)]
-    questions[2] = np.zeros(0, dtype=np.int64)  # a question without a token
-    answers = [rng.integers(1, VOCAB, rng.integers(1, 15)) for _ in range(pairs - 6)]
-    answers[1] = np.zeros(0, dtype=np.int64)  # an answer without a token
-    texts = [np.asarray(t, dtype=np.int64) for t in questions + answers]
-    left = rng.integers(0, len(questions), pairs)
-    right = np.concatenate([np.arange(len(answers)), rng.integers(0, len(answers), 6)])
-    right = len(questions) + rng.permutation(right)
-    return EncodedPairs(
-        texts=texts,
-        left=left.astype(np.int64),
-        right=right.astype(np.int64),
-        labels=np.zeros(pairs, dtype=np.float32),
-        group_ids=left.astype(np.int64),
-        group_names=[str(q) for q in range(len(questions))],
-    )
-
+from .conftest import plain_outputs, ranking_data, tiny_model
 
 PRESETS = ["hcrn", "hcrn_bilinear", "hcrn_complex", "hcrn_real", "hcrn_diagonal"]
 VARIANTS: list[dict[str, Any]] = [
@@ -85,7 +60,7 @@ def test_predict_encoded_equals_forward(
     monkeypatch.setattr(recurrent, "_DENSE_GROUP_MIN", 2)
     torch.manual_seed(0)
     model = _model(name, overrides)
-    data = random_data(40, seed=3)
+    data = ranking_data(40, seed=3)
     with torch.inference_mode():
         fast = model.predict_encoded(data, batch_size)
     assert fast.shape == (40, model.config.num_outputs)

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
 
 import attnmatch.models._windows as _windows
 import attnmatch.models.iarnn as iarnn
-from attnmatch.data.encoding import EncodedPairs
 
-from .conftest import VOCAB, plain_outputs, tiny_model
+from .conftest import plain_outputs, ranking_data, tiny_model
 
 ENCODED = ("iarnn_gate", "iarnn_context", "iarnn_word")
 
@@ -23,29 +21,6 @@ def iarnn_model(name: str, **overrides: Any) -> iarnn.IARNN:
     model = tiny_model(name, **overrides)
     assert isinstance(model, iarnn.IARNN)
     return model.eval()
-
-
-def random_data(pairs: int, seed: int) -> EncodedPairs:
-    """Pairs in random order over a few questions (repeated left texts, one of them empty) and
-    answers of varied lengths, some shared by several pairs, one empty."""
-    rng = np.random.default_rng(seed)
-    questions = [rng.integers(1, VOCAB, rng.integers(1, 7)) for _ in range(5)]
-    questions[4] = np.zeros(0, dtype=np.int64)  # a question without a token
-    answers = [rng.integers(1, VOCAB, rng.integers(1, 15)) for _ in range(pairs - 6)]
-    answers[1] = np.zeros(0, dtype=np.int64)  # an answer without a token
-    texts = [np.asarray(t, dtype=np.int64) for t in questions + answers]
-    left = rng.integers(0, len(questions), pairs)
-    right = len(questions) + np.concatenate(
-        [rng.permutation(len(answers)), rng.integers(0, len(answers), 6)]
-    )  # 6 answers twice, with the same or another question
-    return EncodedPairs(
-        texts=texts,
-        left=left.astype(np.int64),
-        right=rng.permutation(right).astype(np.int64),
-        labels=np.zeros(pairs, dtype=np.float32),
-        group_ids=left.astype(np.int64),
-        group_names=[str(q) for q in range(len(questions))],
-    )
 
 
 CONFIGS: list[tuple[str, dict[str, Any]]] = [
@@ -82,7 +57,7 @@ def test_predict_encoded_equals_forward(
     overrides = dict(overrides)
     num_outputs = overrides.pop("num_outputs", 1)
     model = iarnn_model(name, num_outputs=num_outputs, **overrides)
-    data = random_data(40, seed=3)
+    data = ranking_data(40, seed=3)
     with torch.inference_mode():
         fast = model.predict_encoded(data, batch_size)
     assert fast.shape == (40, num_outputs)
@@ -94,7 +69,7 @@ def test_predict_encoded_in_small_scan_chunks(name: str, monkeypatch: pytest.Mon
     monkeypatch.setattr(iarnn, "_SCAN_CHUNK", 4)
     torch.manual_seed(3)
     model = iarnn_model(name)
-    data = random_data(30, seed=6)
+    data = ranking_data(30, seed=6)
     with torch.inference_mode():
         fast = model.predict_encoded(data, 8)
     torch.testing.assert_close(fast, plain_outputs(model, data), atol=1e-5, rtol=1e-5)
@@ -108,7 +83,7 @@ def test_predict_encoded_with_trained_biases() -> None:
         with torch.no_grad():
             for param in model.parameters():
                 param.add_(0.3 * torch.randn_like(param))
-        data = random_data(30, seed=5)
+        data = ranking_data(30, seed=5)
         with torch.inference_mode():
             fast = model.predict_encoded(data, 8)
         torch.testing.assert_close(fast, plain_outputs(model, data), atol=1e-5, rtol=1e-5)
@@ -119,7 +94,7 @@ def test_other_variants_keep_forward(name: str) -> None:
     model = iarnn_model(name)
     assert not model.encoded_inference
     with pytest.raises(ValueError, match="predict_encoded"):
-        model.predict_encoded(random_data(10, seed=0), 4)
+        model.predict_encoded(ranking_data(10, seed=0), 4)
 
 
 def test_packing_reads_each_real_token_once_per_direction() -> None:

@@ -5,40 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
 
 import attnmatch.models._windows as _windows
 import attnmatch.models.mpcnn as mpcnn
-from attnmatch.data.encoding import EncodedPairs
 from attnmatch.models.mpcnn import MPCNN, _features_exact, _Pooled
 
-from .conftest import VOCAB, plain_outputs, tiny_model
-
-
-def random_data(pairs: int, seed: int, *, max_left: int = 6, max_right: int = 14) -> EncodedPairs:
-    """Pairs in random order over a few questions (repeated left texts, one of a single token)
-    and many answers of varied lengths (some shorter than every filter), one of them empty."""
-    rng = np.random.default_rng(seed)
-    questions = [rng.integers(1, VOCAB, rng.integers(1, max_left + 1)) for _ in range(5)]
-    questions[0] = rng.integers(1, VOCAB, 1)  # a 1-token text
-    answers = [rng.integers(1, VOCAB, rng.integers(1, max_right + 1)) for _ in range(pairs)]
-    answers[1] = np.zeros(0, dtype=np.int64)  # a text without a token
-    answers[2] = rng.integers(1, VOCAB, 2)  # shorter than the widest filters
-    texts = [np.asarray(t, dtype=np.int64) for t in questions + answers]
-    left = rng.integers(0, len(questions), pairs)
-    left[:3] = 0
-    right = len(questions) + rng.permutation(pairs)
-    return EncodedPairs(
-        texts=texts,
-        left=left.astype(np.int64),
-        right=right.astype(np.int64),
-        labels=np.zeros(pairs, dtype=np.float32),
-        group_ids=left.astype(np.int64),
-        group_names=[str(q) for q in range(len(questions))],
-    )
-
+from .conftest import plain_outputs, ranking_data, tiny_model
 
 CONFIGS: list[dict[str, Any]] = [
     {"attention": True},
@@ -70,7 +44,7 @@ def test_predict_encoded_equals_forward(
     num_outputs = overrides.pop("num_outputs", 1)
     model = tiny_model("mpcnn", num_outputs=num_outputs, **overrides).eval()
     assert isinstance(model, MPCNN)
-    data = random_data(40, seed=3)
+    data = ranking_data(40, seed=3)
     with torch.inference_mode():
         fast = model.predict_encoded(data, batch_size)
     assert fast.shape == (40, num_outputs)
@@ -83,7 +57,7 @@ def test_predict_encoded_at_the_preset_sizes(preset: str) -> None:
     torch.manual_seed(2)
     model = tiny_model(preset, holistic_filters=300, per_dim_filters=20, hidden_size=150).eval()
     assert isinstance(model, MPCNN)
-    data = random_data(30, seed=5, max_right=25)
+    data = ranking_data(30, seed=5, max_right=25)
     with torch.inference_mode():
         fast = model.predict_encoded(data, 32)
     torch.testing.assert_close(fast, plain_outputs(model, data), atol=1e-5, rtol=1e-5)

@@ -12,31 +12,9 @@ import torch
 
 import attnmatch.models._windows as _windows
 import attnmatch.nn.recurrent as recurrent
-from attnmatch.data.encoding import EncodedPairs
 from attnmatch.nn.recurrent import BiRNN, bilstm_by_length
 
-from .conftest import VOCAB, plain_outputs, tiny_model
-
-
-def random_data(pairs: int, seed: int, *, max_left: int = 6, max_right: int = 14) -> EncodedPairs:
-    """Pairs in random order over a few questions (repeated left texts) and many answers of
-    varied lengths, one of them empty."""
-    rng = np.random.default_rng(seed)
-    questions = [rng.integers(1, VOCAB, rng.integers(1, max_left + 1)) for _ in range(5)]
-    answers = [rng.integers(1, VOCAB, rng.integers(1, max_right + 1)) for _ in range(pairs)]
-    answers[1] = np.zeros(0, dtype=np.int64)  # a text without a token
-    texts = [np.asarray(t, dtype=np.int64) for t in questions + answers]
-    left = rng.integers(0, len(questions), pairs)
-    right = len(questions) + rng.permutation(pairs)
-    return EncodedPairs(
-        texts=texts,
-        left=left.astype(np.int64),
-        right=right.astype(np.int64),
-        labels=np.zeros(pairs, dtype=np.float32),
-        group_ids=left.astype(np.int64),
-        group_names=[str(q) for q in range(len(questions))],
-    )
-
+from .conftest import plain_outputs, ranking_data, tiny_model
 
 CONFIGS: list[dict[str, Any]] = [
     {},
@@ -62,7 +40,7 @@ def test_predict_encoded_equals_forward(
     torch.manual_seed(0)
     num_outputs = overrides.pop("num_outputs", 1)
     model = tiny_model("mvlstm", num_outputs=num_outputs, **overrides).eval()
-    data = random_data(40, seed=3)
+    data = ranking_data(40, seed=3)
     with torch.inference_mode():
         fast = model.predict_encoded(data, batch_size)
     assert fast.shape == (40, num_outputs)

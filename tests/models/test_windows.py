@@ -14,15 +14,14 @@ from attnmatch.models._windows import (
     window_texts,
 )
 
-from .conftest import plain_outputs, tiny_model
-from .test_mvlstm_inference import random_data
+from .conftest import plain_outputs, ranking_data, tiny_model
 
 
-@pytest.mark.parametrize(("pairs", "batch_size", "window"), [(40, 7, 16), (2, 1, 1), (50, 64, 8)])
+@pytest.mark.parametrize(("pairs", "batch_size", "window"), [(40, 7, 16), (10, 1, 1), (50, 64, 8)])
 def test_windows_cover_every_pair_once_in_length_order(
     pairs: int, batch_size: int, window: int
 ) -> None:
-    data = random_data(pairs, seed=pairs)
+    data = ranking_data(pairs, seed=pairs)
     windows = list(inference_windows(data, batch_size, window))
     order = np.concatenate(windows)
     assert sorted(order.tolist()) == list(range(pairs))
@@ -35,7 +34,7 @@ def test_windows_cover_every_pair_once_in_length_order(
 
 
 def test_window_texts_are_distinct_sorted_and_gather_their_rows() -> None:
-    data = random_data(30, seed=2)
+    data = ranking_data(30, seed=2)
     pairs = np.arange(30)
     texts = window_texts(data, data.left[pairs])
     assert len(texts.lengths) == len(np.unique(data.left))
@@ -55,7 +54,7 @@ def test_window_texts_are_distinct_sorted_and_gather_their_rows() -> None:
 
 
 def test_gather_of_consecutive_rows_is_a_view_equal_to_the_copy() -> None:
-    data = random_data(30, seed=6)
+    data = ranking_data(30, seed=6, repeated_answers=0)
     pairs = next(inference_windows(data, 30, 30))  # length order: each answer once
     texts = window_texts(data, data.right[pairs])
     positions = np.arange(10, 20)
@@ -79,7 +78,7 @@ def test_run_windows_on_two_threads_equals_one_and_restores_the_setting(
     monkeypatch.setattr(_windows, "INFERENCE_WINDOW", 8)  # several windows
     torch.manual_seed(0)
     model = tiny_model("mvlstm", gate="left", k=7).eval()
-    data = random_data(60, seed=5)
+    data = ranking_data(60, seed=5)
     before = torch.get_num_threads()
     try:
         outputs = {}
