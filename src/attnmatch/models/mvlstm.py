@@ -225,11 +225,16 @@ class MVLSTM(nn.Module):
 
     def _encode(self, batch: PairBatch) -> dict[str, torch.Tensor]:
         """Gate weights, BiLSTM states and the interaction (B, C, L, R)."""
-        share = self.share_encodings and not (self.training and _draws_per_row(self.token_encoder))
+        # In training on the CPU only: a GPU's index_add_ (the gradient of the shared copies)
+        # adds in no fixed order, and GPU training must repeat exactly.
+        share = self.share_encodings and not (
+            self.training
+            and (batch.left_ids.device.type != "cpu" or _draws_per_row(self.token_encoder))
+        )
         if share:
             # Each distinct text once (a question's candidates share its encoding), then
             # broadcast to the pairs; equal to the plain path up to float rounding (see
-            # attnmatch.nn.distinct). In training too when the encoder draws no dropout: the
+            # attnmatch.nn.distinct). In CPU training too when the encoder draws no dropout: the
             # gradients of a text's copies add up. The features' dropout stays per pair.
             left, right = distinct_sides(  # U_l, U_r distinct texts (where sharing pays)
                 batch.left_ids, batch.left_mask, batch.right_ids, batch.right_mask
