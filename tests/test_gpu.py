@@ -30,6 +30,7 @@ from attnmatch.matcher import Matcher
 from attnmatch.training import ExperimentConfig, train
 from tests.models.conftest import model_batch, random_pairs, tiny_model
 from tests.models.test_common import NAMES
+from tests.models.test_encoded_inference import ENCODED
 from tests.training.test_trainer import tiny_experiment as trainer_tiny_experiment
 
 pytestmark = [
@@ -278,3 +279,26 @@ def test_shared_encoding_on_cuda_equals_the_plain_path(name: str) -> None:
         model.share_encodings = False
         plain = model(batch)  # (80, num_outputs)
     torch.testing.assert_close(shared, plain, atol=ATOL, rtol=RTOL)
+
+
+@pytest.mark.parametrize("name", ENCODED)
+def test_whole_input_inference_on_cpu_equals_forward_on_cuda(name: str, no_tf32: None) -> None:
+    """`Matcher.predict` on the CPU takes the model's whole-input path (`predict_encoded`); on
+    CUDA it runs `forward` per batch. Both give the same outputs in the input order, hard cases
+    (empty and 1-token texts, repeated answers) included."""
+    from attnmatch.models import model_type_of
+    from attnmatch.tasks import Task
+    from tests.models.conftest import ranking_data
+
+    torch.manual_seed(1)
+    matcher = Matcher(
+        model=tiny_model(name).eval(),
+        model_type=model_type_of(name),
+        inputs=None,  # type: ignore[arg-type]  # predict reads ids only
+        task=Task(kind="ranking"),
+        batch_size=64,
+    )
+    data = ranking_data(90, seed=4)
+    on_cpu = matcher.predict(data)
+    on_cuda = matcher.to(CUDA).predict(data)
+    np.testing.assert_allclose(on_cpu, on_cuda, atol=ATOL, rtol=RTOL)

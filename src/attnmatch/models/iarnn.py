@@ -69,6 +69,7 @@ direction, D directions (1 or 2), Q = D H the sentence vector size, C outputs.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Literal
 
@@ -455,18 +456,21 @@ class IARNN(nn.Module):
                 ]
             h0 = x.new_zeros(len(self._directions()), x.shape[0], hid)
             # `train`: with dropout 0 it changes no value, but cuDNN keeps what its backward
-            # needs only when it is True (on the CPU it makes no difference).
-            data, _ = torch.gru(
-                packed.data,
-                packed.batch_sizes,
-                h0,
-                weights,
-                True,
-                1,
-                0.0,
-                torch.is_grad_enabled(),
-                self.config.bidirectional,
-            )
+            # needs only when it is True (on the CPU it makes no difference). The weights are
+            # built for this call, so cuDNN's note that it packs them per call is expected.
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="RNN module weights are not part")
+                data, _ = torch.gru(
+                    packed.data,
+                    packed.batch_sizes,
+                    h0,
+                    weights,
+                    True,
+                    1,
+                    0.0,
+                    torch.is_grad_enabled(),
+                    self.config.bidirectional,
+                )
             out = PackedSequence(
                 data, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices
             )
