@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from attnmatch.losses import auxiliary_loss, rank_hinge_loss
-from attnmatch.models.iarnn import IARNN, reverse_padded
+from attnmatch.models.iarnn import IARNN, _ContextGRU, reverse_padded
 from attnmatch.nn.similarity import similarity
 
 from .conftest import VOCAB, make_batch, random_pairs, tiny_model
@@ -167,17 +167,27 @@ def test_word_attention_weights_match_eq_4() -> None:
         assert att[b, n:].abs().sum() == 0
 
 
-@pytest.mark.parametrize("name", ["iarnn_gate", "iarnn_word", "gru"])
+@pytest.mark.parametrize(
+    "name", ["iarnn_gate", "iarnn_word", "gru", "iarnn_context", "iarnn_occam_context"]
+)
 def test_fused_and_loop_gradients_agree(name: str) -> None:
-    """The fused kernel and the step loop give the same gradients, not just the same outputs."""
+    """The fused kernel (CONTEXT: the packed loop with its own backward) and the autograd step
+    loop give the same gradients, not just the same outputs; Occam's term included."""
     left, right = random_pairs(6, seed=12)
-    batch = make_batch(left, right, labels=[1.0, 0.0, 0.0, 1.0, 0.0, 0.0])
+    right[2] = []  # an empty answer
+    batch = make_batch(left, right, labels=[1.0, 0.0, 0.0, 1.0, 0.0, 0.0], extra_pad=2)
     grads = []
     for fused in (True, False):
         model = tiny_model(name, hidden_size=6, trainable=True, dropout=0.0).train()
         _randomise_biases(model)
+        if model.w_qp is not None:
+            with torch.no_grad():
+                model.w_qp.normal_(generator=torch.Generator().manual_seed(2))
         model.use_fused = fused
-        model(batch).pow(2).sum().backward()
+        loss = model(batch).pow(2).sum()
+        for term in model.auxiliary_terms().values():
+            loss = loss + term
+        loss.backward()
         grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
     for pname in grads[0]:
         torch.testing.assert_close(grads[0][pname], grads[1][pname], atol=1e-5, rtol=1e-4)
@@ -356,3 +366,27 @@ def test_occam_mean_reduction_divides_by_answer_length() -> None:
         mass = out["right_attention"].sum(-1)
         want = (n_p * (mass / lengths if reduction == "mean" else mass)).mean()
         torch.testing.assert_close(terms[reduction], want)
+
+
+@pytest.mark.parametrize("dirs", [1, 2])
+def test_context_gru_backward_passes_gradcheck(dirs: int) -> None:
+    """`_ContextGRU`'s hand-written backward against finite differences (float64): packed
+    sequences of lengths 4, 3, 3 and 1, every input and both outputs."""
+    g = torch.Generator().manual_seed(3)
+    hid, sizes = 3, [4, 3, 3, 1]  # the steps' running sequences, longest first
+    rows = sum(sizes)
+
+    def rand(*shape: int) -> torch.Tensor:
+        return (torch.randn(*shape, generator=g, dtype=torch.float64) * 0.7).requires_grad_()
+
+    inputs = (
+        rand(dirs, rows, 3 * hid),  # proj
+        rand(dirs, rows, hid),  # attn_h
+        rand(dirs, rows),  # attn_c
+        rand(dirs, 3 * hid, hid),  # w_hh
+        rand(dirs, 3 * hid),  # b_ih
+        rand(dirs, 3 * hid),  # b_hh
+    )
+    assert torch.autograd.gradcheck(
+        lambda *args: _ContextGRU.apply(*args, sizes), inputs, atol=1e-6, rtol=1e-5
+    )

@@ -174,7 +174,7 @@ class BiRNN(nn.Module):
             [rnn.bias_ih_l0 + rnn.bias_hh_l0, rnn.bias_ih_l0_reverse + rnn.bias_hh_l0_reverse]
         )  # (D, 4H)
         w_hh = torch.stack([rnn.weight_hh_l0, rnn.weight_hh_l0_reverse])  # (D, 4H, H)
-        plan = _pack_plan(mask.sum(dim=1), x.shape[1])
+        plan = pack_plan(mask.sum(dim=1), x.shape[1])
         return _PackedBiLSTM.apply(x, w_ih, bias, w_hh, plan)
 
 
@@ -235,7 +235,7 @@ def bilstm_by_length(
 
 
 @dataclass(frozen=True)
-class _PackPlan:
+class PackPlan:
     """Where each row of the packed, time-major layout of both directions comes from.
 
     Step t holds `batch_sizes[t]` rows, one per sequence still running, longest sequence first,
@@ -251,7 +251,7 @@ class _PackPlan:
     batch_sizes: list[int]
 
 
-def _pack_plan(lengths: torch.Tensor, steps: int) -> _PackPlan:
+def pack_plan(lengths: torch.Tensor, steps: int) -> PackPlan:
     lengths = lengths.detach().to("cpu", torch.long)  # (B,)
     order = torch.argsort(lengths, descending=True, stable=True)  # (B,) longest first
     sorted_lengths = lengths[order]
@@ -263,13 +263,13 @@ def _pack_plan(lengths: torch.Tensor, steps: int) -> _PackPlan:
     seq = order.unsqueeze(0).expand_as(running)[running]  # (N,) b of each packed row
     forward = seq * steps + step  # (N,)
     backward = seq * steps + lengths[seq] - 1 - step  # (N,) reversed within the length
-    return _PackPlan(token=torch.cat([forward, backward]), batch_sizes=running.sum(dim=1).tolist())
+    return PackPlan(token=torch.cat([forward, backward]), batch_sizes=running.sum(dim=1).tolist())
 
 
 class _PackedBiLSTM(torch.autograd.Function):
     """A bidirectional LSTM over the real tokens of a right-padded batch; h_0 = c_0 = 0.
 
-    Forward: gather the real tokens into the packed layout (`_PackPlan`), project them with one
+    Forward: gather the real tokens into the packed layout (`PackPlan`), project them with one
     batched matmul, run the recurrence (`_lstm_scan`) for both directions at once, scatter the
     states back. Backward: BPTT (`_lstm_scan_backward`) for the gates' gradients, then one matmul
     each for W_ih, W_hh and x. First-order only (no double backward).
@@ -287,7 +287,7 @@ class _PackedBiLSTM(torch.autograd.Function):
         w_ih: torch.Tensor,
         bias: torch.Tensor,
         w_hh: torch.Tensor,
-        plan: _PackPlan,
+        plan: PackPlan,
     ) -> torch.Tensor:
         batch, steps, embed = x.shape
         dirs, four_h, h = w_hh.shape
@@ -303,7 +303,7 @@ class _PackedBiLSTM(torch.autograd.Function):
         kept, tanh_cells, hidden = _lstm_scan(gates, w_hh_t, plan.batch_sizes)
 
         out = x.new_zeros(batch * steps * dirs, h)  # (B*T*D, H)
-        out.index_copy_(0, _state_index(plan, dirs), hidden.view(-1, h))
+        out.index_copy_(0, packed_state_index(plan, dirs), hidden.view(-1, h))
         ctx.save_for_backward(tokens, w_ih, w_hh, gates, kept, tanh_cells, hidden)
         ctx.plan, ctx.x_shape = plan, x.shape
         return out.view(batch, steps, dirs * h)
@@ -313,10 +313,10 @@ class _PackedBiLSTM(torch.autograd.Function):
     @once_differentiable
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         tokens, w_ih, w_hh, gates, kept, tanh_cells, hidden = ctx.saved_tensors
-        plan: _PackPlan = ctx.plan
+        plan: PackPlan = ctx.plan
         dirs, n_rows, four_h = gates.shape
         h = four_h // 4
-        grad_hidden = grad_out.reshape(-1, h).index_select(0, _state_index(plan, dirs))
+        grad_hidden = grad_out.reshape(-1, h).index_select(0, packed_state_index(plan, dirs))
         grad_hidden = grad_hidden.view(dirs, n_rows, h)  # (D, N, H)
 
         # Local derivatives, in bulk. With dh_t, dc_t the gradients of h_t, c_t:
@@ -351,7 +351,7 @@ class _PackedBiLSTM(torch.autograd.Function):
         return grad_x, grad_w_ih, grad_bias, grad_w_hh, None
 
 
-def _state_index(plan: _PackPlan, dirs: int) -> torch.Tensor:
+def packed_state_index(plan: PackPlan, dirs: int) -> torch.Tensor:
     """For packed row d * N + p, its row (b * T + s) * D + d in a (B*T*D, H) view of the output."""
     direction = torch.arange(dirs).repeat_interleave(len(plan.token) // dirs)  # (D*N,)
     return plan.token * dirs + direction
