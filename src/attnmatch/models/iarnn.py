@@ -662,7 +662,8 @@ class IARNN(nn.Module):
         dirs = w_ih.shape[0]
         batch, steps, emb = x.shape
         both = pack_plan(mask.sum(dim=1), steps)  # both directions' rows
-        plan = PackPlan(both.token[: dirs * (len(both.token) // 2)], both.batch_sizes)
+        token = both.token[: dirs * (len(both.token) // 2)].to(x.device)  # (D*N,)
+        plan = PackPlan(token, both.batch_sizes)
         tokens = x.reshape(-1, emb).index_select(0, plan.token).view(dirs, -1, emb)  # (D, N, E)
         proj = torch.bmm(tokens, w_ih.transpose(1, 2))  # (D, N, 3H)
         attn_h = torch.bmm(tokens, self.m_hc)  # (D, N, H)

@@ -353,7 +353,9 @@ class _PackedBiLSTM(torch.autograd.Function):
 
 def packed_state_index(plan: PackPlan, dirs: int) -> torch.Tensor:
     """For packed row d * N + p, its row (b * T + s) * D + d in a (B*T*D, H) view of the output."""
-    direction = torch.arange(dirs).repeat_interleave(len(plan.token) // dirs)  # (D*N,)
+    direction = torch.arange(dirs, device=plan.token.device).repeat_interleave(
+        len(plan.token) // dirs
+    )  # (D*N,)
     return plan.token * dirs + direction
 
 
