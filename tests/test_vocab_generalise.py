@@ -219,6 +219,9 @@ def test_pretrained_rows_are_looked_up_and_never_trained() -> None:
     # One Adam step, with weight decay: the trained word moves, the pretrained ones do not.
     optimizer = torch.optim.Adam(encoder.parameters(), lr=0.1, weight_decay=0.1)
     out.sum().backward()
+    expected = torch.zeros(4, 4)
+    expected[[1, 2, 3]] = 1  # each fitted word once; <pad> (padding_idx) gets none
+    torch.testing.assert_close(encoder.embedding.weight.grad, expected)
     optimizer.step()
     assert not torch.equal(encoder.embedding.weight[2], matrix[2])
     torch.testing.assert_close(encoder.pretrained, matrix[4:])

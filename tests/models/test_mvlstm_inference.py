@@ -85,7 +85,14 @@ def test_bilstm_by_length_over_two_batches() -> None:
         x = torch.randn(size, steps, 5, generator=g)
         batches.append((x, lengths))
         expected.append(per_sequence(birnn, x, lengths.tolist()))
-    with torch.inference_mode():
-        states = bilstm_by_length(birnn, batches, transform=lambda s: 2 * s)
-    for got, want in zip(states, expected, strict=True):
-        torch.testing.assert_close(got, 2 * want, atol=1e-5, rtol=1e-5)
+
+    def double(s: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+        return torch.mul(s, 2) if out is None else torch.mul(s, 2, out=out)
+
+    for transform, factor in ((double, 2), (None, 1)):
+        with torch.inference_mode():
+            # Padding is zero whatever the memory held before (the results are not zero-filled).
+            torch.full((4096,), float("nan"))
+            states = bilstm_by_length(birnn, batches, transform=transform)
+        for got, want in zip(states, expected, strict=True):
+            torch.testing.assert_close(got, factor * want, atol=1e-5, rtol=1e-5)

@@ -149,19 +149,21 @@ class Interaction(nn.Module):
             self.linear_left = nn.Linear(dim, slices)  # the V[u; v] + b term, split by side
             self.linear_right = nn.Linear(dim, slices, bias=False)
 
-    def prepare(self, x: torch.Tensor) -> torch.Tensor:
+    def prepare(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         """One side's states as `forward(..., prepared=True)` reads them: for the cosine, each
         state (each direction's with "separate") scaled to unit length; else `x` itself.
+        Written into `out` when given (a tensor of x's shape; no copy made).
 
         Shape:
             x: (B, T, D) -> (B, T, D)
         """
         if self.kind != "cosine":
-            return x
+            return x if out is None else out.copy_(x)
         if self.directions == "separate":
             halves = x.unflatten(-1, (2, -1))  # (B, T, 2, H)
-            return F.normalize(halves, dim=-1, eps=1e-8).flatten(-2)  # (B, T, D)
-        return F.normalize(x, dim=-1, eps=1e-8)
+            into = None if out is None else out.unflatten(-1, (2, -1))  # a view of `out`
+            return F.normalize(halves, dim=-1, eps=1e-8, out=into).flatten(-2)  # (B, T, D)
+        return F.normalize(x, dim=-1, eps=1e-8, out=out)
 
     def forward(self, u: torch.Tensor, v: torch.Tensor, *, prepared: bool = False) -> torch.Tensor:
         """`prepared`: u and v come from `prepare` (each text's states normalised once)."""

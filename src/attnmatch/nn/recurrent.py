@@ -181,7 +181,7 @@ class BiRNN(nn.Module):
 def bilstm_by_length(
     birnn: BiRNN,
     batches: Sequence[tuple[torch.Tensor, np.ndarray]],
-    transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    transform: Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor] | None = None,
 ) -> list[torch.Tensor]:
     """Inference only: a BiLSTM's states for several padded batches of sequences sorted by
     length, the sequences of each length together (over all batches) as one unpadded batch
@@ -191,13 +191,15 @@ def bilstm_by_length(
     Args:
         batches: (x, lengths) pairs: x (B_i, T_i, E) right-padded, lengths (B_i,) ascending.
 
-        transform: applied to the states of real tokens (e.g. a normalisation), so that
-            padding is not transformed.
+        transform: `transform(states, out)` applied to the states of real tokens (e.g. a
+            normalisation), so that padding is not transformed; it writes into `out` when
+            that is given (a view of the result), else returns a new tensor.
 
     Returns:
         (B_i, T_i, 2H) states of each batch (transformed), zero on padding.
     """
-    outs = [x.new_zeros(x.shape[0], x.shape[1], 2 * birnn.hidden_size) for x, _ in batches]
+    # Each state is written once, into its place (transformed there); only padding is zeroed.
+    outs = [x.new_empty(x.shape[0], x.shape[1], 2 * birnn.hidden_size) for x, _ in batches]
     values = np.unique(np.concatenate([lengths for _, lengths in batches]))
     leftovers: list[tuple[int, int, int]] = []  # (batch, first row, end row)
     for length in values[values > 0].tolist():
@@ -211,11 +213,12 @@ def bilstm_by_length(
             continue
         x = torch.cat([batches[i][0][lo:hi, :length] for i, lo, hi in spans])  # (n, length, E)
         states, _ = birnn.rnn(x)  # (n, length, 2H)
-        if transform is not None:
-            states = transform(states)
         row = 0
         for i, lo, hi in spans:
-            outs[i][lo:hi, :length] = states[row : row + hi - lo]
+            if transform is not None:
+                transform(states[row : row + hi - lo], outs[i][lo:hi, :length])
+            else:
+                outs[i][lo:hi, :length] = states[row : row + hi - lo]
             row += hi - lo
     if leftovers:
         longest = max(int(batches[i][1][hi - 1]) for i, _, hi in leftovers)
@@ -225,12 +228,17 @@ def bilstm_by_length(
         mask = torch.arange(longest).unsqueeze(0) < real.unsqueeze(1)  # (m, longest)
         states = birnn(x, mask)  # (m, longest, 2H)
         if transform is not None:
-            states = transform(states) * mask.unsqueeze(-1)  # padding stays zero
+            states = transform(states, None)
         row = 0
         for i, lo, hi in leftovers:
             steps = min(longest, outs[i].shape[1])
             outs[i][lo:hi, :steps] = states[row : row + hi - lo, :steps]
             row += hi - lo
+    for out, (_, lengths) in zip(outs, batches, strict=True):
+        values, first = np.unique(lengths, return_index=True)  # lengths ascending
+        ends = np.append(first[1:], len(lengths))
+        for length, lo, hi in zip(values.tolist(), first.tolist(), ends.tolist(), strict=True):
+            out[lo:hi, length:] = 0  # padding (and an empty text's every step)
     return outs
 
 
