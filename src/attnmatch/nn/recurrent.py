@@ -389,26 +389,25 @@ def _lstm_scan(
     kept = gates.new_empty(dirs, n_rows, h)  # f_t * c_{t-1}
     tanh_cells = gates.new_empty(dirs, n_rows, h)  # tanh(c_t)
     hidden = gates.new_empty(dirs, n_rows, h)  # h_t = o_t * tanh(c_t)
-    start = prev = 0  # first packed rows of steps t and t-1
+    # Each buffer's rows of every step, as views made at once (no Python slicing a step).
+    g_s, i_s, f_s, cand_s, o_s, c_s, fc_s, tc_s, h_s = (
+        x.split(batch_sizes, dim=1)
+        for x in (gates, in_gate, forget, cand_all, out_gate, cells, kept, tanh_cells, hidden)
+    )
     for t, size in enumerate(batch_sizes):
-        end = start + size
-        g = gates[:, start:end]  # (D, n, 4H)
+        g, cand, c, fc, tc = g_s[t], cand_s[t], c_s[t], fc_s[t], tc_s[t]  # (D, n, ...)
         if t > 0:
-            g.baddbmm_(hidden[:, prev : prev + size], w_hh_t)
+            g.baddbmm_(h_s[t - 1][:, :size], w_hh_t)
         g.sigmoid_()
-        cand = cand_all[:, start:end]
         torch.add(minus_one, cand, alpha=2, out=cand)  # tanh
-        c, fc = cells[:, start:end], kept[:, start:end]
         if t > 0:
-            torch.mul(forget[:, start:end], cells[:, prev : prev + size], out=fc)
+            torch.mul(f_s[t], c_s[t - 1][:, :size], out=fc)
         else:
             fc.zero_()
-        torch.addcmul(fc, in_gate[:, start:end], cand, out=c)
-        tc = tanh_cells[:, start:end]
+        torch.addcmul(fc, i_s[t], cand, out=c)
         torch.mul(c, 2, out=tc).sigmoid_()
         torch.add(minus_one, tc, alpha=2, out=tc)  # tanh
-        torch.mul(out_gate[:, start:end], tc, out=hidden[:, start:end])
-        prev, start = start, end
+        torch.mul(o_s[t], tc, out=h_s[t])
     return kept, tanh_cells, hidden
 
 
@@ -440,17 +439,20 @@ def _lstm_scan_backward(
     # Rows beyond a step's running prefix stay zero: those sequences have no later steps.
     dh_next = coef.new_zeros(dirs, longest, h)  # dh_t through W_hh, from step t+1
     dc = coef.new_zeros(dirs, longest, h)  # dc_t carried from step t+1
-    end = n_rows
+    # Each buffer's rows of every step, as views made at once (no Python slicing a step).
+    gh_s, dcdh_s, coef_s, f_s, gg_s, gg4_s = (
+        x.split(batch_sizes, dim=1)
+        for x in (grad_hidden, dc_from_dh, coef, forget, grad_gates, grad_gates4)
+    )
     for t in range(len(batch_sizes) - 1, -1, -1):
         size = batch_sizes[t]
-        start = end - size
-        dh = torch.add(grad_hidden[:, start:end], dh_next[:, :size])  # (D, n, H)
+        coef_t, gg4 = coef_s[t], gg4_s[t]  # (D, n, 4, H)
+        dh = torch.add(gh_s[t], dh_next[:, :size])  # (D, n, H)
         dc_t = dc[:, :size]
-        dc_t.addcmul_(dh, dc_from_dh[:, start:end])
-        torch.mul(dc_t.unsqueeze(2), coef[:, start:end, :3], out=grad_gates4[:, start:end, :3])
-        torch.mul(dh, coef[:, start:end, 3], out=grad_gates4[:, start:end, 3])
-        dc_t.mul_(forget[:, start:end])  # dc_{t-1} = dc_t * f_t
+        dc_t.addcmul_(dh, dcdh_s[t])
+        torch.mul(dc_t.unsqueeze(2), coef_t[:, :, :3], out=gg4[:, :, :3])
+        torch.mul(dh, coef_t[:, :, 3], out=gg4[:, :, 3])
+        dc_t.mul_(f_s[t])  # dc_{t-1} = dc_t * f_t
         if t > 0:
-            torch.bmm(grad_gates[:, start:end], w_hh, out=dh_next[:, :size])
-        end = start
+            torch.bmm(gg_s[t], w_hh, out=dh_next[:, :size])
     return grad_gates
