@@ -264,21 +264,22 @@ def test_cli_rank_on_cuda(tmp_path: Path) -> None:
     assert sorted(r["index"] for r in rows) == [0, 1]
 
 
-@pytest.mark.parametrize("name", ["mvlstm", "amvlstm_q", "lstm"])
-def test_shared_encoding_on_cuda_equals_the_plain_path(name: str) -> None:
-    """Each distinct text encoded once (the `torch.unique` path of `nn.distinct` on CUDA) gives
-    the plain path's scores: 80 pairs, 4 questions with 20 candidates each."""
+def test_distinct_rows_on_cuda_equal_the_cpu_ones() -> None:
+    """`distinct_rows` on CUDA (`torch.unique`) finds the texts the CPU's hashes find; the
+    models themselves share encodings on the CPU only (`distinct_sides`)."""
+    from attnmatch.nn.distinct import distinct_rows, distinct_sides
     from tests.models.conftest import make_batch
 
-    model = tiny_model(name).to(CUDA).eval()
     left, right = random_pairs(80, seed=5)
     left = [left[i // 20] for i in range(80)]  # 4 distinct questions
-    batch = make_batch(left, right).to(CUDA)
-    with torch.inference_mode():
-        shared = model(batch)  # (80, num_outputs)
-        model.share_encodings = False
-        plain = model(batch)  # (80, num_outputs)
-    torch.testing.assert_close(shared, plain, atol=ATOL, rtol=RTOL)
+    batch = make_batch(left, right)
+    on_cpu = distinct_rows(batch.left_ids, batch.left_mask)
+    on_cuda = distinct_rows(batch.left_ids.to(CUDA), batch.left_mask.to(CUDA))
+    assert len(on_cpu.first) == len(on_cuda.first) == 4
+    torch.testing.assert_close(on_cuda.inverse.cpu(), on_cpu.inverse)
+    gpu = batch.to(CUDA)
+    sides = distinct_sides(gpu.left_ids, gpu.left_mask, gpu.right_ids, gpu.right_mask)
+    assert all(not side.repeats for side in sides)  # the plain path on a GPU
 
 
 @pytest.mark.parametrize("name", ENCODED)

@@ -24,9 +24,10 @@ Deviations from the paper / decisions (see docs/models.md, aMV-LSTM):
   fewer than k real cells exist the remainder is 0.
 - `mlp_hidden` adds tanh hidden layers before the output layer (default none: eq. 3 exactly).
 - The paper trained on a random 80/10/10 WikiQA split; we use the official split.
-- In eval mode each distinct text of a batch is encoded once (a question's candidates share its
+- On the CPU each distinct text of a batch is encoded once (a question's candidates share its
   token vectors, gate and BiLSTM states; `attnmatch.nn.distinct`), then broadcast to the pairs:
-  the same outputs up to float rounding. `share_encodings = False` runs every pair's own.
+  the same outputs up to float rounding; in training too when the token encoder draws no
+  dropout. `share_encodings = False` runs every pair's own. On a GPU every pair's own runs.
 - `Matcher.predict` on the CPU in float32 runs `predict_encoded` instead of `forward` per batch:
   the pairs sorted by length, each distinct text of a window of pairs encoded once (BiLSTM by
   exact length, states normalised once), then k-max and the output layer per batch; equal to
@@ -227,12 +228,9 @@ class MVLSTM(nn.Module):
 
     def _encode(self, batch: PairBatch) -> dict[str, torch.Tensor]:
         """Gate weights, BiLSTM states and the interaction (B, C, L, R)."""
-        # In training on the CPU only: a GPU's index_add_ (the gradient of the shared copies)
-        # adds in no fixed order, and GPU training must repeat exactly.
-        share = self.share_encodings and not (
-            self.training
-            and (batch.left_ids.device.type != "cpu" or _draws_per_row(self.token_encoder))
-        )
+        # On the CPU only (`distinct_sides`): on a GPU sharing costs more than it saves, and
+        # the gradient of the shared copies (index_add_) would add in no fixed order there.
+        share = self.share_encodings and not (self.training and _draws_per_row(self.token_encoder))
         if share:
             # Each distinct text once (a question's candidates share its encoding), then
             # broadcast to the pairs; equal to the plain path up to float rounding (see

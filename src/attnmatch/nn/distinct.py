@@ -13,7 +13,8 @@ distinct hashes are found with numpy; the grouping is then checked row by row, s
 collision costs a slower exact sort, never a wrong answer. One call takes ~0.05 ms for 32 rows
 and ~0.2-0.3 ms for 512 rows of 30-60 ids on one thread (`torch.unique(dim=0)`, which sorts
 whole rows, took 0.4 and 1.5 ms), against the ~4 and ~50 ms forward passes of MV-LSTM it saves
-work in. Other devices use `torch.unique(dim=0)`.
+work in. Other devices use `torch.unique(dim=0)`; the models share encodings on the CPU only
+(`distinct_sides`).
 
 Dims: B rows, T padded length, U distinct rows.
 """
@@ -222,12 +223,15 @@ def distinct_sides(
 ) -> tuple[DistinctRows, DistinctRows]:
     """The distinct rows of each side of a batch of pairs when sharing pays on one side at
     least (`DistinctRows.worth_sharing`), else every row of each (the plain path). A batch of
-    fewer than `SHARE_MIN_ROWS` pairs takes the plain path at once.
+    fewer than `SHARE_MIN_ROWS` pairs takes the plain path at once, and so does a batch on any
+    other device than the CPU: on a GPU the encoders are bound by their kernel launches, not by
+    the rows, so the search and the index copies only add time (MV-LSTM on an H100, batches of
+    512: 0.72x the plain path; docs/speed.md, "On a GPU").
 
     Shape:
         left_ids, left_mask: (B, L); right_ids, right_mask: (B, R) -> indices over B rows
     """
-    if len(left_ids) >= SHARE_MIN_ROWS:
+    if left_ids.device.type == "cpu" and len(left_ids) >= SHARE_MIN_ROWS:
         left, right = distinct_rows(left_ids, left_mask), distinct_rows(right_ids, right_mask)
         if left.worth_sharing or right.worth_sharing:
             return left, right
