@@ -74,7 +74,9 @@ def test_forward_by_length_equals_per_sequence(batch: int) -> None:
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
 
 
-def test_bilstm_by_length_over_two_batches() -> None:
+@pytest.mark.parametrize("group_max", [7, 256])  # 7: groups of one length in chunks
+def test_bilstm_by_length_over_two_batches(group_max: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(recurrent, "_DENSE_GROUP_MAX", group_max)
     torch.manual_seed(0)
     birnn = BiRNN("lstm", 5, 4).eval()
     g = torch.Generator().manual_seed(7)

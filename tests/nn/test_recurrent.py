@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch.func import functional_call
 
+import attnmatch.nn.recurrent as recurrent
 from attnmatch.nn.recurrent import _SMALL_INFERENCE_BATCH, BiRNN
 
 
@@ -56,6 +57,24 @@ def test_forward_matches_per_sequence_reference(
     with torch.set_grad_enabled(grad):
         out = birnn(x, mask)
     with torch.no_grad():
+        expected = reference(birnn, x, mask)
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+    assert (out[~mask] == 0).all()
+
+
+@pytest.mark.parametrize("group_max", [5, 256])
+def test_inference_by_length_in_chunks_matches_the_reference(
+    group_max: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From `_GROUPED_INFERENCE_BATCH` sequences up, inference groups them by length; a group
+    larger than `_DENSE_GROUP_MAX` runs in chunks. Same states either way."""
+    monkeypatch.setattr(recurrent, "_DENSE_GROUP_MAX", group_max)
+    torch.manual_seed(0)
+    birnn = BiRNN("lstm", 6, 5)
+    lengths = [7] * 31 + [3] * 23 + lengths_for(16, 9, seed=2)  # 70 sequences, two big groups
+    x, mask = random_batch(lengths, 6, extra_pad=2)
+    with torch.inference_mode():
+        out = birnn(x, mask)
         expected = reference(birnn, x, mask)
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
     assert (out[~mask] == 0).all()
