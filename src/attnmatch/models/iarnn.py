@@ -762,7 +762,9 @@ class IARNN(nn.Module):
         """
         x = self.token_encoder(texts.ids, texts.mask)  # (U, T, E)
         lengths = torch.from_numpy(texts.lengths)  # (U,)
-        return x[texts.mask], torch.cumsum(lengths, 0) - lengths  # (M, E), (U,)
+        real = texts.mask.reshape(-1).nonzero().squeeze(1)  # (M,) faster than a boolean index
+        flat = x.reshape(-1, x.shape[-1]).index_select(0, real)  # (M, E)
+        return flat, torch.cumsum(lengths, 0) - lengths  # (M, E), (U,)
 
     def _state_means(
         self,
@@ -789,6 +791,7 @@ class IARNN(nn.Module):
         lengths = torch.from_numpy(texts.lengths).index_select(0, text_rows)  # (S,)
         by_length = torch.argsort(lengths, descending=True, stable=True)  # (S,)
         means = flat_x.new_zeros(len(lengths), dirs, hid)  # (S, D, H)
+        buffer: torch.Tensor | None = None
         for chunk in by_length.split(_SCAN_CHUNK):  # (S',)
             pack = _packing(lengths[chunk], dirs)
             seqs = chunk[pack.seq[pack.feed]]  # (S_0+N,) the sequence of each buffer row
@@ -796,19 +799,24 @@ class IARNN(nn.Module):
             tokens = flat_x.index_select(0, at.view(-1)).view(dirs, -1, emb)  # (D, S_0+N, E)
             gate_bias = attention = None
             if gate is not None and questions is not None:
-                gate_bias = gate[:, questions[chunk[pack.order]]]  # (D, S', 2H)
+                gate_bias = gate.index_select(1, questions[chunk[pack.order]])  # (D, S', 2H)
             # The scan's buffer [h; 1; x_t]: h is 0 in the first S_0 rows (h_0), written by
-            # the scan in the others.
-            inputs = tokens.new_empty(dirs, tokens.shape[1], hid + 1 + emb)  # (D, S_0+N, H+1+E)
+            # the scan in the others. One buffer for all chunks (the first, of the longest
+            # texts, is the largest): its memory is touched once, not once a chunk.
+            rows = tokens.shape[1]
+            if buffer is None or buffer.shape[1] < rows:
+                buffer = tokens.new_empty(dirs, rows, hid + 1 + emb)
+                buffer[..., hid] = 1
+            inputs = buffer[:, :rows]  # (D, S_0+N, H+1+E)
             inputs[:, : pack.batch_sizes[0] if pack.batch_sizes else 0, :hid] = 0
-            inputs[..., hid] = 1
             if word is not None and questions is not None:
-                score = (tokens * word[questions[seqs]]).sum(-1, keepdim=True)  # (D, S_0+N, 1)
+                v = word.index_select(0, questions[seqs])  # (S_0+N, E)
+                score = (tokens * v).sum(-1, keepdim=True)  # (D, S_0+N, 1)
                 torch.mul(tokens, score.sigmoid_(), out=inputs[..., hid + 1 :])  # alpha_t x_t
             else:
                 inputs[..., hid + 1 :] = tokens
             if context is not None and questions is not None:
-                w_c = context[:, questions[seqs]]  # (D, S_0+N, E) M_qc r_q
+                w_c = context.index_select(1, questions[seqs])  # (D, S_0+N, E) M_qc r_q
                 m_hc = torch.cat([self.m_hc, self.m_hc.new_zeros(dirs, emb, 1)], dim=-1)
                 attention = torch.bmm(tokens, m_hc)  # (D, S_0+N, H+1) [M_hc^T x_t; 0]
                 attention[..., hid] = (tokens * w_c).sum(-1)  # x_t . M_qc r_q
