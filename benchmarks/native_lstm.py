@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -52,11 +53,18 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     capability = torch.backends.cpu.get_cpu_capability()
     started = time.perf_counter()
-    ext = load(
-        "attnmatch_native_lstm",
-        [str(HERE / "native_lstm.cpp")],
-        extra_cflags=["-O3", *CAPABILITY_FLAGS.get(capability, [])],
-    )
+    try:
+        ext = load(
+            "attnmatch_native_lstm",
+            [str(HERE / "native_lstm.cpp")],
+            extra_cflags=["-O3", *CAPABILITY_FLAGS.get(capability, [])],
+        )
+    except (OSError, RuntimeError, subprocess.CalledProcessError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise SystemExit(
+            f"native_lstm.py: building native_lstm.cpp failed (it needs a C++ compiler and "
+            f"ninja): {first}"
+        ) from e
     build = time.perf_counter() - started
     load_avg = os.getloadavg()
     print(
