@@ -192,8 +192,11 @@ def main() -> None:
         "first thread count)",
     )
     args = ap.parse_args()
-    threads = [int(t) for t in args.threads.split(",") if t]
-    batches = [int(b) for b in args.batches.split(",") if b]
+    for option, text in (("--threads", args.threads), ("--batches", args.batches)):
+        if not all(v.strip().isdigit() and int(v) > 0 for v in text.split(",")):
+            ap.error(f"{option}: expected positive whole numbers separated by commas, got {text!r}")
+    threads = [int(t) for t in args.threads.split(",")]
+    batches = [int(b) for b in args.batches.split(",")]
     torch.set_flush_denormal(True)  # as the trainer and benchmarks/speed.py do
 
     cpu = platform.processor() or platform.machine()

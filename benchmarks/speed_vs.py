@@ -128,7 +128,14 @@ def _run(
     ] + (["--train"] if args.train else [])
     if flops:
         command += ["--flops", str(args.flops)]
-    subprocess.run(command, env=env, check=True)
+    done = subprocess.run(command, env=env, stderr=subprocess.PIPE, text=True)
+    if done.returncode:
+        lines = done.stderr.strip().splitlines()
+        raise SystemExit(
+            f"speed_vs.py: {model} in {tree} failed (exit {done.returncode}): "
+            f"{lines[-1] if lines else 'no message'}"
+        )
+    sys.stderr.write(done.stderr)  # the worker's warnings, if any
     return dict(json.loads((out / "result.json").read_text()))
 
 
@@ -160,6 +167,11 @@ def main() -> None:
         return
     if args.baseline is None or not (args.baseline / "src" / "attnmatch").is_dir():
         raise SystemExit("--baseline: give the root of a source tree with src/attnmatch")
+    for option, text in (("--batch-sizes", args.batch_sizes), ("--truncate", args.truncate)):
+        if not all(v.strip().isdigit() and int(v) > 0 for v in text.split(",")):
+            ap.error(f"{option}: expected positive whole numbers separated by commas, got {text!r}")
+    if len(args.truncate.split(",")) != 2:
+        ap.error(f"--truncate: expected left,right token counts, got {args.truncate!r}")
     import numpy as np
 
     trees = {"new": TREE, "base": args.baseline.resolve()}
