@@ -25,6 +25,7 @@ from attnmatch.models.contract import (
     attention_maps,
     auxiliary_terms,
     capabilities,
+    check_built,
     model_config,
     token_encoder,
 )
@@ -121,6 +122,18 @@ def test_registration_refuses_a_class_that_breaks_the_contract(case: str) -> Non
     with pytest.raises(ValueError, match=rf"model '{name}' \({cls.__name__}\): {message}"):
         register_model(name, config=config, tasks=("ranking",), **declared)(cls)
     assert name not in list_models()  # nothing recorded
+
+
+def test_a_built_model_without_its_members_is_refused() -> None:
+    config = _Config(encoder=TokenEncoderConfig(vocab_size=5))
+    with pytest.raises(ValueError, match=r"model 'x' \(_Plain\): keeps no `config`"):
+        check_built("x", _Plain(), config)
+    model = _Plain()
+    model.config = config
+    with pytest.raises(ValueError, match="has no `token_encoder` module"):
+        check_built("x", model, config)
+    model.token_encoder = nn.Identity()
+    check_built("x", model, config)
 
 
 @pytest.mark.parametrize("name", list_models())

@@ -10,7 +10,8 @@ A matching model is an `nn.Module` (no base class) with
 Its optional capabilities are declared when it is registered (`register_model(...,
 explains=True, auxiliary_loss=True)`) and checked once, there, against the class
 (`check_model_class`): a declared capability needs its method, and a method needs its
-declaration.
+declaration. The members an instance holds are checked on every model `build_model` builds
+(`check_built`).
 
 - explains: `attention(batch) -> dict[str, Tensor]`, attention maps of shape (B, ...) for
   `Matcher.explain` and attention analysis;
@@ -65,6 +66,8 @@ class MatchingModel(Protocol):
     @property
     def token_encoder(self) -> nn.Module: ...
 
+    def forward(self, batch: PairBatch) -> torch.Tensor: ...
+
     def __call__(self, batch: PairBatch) -> torch.Tensor: ...
 
 
@@ -102,7 +105,7 @@ def check_model_class(name: str, cls: type, config_cls: type, capabilities: Capa
         raise ValueError(f"{where}: a model is an nn.Module subclass")
     if not _defines(cls, "forward"):
         raise ValueError(f"{where}: defines no forward(batch) -> (B, num_outputs)")
-    if not dataclasses.is_dataclass(config_cls) or not config_cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+    if not _is_frozen_dataclass(config_cls):
         raise ValueError(
             f"{where}: its config {config_cls.__name__} must be a frozen dataclass "
             "(@dataclass(frozen=True, kw_only=True))"
@@ -126,6 +129,20 @@ def check_model_class(name: str, cls: type, config_cls: type, capabilities: Capa
             )
 
 
+def check_built(name: str, model: nn.Module, config: object) -> None:
+    """Refuses a freshly built model without the members every model has (an instance's, so
+    not visible on its class): `config`, the config it was built from, and `token_encoder`, a
+    module. `build_model` calls it on every model it builds."""
+    where = f"model {name!r} ({type(model).__name__})"
+    if vars(model).get("config") is not config:
+        raise ValueError(f"{where}: keeps no `config` (self.config = config in __init__)")
+    if "token_encoder" not in dict(model.named_children()):
+        raise ValueError(
+            f"{where}: has no `token_encoder` module "
+            "(self.token_encoder = build_token_encoder(config.encoder) in __init__)"
+        )
+
+
 def declare(cls: type[nn.Module], capabilities: Capabilities) -> None:
     """Records the capabilities of a registered model class (`register_model`, after
     `check_model_class`), which `capabilities(model)` then answers.
@@ -136,6 +153,12 @@ def declare(cls: type[nn.Module], capabilities: Capabilities) -> None:
     if cls in _DECLARED:
         raise ValueError(f"{cls.__name__} is registered already: one name per model class")
     _DECLARED[cls] = capabilities
+
+
+def _is_frozen_dataclass(cls: type) -> bool:
+    if not dataclasses.is_dataclass(cls):
+        return False
+    return bool(cls.__dataclass_params__.frozen)  # type: ignore[attr-defined]
 
 
 def _defines(cls: type, method: str) -> bool:
