@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from attnmatch.atomic import write_bytes_atomic, write_text_atomic
 from attnmatch.data.collate import bucketed_batches, collate
 from attnmatch.data.schema import Example
 from attnmatch.matcher import Matcher
+from attnmatch.models.contract import attention_maps, capabilities, model_config
 from attnmatch.results_index import dumps_json
 
 PLOT_INSTALL_HINT = "install it with `pip install 'attnmatch[plot]'`"
@@ -182,8 +184,8 @@ def _histogram(
     device: str,
 ) -> PositionHistogram:
     model, where = loaded.model, loaded.path
-    attention = getattr(model, "attention", None)
-    if not callable(attention):
+    attention = partial(attention_maps, model)
+    if not capabilities(model).explains:
         raise ValueError(
             f"{where}: model {loaded.model_type!r} has no attention() method, "
             f"so it returns no attention {key!r}"
@@ -216,7 +218,7 @@ def _histogram(
 def _model_info(loaded: Matcher) -> dict[str, Any]:
     experiment = loaded.metrics.get("experiment")
     preset = experiment.get("model") if isinstance(experiment, dict) else None
-    config = getattr(loaded.model, "config", None)
+    config = model_config(loaded.model)
     return {
         "model_dir": str(loaded.path),
         "model_type": loaded.model_type,

@@ -147,7 +147,7 @@ def encoder_cosines(matcher: Matcher, pairs: Sequence[tuple[str, str]]) -> np.nd
     from attnmatch.models.pretrained import BiEncoder
 
     model = matcher.model
-    if not isinstance(model, BiEncoder):
+    if not isinstance(model, BiEncoder) or matcher.inputs is None:
         raise TypeError(f"encoder cosines need a bi_encoder matcher, got {matcher.model_type}")
     if not pairs:
         return np.zeros(0, dtype=np.float32)

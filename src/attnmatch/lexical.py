@@ -15,8 +15,9 @@ lower-cased; tokens without a letter or digit, i.e. punctuation, are dropped):
 
 These are the classic floors of answer selection (Yang et al. 2015's word count baselines; BM25,
 Robertson & Zaragoza 2009). `LexicalModel` wraps a scorer and a zero-shot head
-(`attnmatch.zero_shot`) as a Matcher's model: it reads the texts themselves, so a Matcher asks
-it for `score_texts(pairs)` instead of feeding it id batches.
+(`attnmatch.zero_shot`) as a Matcher's model: a text model (`attnmatch.models.contract`), which
+reads the texts themselves, so a Matcher gives it texts (`score_texts(pairs)`), never ids, and
+holds no inputs.
 
 Example:
     >>> scorer = LexicalScorer("overlap")
@@ -29,17 +30,15 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 import numpy as np
 import torch
 from numpy.typing import NDArray
-from torch import nn
 
 from attnmatch.data.schema import PairBatch
 from attnmatch.data.tokenize import Tokenizer
-from attnmatch.inputs.base import Inputs
+from attnmatch.models.contract import TextModel
 from attnmatch.zero_shot import ScoreHead
 
 LexicalKind = Literal["bm25", "overlap", "idf_overlap"]
@@ -149,9 +148,9 @@ def _overlap(
     return sum(idf.get(w, unseen) for w in shared) / sum(idf.get(w, unseen) for w in query)
 
 
-class LexicalModel(nn.Module):
-    """A Matcher's model with no weights: a lexical similarity per pair through a zero-shot
-    head (`attnmatch.zero_shot.ScoreHead`).
+class LexicalModel(TextModel):
+    """A Matcher's text model with no weights: a lexical similarity per pair through a
+    zero-shot head (`attnmatch.zero_shot.ScoreHead`).
 
     Shape:
         N (left, right) texts -> (N, head.num_outputs)
@@ -170,34 +169,15 @@ class LexicalModel(nn.Module):
         """The head's outputs for (left, right) pairs: (N, num_outputs) float32."""
         return self.head.outputs(self.scorer.score(pairs))
 
+    def save_refusal(self) -> str:
+        kind = self.scorer.kind
+        return (
+            f"a lexical matcher ({kind}) has no weights to save: build it again with "
+            f'Matcher.from_lexical("{kind}")'
+        )
+
     def forward(self, batch: PairBatch) -> torch.Tensor:
         raise TypeError(
             f"a lexical model ({self.scorer.kind}) scores texts, not id batches: use "
             "Matcher.score, rank, outputs or evaluate"
-        )
-
-
-class TextInputs(Inputs):
-    """The inputs of a lexical matcher: it reads the texts themselves (`LexicalModel`), so
-    texts become no ids (empty arrays keep a Matcher's pair bookkeeping: labels, groups)."""
-
-    kind = "text"
-
-    def __init__(self, scorer: LexicalScorer) -> None:
-        super().__init__(config=None)
-        self.scorer = scorer
-
-    def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
-        return [np.zeros(0, dtype=np.int64) for _ in texts]
-
-    def tokens(self, text: str) -> list[str]:
-        return self.scorer.words(text)
-
-    def encoder_config(self) -> dict[str, Any]:
-        raise TypeError("a lexical matcher has no token encoder")
-
-    def save(self, directory: Path) -> dict[str, Any]:
-        raise ValueError(
-            f"a lexical matcher ({self.scorer.kind}) has no weights to save: build it again "
-            f'with Matcher.from_lexical("{self.scorer.kind}")'
         )

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from attnmatch.data.schema import PairBatch
+from attnmatch.models.contract import auxiliary_terms
 from attnmatch.tasks import ranking_scores, regression_predictions
 
 LOSSES = ("rank_hinge", "listwise", "cross_entropy", "kl", "mse")
@@ -137,15 +138,12 @@ def compute_loss(
 def auxiliary_loss(model: torch.nn.Module) -> torch.Tensor | None:
     """The sum of the auxiliary terms `model` recorded in its last forward pass, or None.
 
-    A model with training terms of its own (IARNN's Occam regulariser, eq. 8) exposes
-    `auxiliary_terms() -> dict[str, Tensor]` of scalars; losses stay outside models, and the
-    trainer adds this to the task loss. A `DistributedDataParallel` wrapper is looked through.
+    A model with training terms of its own (IARNN's Occam regulariser, eq. 8) declares the
+    capability `auxiliary_loss` and gives `auxiliary_terms() -> dict[str, Tensor]` of scalars
+    (`attnmatch.models.contract`); losses stay outside models, and the trainer adds this to the
+    task loss. Wrappers (`DistributedDataParallel`, the overlap features) are looked through.
     """
-    inner = getattr(model, "module", model)
-    terms_fn = getattr(inner, "auxiliary_terms", None)
-    if terms_fn is None:
-        return None
-    terms = list(terms_fn().values())
+    terms = list(auxiliary_terms(model).values())
     if not terms:
         return None
     return torch.stack(terms).sum()

@@ -53,6 +53,14 @@ from attnmatch.models import (
     model_config_from_dict,
     resolve_model_config,
 )
+from attnmatch.models.contract import (
+    TextModel,
+    attention_maps,
+    capabilities,
+    model_config,
+    unwrap,
+)
+from attnmatch.nn.overlap import WithOverlapFeatures
 from attnmatch.tasks import Task
 from attnmatch.zero_shot import fit_head
 
@@ -81,9 +89,10 @@ class Matcher:
     `Matcher.from_lexical(kind)`.
 
     Args:
-        model: a registered model (`attnmatch.models`).
-        model_type: its registered name.
-        inputs: how texts become its ids (`attnmatch.inputs`).
+        model: a registered model (`attnmatch.models`), or a model that reads the texts
+            themselves (`attnmatch.models.contract.TextModel`: a lexical matcher).
+        model_type: its registered name (a text model: its kind, e.g. "bm25").
+        inputs: how texts become the model's ids (`attnmatch.inputs`); None for a text model.
         task: what its outputs mean (`attnmatch.tasks.Task`).
         metrics: how it was trained and evaluated (metrics.json).
         path: the directory it was loaded from, if any.
@@ -95,18 +104,44 @@ class Matcher:
 
     model: nn.Module
     model_type: str
-    inputs: Inputs
+    inputs: Inputs | None
     task: Task
     metrics: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
     batch_size: int = 512
     precision: Precision = "fp32"
+    # The model when it reads texts (decided once, here): it is given texts, never ids.
+    _text: TextModel | None = field(init=False, default=None, repr=False, compare=False)
 
     # ----------------------------------------------------------------- construction
 
     def __post_init__(self) -> None:
         _check_batch_size(self.batch_size)
         check_precision(self.precision)
+        self._text = self.model if isinstance(self.model, TextModel) else None
+        if self._text is not None and self.inputs is not None:
+            raise ValueError(
+                f"the {self.model_type} model reads the texts themselves: it takes no inputs"
+            )
+
+    @property
+    def explains(self) -> bool:
+        """Whether the model shows attention maps (`explain`)."""
+        return self._text is None and capabilities(self.model).explains
+
+    @property
+    def num_outputs(self) -> int:
+        """C, the model's outputs per pair (`outputs`, `predict`): a score or value, one logit
+        per class, or one per integer score level."""
+        if self._text is not None:
+            return self._text.num_outputs
+        return model_config(self.model).num_outputs
+
+    def _inputs(self) -> Inputs:
+        """The inputs of a model that reads ids."""
+        if self.inputs is None:
+            raise TypeError(f"the {self.model_type} matcher has no inputs")
+        return self.inputs
 
     @property
     def device(self) -> torch.device:
@@ -286,7 +321,7 @@ class Matcher:
             corpus: background texts that join every scored collection for BM25 and IDF
                 statistics; the calibration pairs' right texts are added to it.
         """
-        from attnmatch.lexical import LexicalModel, LexicalScorer, TextInputs
+        from attnmatch.lexical import LexicalModel, LexicalScorer
 
         if isinstance(corpus, str):
             raise ValueError("corpus must be a list of texts, not one string")
@@ -300,9 +335,7 @@ class Matcher:
         head = fit_head(
             similarities, labels, task, metric=metric, similarity_range=scorer.similarity_range
         )
-        return cls(
-            model=LexicalModel(scorer, head), model_type=kind, inputs=TextInputs(scorer), task=task
-        )
+        return cls(model=LexicalModel(scorer, head), model_type=kind, inputs=None, task=task)
 
     @classmethod
     def untrained(
@@ -398,29 +431,31 @@ class Matcher:
         Raises:
             ValueError: a lexical matcher (it has no weights; build it again instead).
         """
-        if _text_scorer(self.model) is not None:
-            self.inputs.save(Path(path))  # raises the one-line reason
+        if self._text is not None:
+            raise ValueError(self._text.save_refusal())
         header: dict[str, Any] = {
             "model_type": self.model_type,
             "config": model_dir.config_dict(self.model),
             "task": self.task.to_dict(),
         }
-        idf_size = getattr(self.model, "idf_size", None)
-        if idf_size is not None:
-            header["features"] = {"overlap": idf_size}
+        if isinstance(self.model, WithOverlapFeatures):
+            header["features"] = {"overlap": self.model.idf_size}
         return model_dir.write(
             Path(path),
             header=header,
             model=self.model,
-            save_inputs=self.inputs.save,
+            save_inputs=self._inputs().save,
             metrics=self.metrics if metrics is None else metrics,
         )
 
     # ----------------------------------------------------------------- inference
 
     def encode(self, examples: Sequence[Example]) -> EncodedPairs:
-        """Examples as id arrays for this model (each distinct text encoded once)."""
-        return encode_examples(examples, self.inputs.encode)
+        """Examples as id arrays for this model (each distinct text encoded once); a text model
+        reads no ids (empty arrays keep the pairs' labels and groups)."""
+        return encode_examples(
+            examples, _no_ids if self._text is not None else self._inputs().encode
+        )
 
     def predict(self, data: EncodedPairs, *, device: str | None = None) -> np.ndarray:
         """Raw outputs for every pair of `data`, in order: (N, num_outputs) float32.
@@ -430,13 +465,13 @@ class Matcher:
         forward pass runs: (0, num_outputs).
         """
         model = self.model
-        if _text_scorer(model) is not None:
+        if self._text is not None:
             raise TypeError(
                 f"a {self.model_type} matcher scores texts, not ids: use outputs, score, rank, "
                 "evaluate or evaluate_examples"
             )
         if len(data) == 0:
-            return np.zeros((0, int(getattr(model.config, "num_outputs", 1))), dtype=np.float32)
+            return np.zeros((0, self.num_outputs), dtype=np.float32)
         run_on = resolve_device(device) if device is not None else self.device
         was_training = model.training
         model.eval()
@@ -470,9 +505,8 @@ class Matcher:
                 raise ValueError(f"pair {i} is not a (str, str) tuple: got {_type_of(pair)}")
         if len(pairs) == 0:
             return np.zeros((0, 1), dtype=np.float32)
-        score_texts = _text_scorer(self.model)
-        if score_texts is not None:
-            return self._finite(score_texts(pairs), "output")
+        if self._text is not None:
+            return self._finite(self._text.score_texts(pairs), "output")
         data = self.encode([Example(left=a, right=b, label=0) for a, b in pairs])
         return self._finite(self.predict(data), "output")
 
@@ -536,22 +570,24 @@ class Matcher:
             "interaction" (C, L, R)).
 
         Raises:
-            NotImplementedError: the model has no `attention` method.
+            NotImplementedError: the model does not explain (`explains`).
             ValueError: left or right is not a string.
         """
         for side, text in (("left", left), ("right", right)):
             if not isinstance(text, str):
                 raise ValueError(f"{side} must be a string, got {_type_of(text)}")
-        attention = getattr(self.model, "attention", None)
-        if attention is None:
-            raise NotImplementedError(f"{type(self.model).__name__} exposes no attention maps")
+        if not self.explains:
+            raise NotImplementedError(
+                f"{type(unwrap(self.model)).__name__} exposes no attention maps"
+            )
+        inputs = self._inputs()
         data = self.encode([Example(left=left, right=right, label=0)])
         device = self.device
         with torch.inference_mode(), autocast(device, self.precision):
-            maps = attention(collate(data, np.array([0])).to(device))
+            maps = attention_maps(self.model, collate(data, np.array([0])).to(device))
         out: dict[str, Any] = {
-            "left_tokens": self.inputs.tokens(left),
-            "right_tokens": self.inputs.tokens(right),
+            "left_tokens": inputs.tokens(left),
+            "right_tokens": inputs.tokens(right),
         }
         out.update({k: v[0].float().cpu().numpy() for k, v in maps.items()})
         return out
@@ -623,11 +659,10 @@ class Matcher:
             raise ValueError(NO_PAIRS)
         self.task.check_evaluable(protocol.task, f"the {protocol.name} examples", protocol)
         data = self.encode(examples)
-        score_texts = _text_scorer(self.model)
-        if score_texts is None:
+        if self._text is None:
             outputs = self.predict(data)
         else:
-            outputs = score_texts([(e.left, e.right) for e in examples])
+            outputs = self._text.score_texts([(e.left, e.right) for e in examples])
         return report_from_outputs(self._finite(outputs, "output"), data, protocol, task=self.task)
 
     def _finite(self, values: np.ndarray, what: str) -> np.ndarray:
@@ -645,11 +680,9 @@ class Matcher:
         )
 
 
-def _text_scorer(model: nn.Module) -> Callable[[Sequence[tuple[str, str]]], np.ndarray] | None:
-    """The model's `score_texts(pairs) -> (N, num_outputs)` when it reads texts, not ids (a
-    lexical model)."""
-    score_texts = getattr(model, "score_texts", None)
-    return score_texts if callable(score_texts) else None
+def _no_ids(texts: Sequence[str]) -> list[np.ndarray]:
+    """No ids for any text (a text model reads the texts themselves)."""
+    return [np.zeros(0, dtype=np.int64) for _ in texts]
 
 
 def _encoded_inference(
@@ -795,8 +828,6 @@ def _build(model_type: str, config: Any, overlap: int | None) -> nn.Module:
     model = build_model(model_type, config)
     if overlap is None:
         return model
-    from attnmatch.nn.overlap import WithOverlapFeatures
-
     return WithOverlapFeatures(model, config.num_outputs, torch.zeros(overlap))
 
 
@@ -865,39 +896,15 @@ def _load_inputs(files: model_dir.ModelFiles, entry: dict[str, Any]) -> Inputs:
 
 
 def _check_inputs_fit(path: Path, model: nn.Module, inputs: Inputs) -> None:
-    """The ids the inputs give are rows of the model's embedding table, all of them: a
-    vocabulary shorter than the table shifts every word onto another vector, a longer one
-    gives ids past its end."""
-    encoder = getattr(getattr(model, "config", None), "encoder", None)
-    rows = getattr(encoder, "vocab_size", None)
-    if rows is None:
-        return
-    weights = path / "model.safetensors"
-    reads = getattr(encoder, "kind", inputs.kind)
-    if reads != inputs.kind:
+    """The model reads the inputs' kind, and the ids the inputs give are the rows of its
+    embedding table, all of them (`Inputs.check_fits`)."""
+    encoder = model_config(model).encoder
+    if encoder.kind != inputs.kind:
         raise ValueError(
             f"{path / 'config.json'}: the inputs are {inputs.kind} but the model reads "
-            f"{reads} (config.encoder.kind): the files do not belong together"
+            f"{encoder.kind} (config.encoder.kind): the files do not belong together"
         )
-    vocab = getattr(inputs, "vocab", None)
-    if vocab is not None and len(vocab) != rows:
-        raise ValueError(
-            f"{path / 'vocab.json'} holds {len(vocab)} tokens but the embedding table of "
-            f"{weights} has {rows} rows: the vocabulary belongs to another model (save the "
-            "model with Matcher.save rather than copying its files)"
-        )
-    buckets = getattr(getattr(inputs, "config", None), "buckets", None)
-    if isinstance(buckets, int) and buckets != rows:
-        raise ValueError(
-            f"{path / 'config.json'}: inputs.buckets is {buckets} but the trigram table of "
-            f"{weights} has {rows} rows: the files do not belong together"
-        )
-    size = getattr(getattr(inputs, "tokenizer", None), "vocab_size", None)
-    if isinstance(size, int) and size > rows:
-        raise ValueError(
-            f"{path / 'tokenizer.json'} has {size} sub-words but the embedding table of "
-            f"{weights} has {rows} rows: the tokenizer belongs to another model"
-        )
+    inputs.check_fits(encoder.vocab_size, path)
 
 
 def load_matcher(

@@ -500,8 +500,6 @@ def _migrate_v1(
 
 
 def config_dict(model: nn.Module) -> dict[str, Any]:
-    """A registered model's config as JSON-ready data."""
-    config = getattr(model, "config", None)
-    if config is None:
-        raise TypeError("the model has no `config` attribute: only registered models can be saved")
-    return configs.to_dict(config)
+    """A registered model's config (its `config`, a member every registered model has:
+    `attnmatch.models.contract`) as JSON-ready data."""
+    return configs.to_dict(model.config)

@@ -242,8 +242,7 @@ def test_occam_term_is_eq_8(name: str) -> None:
 
 def test_occam_term_reaches_through_a_ddp_like_wrapper() -> None:
     model = tiny_model("iarnn_occam_word", hidden_size=4).train()
-    wrapper = torch.nn.Module()
-    wrapper.module = model
+    wrapper = torch.nn.DataParallel(model)  # on the CPU: calls the model
     left, right = random_pairs(3, seed=16)
     model(make_batch(left, right))
     assert auxiliary_loss(wrapper) is not None

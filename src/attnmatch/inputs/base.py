@@ -174,6 +174,12 @@ class Inputs:
         """The inputs saved by `save` in `directory` (`entry` is what `save` returned)."""
         raise NotImplementedError
 
+    def check_fits(self, rows: int, directory: Path) -> None:
+        """Raises ValueError, naming the file, when the ids these inputs (loaded from the model
+        directory `directory`) give are not exactly the `rows` rows of the model's embedding
+        table: a vocabulary shorter than the table shifts every word onto another vector, a
+        longer one gives ids past its end. Nothing to check by default."""
+
 
 def most_frequent(counts: Counter[str], k: int) -> list[str]:
     """The `k` most frequent keys of `counts`, ties in sorted order."""
@@ -181,7 +187,7 @@ def most_frequent(counts: Counter[str], k: int) -> list[str]:
 
 
 def unknown_note(
-    inputs: Inputs,
+    inputs: Inputs | None,
     texts: Iterable[str],
     where: str,
     *,
@@ -191,7 +197,8 @@ def unknown_note(
     the inputs (`Inputs.unknown_tokens`), naming up to 5 of the most frequent; None otherwise.
 
     Args:
-        inputs: fitted or loaded inputs.
+        inputs: fitted or loaded inputs; None for a matcher that reads the texts themselves (a
+            lexical one: no vocabulary, no note).
         texts: the texts about to be scored.
         where: what the texts are, as the sentence says it ("the candidates").
         threshold: the share of unknown tokens above which to speak.
@@ -201,6 +208,8 @@ def unknown_note(
         "6.1% of the tokens of the candidates are unknown to this model's vocabulary (e.g.
         python, password, app)"
     """
+    if inputs is None:
+        return None
     unknown, total = inputs.unknown_tokens(texts)
     n = sum(unknown.values())
     if not total or n / total <= threshold:
@@ -221,12 +230,13 @@ def _shown(token: str) -> str:
     return shown if shown.isprintable() else ascii(shown)
 
 
-def truncation_note(inputs: Inputs, texts: Iterable[str], where: str) -> str | None:
+def truncation_note(inputs: Inputs | None, texts: Iterable[str], where: str) -> str | None:
     """A one-line warning when `encode` cuts some of `texts` to the inputs' bound
     (`Inputs.truncated`, `Inputs.max_tokens`); None when it cuts none.
 
     Args:
-        inputs: fitted or loaded inputs.
+        inputs: fitted or loaded inputs; None for a matcher that reads the texts themselves
+            (whole: no note).
         texts: the texts about to be scored or trained on (each distinct text counted once).
         where: what the texts are, as the sentence says it ("the candidates").
 
@@ -235,6 +245,8 @@ def truncation_note(inputs: Inputs, texts: Iterable[str], where: str) -> str | N
         "2 of the 40 distinct texts of the candidates are longer than this model's bound of
         512 tokens per text (inputs.max_length): only their first 512 tokens are read"
     """
+    if inputs is None:
+        return None
     distinct = list(dict.fromkeys(texts))
     n = inputs.truncated(distinct)
     if not n:

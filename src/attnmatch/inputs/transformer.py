@@ -384,6 +384,16 @@ class TransformerInputs(Inputs):
         (directory / "tokenizer.json").write_text(self._tokenizer().to_json(), encoding="utf-8")
         return configs.to_dict(self.config)
 
+    def check_fits(self, rows: int, directory: Path) -> None:
+        """Every sub-word id of the tokenizer is a row of the embedding table."""
+        size = self.tokenizer.vocab_size if self.tokenizer is not None else 0
+        if size > rows:
+            raise ValueError(
+                f"{directory / 'tokenizer.json'} has {size} sub-words but the embedding table of "
+                f"{directory / 'model.safetensors'} has {rows} rows: the tokenizer belongs to "
+                "another model"
+            )
+
     @classmethod
     def load(cls, directory: Path, entry: dict[str, Any]) -> TransformerInputs:
         config = configs.from_dict(TransformerInputsConfig, entry, path="inputs")

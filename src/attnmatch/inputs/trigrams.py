@@ -193,6 +193,15 @@ class TrigramInputs(Inputs):
     def save(self, directory: Path) -> dict[str, Any]:
         return configs.to_dict(self.config) | {"max_length": self.max_tokens}
 
+    def check_fits(self, rows: int, directory: Path) -> None:
+        """The hash buckets are the rows of the trigram table."""
+        if self.config.buckets != rows:
+            raise ValueError(
+                f"{directory / 'config.json'}: inputs.buckets is {self.config.buckets} but the "
+                f"trigram table of {directory / 'model.safetensors'} has {rows} rows: the files "
+                "do not belong together"
+            )
+
     @classmethod
     def load(cls, directory: Path, entry: dict[str, Any]) -> TrigramInputs:
         return cls(configs.from_dict(TrigramInputsConfig, entry, path="inputs"))

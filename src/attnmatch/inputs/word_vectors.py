@@ -262,6 +262,16 @@ class WordVectorInputs(Inputs):
         self.vocab.save(directory / "vocab.json")
         return configs.to_dict(self.config) | {"max_length": self.max_tokens}
 
+    def check_fits(self, rows: int, directory: Path) -> None:
+        """The vocabulary has one token per row of the embedding table."""
+        if self.vocab is not None and len(self.vocab) != rows:
+            raise ValueError(
+                f"{directory / 'vocab.json'} holds {len(self.vocab)} tokens but the embedding "
+                f"table of {directory / 'model.safetensors'} has {rows} rows: the vocabulary "
+                "belongs to another model (save the model with Matcher.save rather than copying "
+                "its files)"
+            )
+
     @classmethod
     def load(cls, directory: Path, entry: dict[str, Any]) -> WordVectorInputs:
         file = directory / "vocab.json"

@@ -1,8 +1,10 @@
 """A small explicit registry of models and their named presets.
 
-`register_model` decorates a model class with its config class; `register_preset` names a config
-(e.g. a paper table row). Duplicate names raise. Lookups import `attnmatch.models`, which imports
-every model module explicitly, so no caller ever needs a side-effect import.
+`register_model` decorates a model class with its config class and declares its optional
+capabilities, checked there against the class (`attnmatch.models.contract`); `register_preset`
+names a config (e.g. a paper table row). Duplicate names raise. Lookups import
+`attnmatch.models`, which imports every model module explicitly, so no caller ever needs a
+side-effect import.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from torch import nn
+
+from attnmatch.models.contract import Capabilities, check_model_class, declare
 
 M = TypeVar("M", bound=type[nn.Module])
 
@@ -26,6 +30,8 @@ class ModelEntry:
     # The input kinds (attnmatch.inputs) the model reads, and the one it reads by default.
     inputs: tuple[str, ...] = ("word_vectors", "transformer", "trigrams")
     default_inputs: dict[str, Any] = field(default_factory=dict)
+    # What the model offers besides forward (attention maps, auxiliary loss terms).
+    capabilities: Capabilities = Capabilities()
 
 
 @dataclass(frozen=True)
@@ -56,14 +62,27 @@ def register_model(
     paper: str = "",
     inputs: tuple[str, ...] = ("word_vectors", "transformer", "trigrams"),
     default_inputs: dict[str, Any] | None = None,
+    explains: bool = False,
+    auxiliary_loss: bool = False,
 ) -> Callable[[M], M]:
     """Class decorator registering a model under `name` with its config dataclass, the tasks
-    its head supports and the input kinds it reads."""
+    its head supports, the input kinds it reads and its capabilities: `explains` (it defines
+    `attention(batch)`), `auxiliary_loss` (it defines `auxiliary_terms()`).
+
+    Raises:
+        ValueError: the name is taken, or the class breaks the model contract
+            (`attnmatch.models.contract.check_model_class`).
+    """
 
     def wrap(cls: M) -> M:
         if name in _MODELS:
             raise ValueError(f"model {name!r} is already registered ({_MODELS[name].model_cls})")
-        _MODELS[name] = ModelEntry(name, cls, config, tasks, paper, inputs, default_inputs or {})
+        offers = Capabilities(explains=explains, auxiliary_loss=auxiliary_loss)
+        check_model_class(name, cls, config, offers)
+        declare(cls, offers)
+        _MODELS[name] = ModelEntry(
+            name, cls, config, tasks, paper, inputs, default_inputs or {}, offers
+        )
         return cls
 
     return wrap

@@ -130,6 +130,7 @@ def value_shared_bins(cos: torch.Tensor, right_mask: torch.Tensor, bins: int) ->
     config=ANMMConfig,
     tasks=("ranking", "classification", "regression"),
     paper="Yang et al. CIKM 2016",
+    explains=True,
 )
 class ANMM(nn.Module):
     """aNMM (Yang et al. 2016). Returns (B, num_outputs) scores/logits."""

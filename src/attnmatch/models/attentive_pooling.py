@@ -107,7 +107,9 @@ class _AttentivePoolingMatcher(nn.Module):
         return {k: out[k] for k in ("affinity", "left_weights", "right_weights")}
 
 
-@register_model("ap_cnn", config=APCNNConfig, tasks=_TASKS, paper="dos Santos et al. 2016")
+@register_model(
+    "ap_cnn", config=APCNNConfig, tasks=_TASKS, paper="dos Santos et al. 2016", explains=True
+)
 class APCNN(_AttentivePoolingMatcher):
     """AP-CNN: shared tanh CNN features per position, attentive pooling, then the head."""
 
@@ -132,7 +134,9 @@ class APCNN(_AttentivePoolingMatcher):
         return self.pooling(sides[0], batch.left_mask, sides[1], batch.right_mask)
 
 
-@register_model("ap_lstm", config=APLSTMConfig, tasks=_TASKS, paper="dos Santos et al. 2016")
+@register_model(
+    "ap_lstm", config=APLSTMConfig, tasks=_TASKS, paper="dos Santos et al. 2016", explains=True
+)
 class APLSTM(_AttentivePoolingMatcher):
     """AP-LSTM: shared BiLSTM states per position, attentive pooling, then the head."""
 

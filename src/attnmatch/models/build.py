@@ -9,6 +9,7 @@ from torch import nn
 from attnmatch import configs
 from attnmatch.configs import ConfigError
 from attnmatch.models._registry import _MODELS, _PRESETS, _ensure_loaded, get_model_entry
+from attnmatch.models.contract import check_built, token_encoder
 
 
 def model_type_of(name: str) -> str:
@@ -77,12 +78,12 @@ def build_model(model_type: str, config: Any) -> nn.Module:
         raise TypeError(
             f"model {model_type!r} needs a {entry.config_cls.__name__}, got {type(config).__name__}"
         )
-    return entry.model_cls(config)
+    model = entry.model_cls(config)
+    check_built(model_type, model, config)
+    return model
 
 
 def input_layer(model: nn.Module) -> nn.Module:
-    """The model's token encoder (every registered model has one, named `token_encoder`)."""
-    encoder = getattr(model, "token_encoder", None)
-    if not isinstance(encoder, nn.Module):
-        raise TypeError(f"{type(model).__name__} has no token encoder")
-    return encoder
+    """The model's token encoder (`token_encoder`, a member of every registered model; seen
+    through the wrappers of `attnmatch.models.contract`)."""
+    return token_encoder(model)

@@ -168,6 +168,7 @@ class IntraSentenceAttention(nn.Module):
     config=DecomposableAttentionConfig,
     tasks=("ranking", "classification", "regression"),
     paper="Parikh et al. EMNLP 2016",
+    explains=True,
 )
 class DecomposableAttention(nn.Module):
     """Decomposable attention (Parikh et al. 2016). Returns (B, num_outputs) scores/logits."""

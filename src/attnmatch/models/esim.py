@@ -105,6 +105,7 @@ def mean_max_pool(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     config=ESIMConfig,
     tasks=("ranking", "classification", "regression"),
     paper="Chen et al. ACL 2017",
+    explains=True,
 )
 class ESIM(nn.Module):
     """Enhanced sequential inference model. Returns (B, num_outputs) scores/logits."""

@@ -248,6 +248,7 @@ class HermitianIntraAttention(nn.Module):
     config=HCRNConfig,
     tasks=("ranking", "classification", "regression"),
     paper="Tay et al. IJCAI 2018",
+    explains=True,
 )
 class HCRN(nn.Module):
     """Hermitian co-attention recurrent network. Returns (B, num_outputs) scores/logits."""

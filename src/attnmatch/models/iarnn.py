@@ -480,7 +480,12 @@ def _gru_scan(
 
 
 @register_model(
-    "iarnn", config=IARNNConfig, tasks=("ranking", "classification"), paper="Wang et al. ACL 2016"
+    "iarnn",
+    config=IARNNConfig,
+    tasks=("ranking", "classification"),
+    paper="Wang et al. ACL 2016",
+    explains=True,
+    auxiliary_loss=True,
 )
 class IARNN(nn.Module):
     """GRU, OARNN and the IARNN variants. Returns (B, num_outputs) scores/logits."""

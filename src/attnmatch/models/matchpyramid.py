@@ -128,6 +128,7 @@ class MaskedConv2d(nn.Module):
     config=MatchPyramidConfig,
     tasks=("ranking", "classification", "regression"),
     paper="Pang et al. AAAI 2016",
+    explains=True,
 )
 class MatchPyramid(nn.Module):
     """MatchPyramid (Pang et al. 2016). Returns (B, num_outputs) scores/logits."""

@@ -220,6 +220,7 @@ def similarity_feature_count(config: MPCNNConfig) -> int:
     config=MPCNNConfig,
     tasks=("ranking", "classification", "regression"),
     paper="He et al. EMNLP 2015; attention: He et al. SemEval 2016",
+    explains=True,
 )
 class MPCNN(nn.Module):
     """MP-CNN with the optional attention input layer. Returns (B, num_outputs) logits/scores."""

@@ -195,6 +195,7 @@ class Interaction(nn.Module):
     config=MVLSTMConfig,
     tasks=("ranking", "classification", "regression"),
     paper="Wan et al. AAAI 2016; aMV-LSTM: Belkacem et al. SAC 2019",
+    explains=True,
 )
 class MVLSTM(nn.Module):
     """MV-LSTM with aMV-LSTM's optional attention gates. Returns (B, num_outputs) scores/logits."""

@@ -93,8 +93,8 @@ class WithOverlapFeatures(nn.Module):
     """`model`'s outputs plus a linear function of the pair's overlap features.
 
     Args:
-        model: any registered model (its `token_encoder`, `config`, `attention` and
-            `auxiliary_terms` stay reachable through the wrapper).
+        model: any registered model (its `token_encoder` and `config` stay reachable through
+            the wrapper; `attnmatch.models.contract` reads its capabilities through it).
         num_outputs: the model's output size.
         idf: the idf table (`idf_table` of the training texts' ids).
 
@@ -129,13 +129,3 @@ class WithOverlapFeatures(nn.Module):
             batch.left_ids, batch.left_mask, batch.right_ids, batch.right_mask
         )  # (B, 3)
         return self.inner(batch) + self.head(features)  # (B, num_outputs)
-
-    def attention(self, batch: PairBatch) -> dict[str, torch.Tensor]:
-        attention = getattr(self.inner, "attention", None)
-        if attention is None:
-            raise NotImplementedError(f"{type(self.inner).__name__} exposes no attention maps")
-        return attention(batch)  # type: ignore[no-any-return]
-
-    def auxiliary_terms(self) -> dict[str, torch.Tensor]:
-        terms = getattr(self.inner, "auxiliary_terms", None)
-        return terms() if terms is not None else {}

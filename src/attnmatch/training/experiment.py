@@ -81,7 +81,8 @@ class Experiment:
 
     @property
     def inputs_stats(self) -> dict[str, Any]:
-        return self.matcher.inputs.stats
+        inputs = self.matcher.inputs  # None only for a text model, which is never trained
+        return inputs.stats if inputs is not None else {}
 
 
 def load_splits(config: ExperimentConfig) -> tuple[Split, Split, Split | None]:

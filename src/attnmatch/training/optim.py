@@ -7,6 +7,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from attnmatch.models.contract import token_encoder
 from attnmatch.training.config import TrainConfig
 
 _FUSED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -29,9 +30,8 @@ def make_optimizer(model: nn.Module, t: TrainConfig) -> torch.optim.Optimizer:
     """
     params = [p for p in model.parameters() if p.requires_grad]
     groups: list[dict[str, Any]] = [{"params": params}]
-    encoder = getattr(model, "token_encoder", None)
-    if t.encoder_lr is not None and encoder is not None:
-        inside = {id(q) for q in encoder.parameters()}
+    if t.encoder_lr is not None:
+        inside = {id(q) for q in token_encoder(model).parameters()}
         groups = [
             {"params": [q for q in params if id(q) not in inside]},
             {"params": [q for q in params if id(q) in inside], "lr_scale": t.encoder_lr / t.lr},

@@ -208,7 +208,8 @@ def _finish(
         device=exp.matcher.device,
         precision=t.precision,
     )
-    best.inputs.enable_cache(input_layer(best.model))  # shares the run's cache when frozen
+    if best.inputs is not None:  # a loaded model reads ids: it has inputs
+        best.inputs.enable_cache(input_layer(best.model))  # shares the run's cache when frozen
     exp_best = dataclasses.replace(exp, matcher=best)
     dev = evaluate_split(exp_best, exp.dev) if exp.dev is not None else None
     test = None
