@@ -13,15 +13,10 @@ from torch import nn
 
 from attnmatch.data.datasets import DatasetFormatError, load_split
 from attnmatch.data.encoding import EncodedPairs
-from attnmatch.data.protocol import (
-    ClassificationProtocol,
-    RankingProtocol,
-    RegressionProtocol,
-)
 from attnmatch.data.schema import PairBatch
 from attnmatch.evaluation import evaluate, report_from_outputs
 from attnmatch.matcher import Matcher
-from attnmatch.tasks import Task
+from attnmatch.tasks import ClassificationTask, RankingTask, RegressionTask, Task
 
 
 class _Counting(nn.Module):
@@ -79,14 +74,14 @@ def test_predict_on_no_pairs_is_an_empty_array_without_a_forward_pass() -> None:
 @pytest.mark.parametrize(
     "protocol",
     [
-        RankingProtocol(name="r"),
-        ClassificationProtocol(name="c", num_classes=3),
-        RegressionProtocol(name="s", min_score=0, max_score=5),
+        RankingTask(name="r"),
+        ClassificationTask(name="c", num_classes=3),
+        RegressionTask(name="s", min_score=0, max_score=5),
     ],
     ids=["ranking", "classification", "regression"],
 )
 def test_evaluate_on_no_pairs_is_a_clear_value_error(protocol) -> None:
-    model = _Counting(3 if isinstance(protocol, ClassificationProtocol) else 1)
+    model = _Counting(3 if isinstance(protocol, ClassificationTask) else 1)
     with pytest.raises(ValueError, match="nothing to evaluate: the split has no pairs"):
         evaluate(_matcher(model), _no_pairs(), protocol)
     assert model.calls == 0

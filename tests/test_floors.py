@@ -9,16 +9,15 @@ import numpy as np
 import pytest
 
 from attnmatch import floors as floors_module
-from attnmatch.data.protocol import ClassificationProtocol, RankingProtocol, RegressionProtocol
 from attnmatch.data.schema import Example
 from attnmatch.floors import compute_floors, encoder_cosines, format_floors
 from attnmatch.matcher import Matcher
-from attnmatch.tasks import Task
+from attnmatch.tasks import ClassificationTask, RankingTask, RegressionTask, Task
 from tests.tiny_transformer import write_tiny_encoder
 
-RANKING = RankingProtocol(name="toy-ranking")
-BINARY = ClassificationProtocol(name="toy-binary", num_classes=2, class_names=("no", "yes"))
-STS = RegressionProtocol(name="toy-sts", min_score=0, max_score=5)
+RANKING = RankingTask(name="toy-ranking")
+BINARY = ClassificationTask(name="toy-binary", num_classes=2, class_names=("no", "yes"))
+STS = RegressionTask(name="toy-sts", min_score=0, max_score=5)
 
 
 def _ranking_split(queries: int, candidates: int) -> list[Example]:
@@ -83,7 +82,7 @@ def test_majority_class_and_calibrated_lexical_floors() -> None:
 
 def test_without_fitting_pairs_or_with_many_classes_floors_are_left_out() -> None:
     assert compute_floors(PARAPHRASES, BINARY, encoders=()) == {}
-    three = ClassificationProtocol(name="toy-3", num_classes=3)
+    three = ClassificationTask(name="toy-3", num_classes=3)
     fit = [Example("a", "b", i % 3) for i in range(7)]
     floors = compute_floors(PARAPHRASES[:3], three, fit_examples=fit, encoders=())
     assert list(floors) == ["random"]  # one similarity cannot separate 3 classes

@@ -12,10 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from attnmatch.cli import app
-from attnmatch.data.protocol import RankingProtocol
 from attnmatch.data.schema import Example
 from attnmatch.lexical import LEXICAL_KINDS, LexicalScorer
 from attnmatch.matcher import Matcher, load_matcher
+from attnmatch.tasks import RankingTask
 
 GLACIER = "how are glacier caves formed ?"
 DOCS = [
@@ -98,7 +98,7 @@ def test_lexical_matcher_ranks_scores_and_evaluates() -> None:
     examples += [
         Example("capital of france", d, int(i == 3), group="p") for i, d in enumerate(DOCS)
     ]
-    report = matcher.evaluate_examples(examples, RankingProtocol(name="toy"))
+    report = matcher.evaluate_examples(examples, RankingTask(name="toy"))
     assert report.metrics["map"] == 1.0 and report.metrics["num_queries"] == 2
 
 

@@ -43,7 +43,6 @@ NOT_IMPORTED = (
     "tomli_w",
     "rich.progress",
     "attnmatch.training",
-    "attnmatch.evaluation",
     "attnmatch.metrics",
     "attnmatch.serving",
     "attnmatch.tune",

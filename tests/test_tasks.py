@@ -3,6 +3,7 @@ labels, where a model may be evaluated, and the dict saved with a model."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -10,39 +11,61 @@ import numpy as np
 import pytest
 import torch
 
+from attnmatch.calibration import PlattScaling
 from attnmatch.data.encoding import EncodedPairs
-from attnmatch.data.protocol import ClassificationProtocol, RankingProtocol, RegressionProtocol
+from attnmatch.data.schema import Example
 from attnmatch.evaluation import report_from_outputs
-from attnmatch.tasks import TASK_LOSSES, Task, ranking_scores, regression_predictions
+from attnmatch.tasks import (
+    TASK_LOSSES,
+    ClassificationTask,
+    Predictions,
+    RankingTask,
+    RegressionTask,
+    Task,
+    item_values,
+    migrate_v1_task,
+    ranking_scores,
+    regression_predictions,
+)
 
-RANKING = Task(kind="ranking")
-BINARY = Task(kind="classification", class_names=("different", "duplicate"))
-NLI = Task(kind="classification", class_names=("neutral", "entailment", "contradiction"))
-STS = Task(kind="regression", min_score=0, max_score=5)
-SICK = Task(kind="regression", min_score=1, max_score=5)
+RANKING = RankingTask()
+BINARY = ClassificationTask(class_names=("different", "duplicate"))
+NLI = ClassificationTask(class_names=("neutral", "entailment", "contradiction"))
+STS = RegressionTask(min_score=0, max_score=5)
+SICK = RegressionTask(min_score=1, max_score=5)
+CALIBRATED = RankingTask(calibration=PlattScaling(scale=2.0, shift=-1.0))
+
+
+def test_task_of_a_kind_builds_its_class() -> None:
+    assert Task(kind="ranking") == RANKING and type(Task(kind="ranking")) is RankingTask
+    assert Task(kind="classification", class_names=("different", "duplicate")) == BINARY
+    assert Task(kind="regression", min_score=1, max_score=5) == SICK
+    with pytest.raises(ValueError, match="a RankingTask is of kind 'ranking', not 'regression'"):
+        RankingTask(kind="regression")
+    assert dataclasses.replace(SICK, max_score=4).num_levels == 4  # replace keeps the class
 
 
 # --- Task.of ----------------------------------------------------------------------------------
 
 
 def test_of_a_ranking_protocol() -> None:
-    assert Task.of(RankingProtocol(name="wikiqa")) == RANKING
+    assert Task.of(RankingTask(name="wikiqa")) == RANKING
 
 
 def test_of_a_classification_protocol_keeps_the_class_names() -> None:
-    protocol = ClassificationProtocol(
+    protocol = ClassificationTask(
         name="snli", num_classes=3, class_names=("neutral", "entailment", "contradiction")
     )
     assert Task.of(protocol) == NLI
     # Without names, the class indices name the classes.
-    unnamed = Task.of(ClassificationProtocol(name="msrp", num_classes=2))
+    unnamed = Task.of(ClassificationTask(name="msrp", num_classes=2))
     assert unnamed == Task(kind="classification", class_names=("0", "1"))
 
 
 def test_of_a_regression_protocol_keeps_the_score_range() -> None:
-    task = Task.of(RegressionProtocol(name="sick", min_score=1, max_score=5))
+    task = Task.of(RegressionTask(name="sick", min_score=1, max_score=5))
     assert task == SICK and task.num_levels == 5
-    assert Task.of(RegressionProtocol(name="sts", min_score=0, max_score=5)).num_levels == 6
+    assert Task.of(RegressionTask(name="sts", min_score=0, max_score=5)).num_levels == 6
 
 
 def test_invalid_tasks() -> None:
@@ -168,30 +191,30 @@ def test_labels() -> None:
 
 
 def test_check_evaluable() -> None:
-    RANKING.check_evaluable("ranking", "wikiqa:test")
-    NLI.check_evaluable("classification", "snli:test")
-    STS.check_evaluable("regression", "sts-b:test")
+    RANKING.check_evaluable(RankingTask(name="wikiqa"), "wikiqa:test")
+    NLI.check_evaluable(NLI, "snli:test")
+    STS.check_evaluable(STS, "sts-b:test")
     # A classification head also ranks, by P(last class) (e.g. a duplicate detector).
-    BINARY.check_evaluable("ranking", "wikiqa:test")
+    BINARY.check_evaluable(RANKING, "wikiqa:test")
     with pytest.raises(
         ValueError, match="a regression model cannot be evaluated on wikiqa:test, a ranking split"
     ):
-        STS.check_evaluable("ranking", "wikiqa:test")
+        STS.check_evaluable(RANKING, "wikiqa:test")
     with pytest.raises(ValueError, match="a ranking model cannot be evaluated on snli:test"):
-        RANKING.check_evaluable("classification", "snli:test")
+        RANKING.check_evaluable(NLI, "snli:test")
     with pytest.raises(ValueError, match="a classification model cannot be evaluated on sick"):
-        NLI.check_evaluable("regression", "sick:test")
+        NLI.check_evaluable(SICK, "sick:test")
 
 
 def test_check_evaluable_compares_the_number_of_classes() -> None:
-    two = ClassificationProtocol(name="quora", num_classes=2)
-    three = ClassificationProtocol(name="snli", num_classes=3)
-    NLI.check_evaluable("classification", "snli:test", three)
+    two = ClassificationTask(name="quora", num_classes=2)
+    three = ClassificationTask(name="snli", num_classes=3)
+    NLI.check_evaluable(three, "snli:test")
     with pytest.raises(ValueError, match="a model of 3 classes .* quora:test, which has 2"):
-        NLI.check_evaluable("classification", "quora:test", two)
-    BINARY.check_evaluable("ranking", "wikiqa:test", RankingProtocol(name="wikiqa"))
-    sick = RegressionProtocol(name="sick", min_score=1, max_score=5)
-    STS.check_evaluable("regression", "sick:test", sick)
+        NLI.check_evaluable(two, "quora:test")
+    BINARY.check_evaluable(RankingTask(name="wikiqa"), "wikiqa:test")
+    sick = RegressionTask(name="sick", min_score=1, max_score=5)
+    STS.check_evaluable(sick, "sick:test")  # read on its own range
 
 
 def test_a_regression_model_is_evaluated_on_its_own_score_range() -> None:
@@ -207,7 +230,7 @@ def test_a_regression_model_is_evaluated_on_its_own_score_range() -> None:
         group_ids=np.zeros(4, dtype=np.int64),
         group_names=["g"],
     )
-    protocol = RegressionProtocol(name="sts", min_score=0, max_score=5, metrics=("pearson", "mse"))
+    protocol = RegressionTask(name="sts", min_score=0, max_score=5, metrics=("pearson", "mse"))
     own = report_from_outputs(outputs, data, protocol, task=SICK)
     assert own.metrics["mse"] == pytest.approx(0.0, abs=1e-6)
     assert report_from_outputs(outputs, data, protocol).metrics["mse"] > 0.9  # read as 0..4
@@ -216,7 +239,7 @@ def test_a_regression_model_is_evaluated_on_its_own_score_range() -> None:
 # --- saved with the model ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("task", [RANKING, BINARY, NLI, STS, SICK])
+@pytest.mark.parametrize("task", [RANKING, CALIBRATED, BINARY, NLI, STS, SICK])
 def test_to_dict_from_dict_round_trip(task: Task) -> None:
     data = task.to_dict()
     assert Task.from_dict(data) == task
@@ -240,3 +263,143 @@ def test_from_dict_rejects_unknown_keys() -> None:
         Task.from_dict({"kind": "sorting"})
     with pytest.raises(ValueError, match="class_names must be a list of names, got 'ab'"):
         Task.from_dict({"kind": "classification", "class_names": "ab"})
+
+    with pytest.raises(ValueError, match="a calibration belongs to a ranking task"):
+        Task.from_dict({"kind": "regression", "calibration": {"scale": 1.0, "shift": 0.0}})
+    with pytest.raises(ValueError, match="a scale and a shift"):
+        Task.from_dict({"kind": "ranking", "calibration": {"scale": 1.0}})
+
+
+def test_a_ranking_task_saves_its_calibration() -> None:
+    assert CALIBRATED.to_dict() == {
+        "kind": "ranking",
+        "calibration": {"scale": 2.0, "shift": -1.0},
+    }
+    # A protocol's task keeps what a model saves and drops the protocol's fields.
+    assert Task.of(RankingTask(name="wikiqa-official", primary="mrr")) == RANKING
+
+
+def test_classes_by_number() -> None:
+    assert ClassificationTask(name="msrp", num_classes=2).class_names == ("0", "1")
+    assert ClassificationTask(class_names=("a", "b", "c")).num_classes == 3
+    with pytest.raises(ValueError, match="msrp: num_classes must be >= 2, got 1"):
+        ClassificationTask(name="msrp", num_classes=1)
+    with pytest.raises(ValueError, match="snli: 2 class_names for 3 classes"):
+        ClassificationTask(name="snli", num_classes=3, class_names=("a", "b"))
+
+
+def test_first_format_tasks() -> None:
+    assert migrate_v1_task("ranking", {}, 1) == {"kind": "ranking"}
+    assert migrate_v1_task("classification", {}, 3) == {
+        "kind": "classification",
+        "class_names": ["0", "1", "2"],
+    }
+    named = migrate_v1_task("classification", {"class_names": ["no", "yes"]}, 2)
+    assert named["class_names"] == ["no", "yes"]
+    assert migrate_v1_task("regression", {"min_score": 1}, 5) == {
+        "kind": "regression",
+        "min_score": 1,
+        "max_score": 5,
+    }
+    assert migrate_v1_task("sorting", {}, 1) == {"kind": "sorting"}  # refused when loaded
+
+
+# --- decoding: Predictions ---------------------------------------------------------------------
+
+
+def test_a_ranking_task_has_a_relevance_only_when_calibrated() -> None:
+    outputs = np.array([[0.5], [-2.0], [3.0]], dtype=np.float32)
+    plain = RANKING.decode(outputs)
+    np.testing.assert_array_equal(plain.scores, outputs[:, 0])
+    assert plain.relevance is None and plain.labels is None and RANKING.relevance_scale == "score"
+    np.testing.assert_array_equal(plain.tei_scores(raw_scores=False), plain.scores)
+    calibrated = CALIBRATED.decode(outputs)
+    np.testing.assert_allclose(calibrated.relevance, 1 / (1 + np.exp(-(2 * outputs[:, 0] - 1))))
+    assert CALIBRATED.relevance_scale == "probability"
+    np.testing.assert_array_equal(calibrated.tei_scores(raw_scores=True), calibrated.scores)
+
+
+def test_a_classification_task_decodes_labels_probabilities_and_p_last() -> None:
+    logits = np.array([[0.1, 2.0, -1.0], [0.0, -1.0, 5.0]], dtype=np.float32)
+    predictions = NLI.decode(logits)
+    assert predictions.labels == ["entailment", "contradiction"]
+    probabilities = torch.softmax(torch.from_numpy(logits), dim=-1).numpy()
+    np.testing.assert_allclose(predictions.probabilities, probabilities, rtol=1e-6)
+    np.testing.assert_allclose(predictions.relevance, probabilities[:, -1], rtol=1e-6)
+    np.testing.assert_allclose(np.exp(predictions.scores), probabilities[:, -1], rtol=1e-5)
+    rows = predictions.class_probabilities()
+    assert rows is not None and list(rows[0]) == ["neutral", "entailment", "contradiction"]
+    assert NLI.relevance_scale == "probability"
+
+
+def test_a_regression_task_maps_its_range_onto_0_1() -> None:
+    predictions = SICK.decode(np.array([[1.0], [3.0], [5.0], [6.5], [0.0]], dtype=np.float32))
+    np.testing.assert_allclose(predictions.relevance, [0.0, 0.5, 1.0, 1.0, 0.0])
+    assert predictions.labels is None and SICK.relevance_scale == "similarity"
+
+
+def test_predictions_are_cut_by_rows() -> None:
+    predictions = NLI.decode(np.zeros((4, 3), dtype=np.float32))
+    part = predictions[1:3]
+    assert isinstance(part, Predictions) and len(part) == 2 and part.labels is not None
+    assert part.probabilities is not None and part.probabilities.shape == (2, 3)
+    assert part.class_names == NLI.class_names
+
+
+# --- what each kind answers ---------------------------------------------------------------------
+
+
+def test_label_and_head_checks() -> None:
+    RANKING.check_label(3.0)
+    BINARY.check_label(1)
+    with pytest.raises(ValueError, match=r"class index, 0 \(different\) or 1 \(duplicate\), got 2"):
+        BINARY.check_label(2)
+    with pytest.raises(ValueError, match="the label 6 is outside the task's score range 1..5"):
+        SICK.check_label(6)
+    NLI.check_num_outputs(3)
+    with pytest.raises(ValueError, match="names 3 classes, but the model has 2 outputs"):
+        NLI.check_num_outputs(2)
+    SICK.check_num_outputs(5)
+    with pytest.raises(ValueError, match="has 1 output or one per integer level, not 4"):
+        SICK.check_num_outputs(4)
+
+
+def test_a_classifier_reads_a_ranking_split_as_its_classes() -> None:
+    examples = [Example("q", "a", 1.0, "g"), Example("q", "b", 0.0, "g")]
+    protocol = BINARY.protocol_for(RankingTask(name="wikiqa"), examples, "wikiqa:test")
+    assert isinstance(protocol, ClassificationTask) and protocol.primary == "f1"
+    assert protocol.name == "wikiqa read as classification"
+    assert STS.protocol_for(SICK, examples, "sick:test") is SICK
+    with pytest.raises(ValueError, match="labels .* are not class indices 0..1"):
+        BINARY.protocol_for(RANKING, [Example("q", "a", 2.0, "g")], "trec:test")
+
+
+def test_training_answers() -> None:
+    assert RANKING.trains_on_groups("listwise") and not RANKING.trains_on_groups("cross_entropy")
+    assert not NLI.trains_on_groups("cross_entropy")
+    assert SICK.loss_options() == {"min_score": 1} and RANKING.loss_options() == {}
+    assert RANKING.fine_tuning_train() == {"loss": "listwise"} and NLI.fine_tuning_train() == {}
+    assert STS.cosine_head() == ({"loss": "mse"}, {"scale": 5.0, "shift": 0.0})
+    assert RANKING.among(("ranking", "classification")) and not STS.among(("ranking",))
+
+
+def test_calibrated_on_dev_outputs() -> None:
+    outputs = np.array([[3.0], [0.5], [-1.0], [2.5], [-2.0], [0.0]], dtype=np.float32)
+    labels = np.array([1, 0, 0, 1, 0, 0], dtype=np.float32)
+    calibrated = RANKING.calibrated_on(outputs, labels)
+    assert isinstance(calibrated, RankingTask) and calibrated.calibration is not None
+    relevance = calibrated.decode(outputs).relevance
+    assert relevance is not None and relevance[[0, 3]].min() > 0.5 > relevance[[2, 4]].max()
+    assert NLI.calibrated_on(np.zeros((6, 3)), labels) is NLI
+
+
+def test_item_values_of_each_kind() -> None:
+    queries = {"kind": "ranking", "queries": [{"group": "q1", "map": 0.5}, {"group": 2, "map": 1}]}
+    keys, values = item_values(queries, "map")
+    assert keys == ["q1", "2"] and values.tolist() == [0.5, 1.0]
+    pairs = {"kind": "classification", "labels": [0, 1, 1], "predicted": [0, 0, 1]}
+    assert item_values(pairs, "accuracy")[1].tolist() == [1.0, 0.0, 1.0]
+    with pytest.raises(ValueError, match="f1: only accuracy is a mean over pairs"):
+        item_values(pairs, "f1")
+    with pytest.raises(ValueError, match="pearson on regression items is not a mean over items"):
+        item_values({"kind": "regression"}, "pearson")

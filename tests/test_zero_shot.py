@@ -9,13 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnmatch.data.protocol import ClassificationProtocol
 from attnmatch.data.schema import Example
 from attnmatch.inputs import TokenEncoderConfig
 from attnmatch.matcher import Matcher
 from attnmatch.models.pretrained import BiEncoderConfig
-from attnmatch.tasks import Task
-from attnmatch.zero_shot import ScoreHead, fit_head, fit_line, fit_threshold
+from attnmatch.tasks import ClassificationTask, Task
+from attnmatch.zero_shot import ScoreHead, fit_line, fit_threshold
 from tests.tiny_transformer import write_tiny_encoder
 
 BINARY = Task(kind="classification", class_names=("different", "same"))
@@ -59,27 +58,27 @@ def test_fit_threshold_separates_a_separable_set() -> None:
 def test_fit_line_maps_toy_data_exactly() -> None:
     slope, intercept = fit_line([0.0, 0.5, 1.0], [1.0, 3.0, 5.0])
     assert (slope, intercept) == pytest.approx((4.0, 1.0))
-    head = fit_head(np.array([0.0, 0.5, 1.0]), np.array([1.0, 3.0, 5.0]), STS)
+    head = STS.zero_shot_head(np.array([0.0, 0.5, 1.0]), np.array([1.0, 3.0, 5.0]))
     np.testing.assert_allclose(head.outputs([0.0, 0.25, 1.0])[:, 0], [1.0, 2.0, 5.0], rtol=1e-6)
     with pytest.raises(ValueError, match="same similarity"):
         fit_line([0.3, 0.3], [1.0, 2.0])
 
 
-def test_fit_head_without_labels_and_its_errors() -> None:
-    head = fit_head(None, None, STS, similarity_range=(-1.0, 1.0))  # cosine onto 0-5
+def test_zero_shot_head_without_labels_and_its_errors() -> None:
+    head = STS.zero_shot_head(None, None, similarity_range=(-1.0, 1.0))  # cosine onto 0-5
     np.testing.assert_allclose(head.outputs([-1.0, 0.0, 1.0])[:, 0], [0.0, 2.5, 5.0])
-    assert fit_head(None, None, Task(kind="ranking")) == ScoreHead()
+    assert Task(kind="ranking").zero_shot_head(None, None) == ScoreHead()
     with pytest.raises(ValueError, match="no fixed range: zero-shot regression needs labelled"):
-        fit_head(None, None, STS)
+        STS.zero_shot_head(None, None)
     with pytest.raises(ValueError, match="needs labelled pairs .* threshold"):
-        fit_head(None, None, BINARY)
+        BINARY.zero_shot_head(None, None)
     three = Task(kind="classification", class_names=("e", "n", "c"))
     with pytest.raises(ValueError, match="needs 2 classes; this task has 3 \\(e, n, c\\)"):
-        fit_head(np.array([0.1, 0.2]), np.array([0, 1]), three)
+        three.zero_shot_head(np.array([0.1, 0.2]), np.array([0, 1]))
 
 
 def test_two_output_heads_predict_the_last_class_above_the_threshold() -> None:
-    head = fit_head(np.array([0.1, 0.2, 0.8, 0.9]), np.array([0, 0, 1, 1]), BINARY)
+    head = BINARY.zero_shot_head(np.array([0.1, 0.2, 0.8, 0.9]), np.array([0, 0, 1, 1]))
     assert head.num_outputs == 2 and head.threshold == pytest.approx(0.5)
     out = head.outputs([0.49, 0.51])
     assert out[:, 0].tolist() == [0.0, 0.0] and out.argmax(axis=1).tolist() == [0, 1]
@@ -104,7 +103,7 @@ def test_lexical_classifier_is_calibrated_and_deterministic() -> None:
     np.testing.assert_array_equal(matcher.outputs(pairs), build(examples).outputs(pairs))
     low = build([("a b c d", "a", 1), ("a b", "x", 0)])  # a lower threshold: 0.25 is "same"
     assert low.classify(pairs) == ["same", "same", "different"]
-    report = matcher.evaluate_examples(examples, ClassificationProtocol(name="toy", num_classes=2))
+    report = matcher.evaluate_examples(examples, ClassificationTask(name="toy", num_classes=2))
     assert report.metrics["accuracy"] == 1.0
 
 

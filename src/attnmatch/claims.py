@@ -42,6 +42,7 @@ from rich.console import Console
 
 from attnmatch import configs
 from attnmatch.atomic import write_text_atomic
+from attnmatch.tasks import item_values
 from attnmatch.terminal import shown
 
 RELATIONS = (">", ">=")
@@ -491,16 +492,7 @@ def read_runs(folders: Sequence[Path]) -> list[dict[str, Any]]:
 
 def _item_values(items: dict[str, Any], metric: str) -> tuple[list[str], np.ndarray]:
     """(item keys, each item's value of `metric`) for metrics that are means over items."""
-    if items["kind"] == "ranking":
-        queries = items["queries"]
-        return [str(q["group"]) for q in queries], np.array([q[metric] for q in queries], float)
-    if items["kind"] == "classification":
-        if metric != "accuracy":
-            raise ValueError(f"{metric}: only accuracy is a mean over pairs")
-        labels = np.asarray(items["labels"])
-        correct = (np.asarray(items["predicted"]) == labels).astype(np.float64)
-        return [str(i) for i in range(len(labels))], correct
-    raise ValueError(f"{metric} on {items['kind']} items is not a mean over items")
+    return item_values(items, metric)
 
 
 def _system_summary(runs: list[dict[str, Any]], metric: str) -> dict[str, Any]:

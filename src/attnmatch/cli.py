@@ -991,7 +991,7 @@ def datasets_list(
     for spec in list_datasets():
         splits = "\n".join(shown(_split_cell(spec, s)) for s in spec.splits)
         local = _local_status(split_availability(spec, data_dir))
-        table.add_row(shown(spec.name), spec.task, splits, local, shown(spec.license))
+        table.add_row(shown(spec.name), spec.task.kind, splits, local, shown(spec.license))
     splits = "train.tsv (required)\ndev.tsv, test.tsv (optional)"
     table.add_row("pairs", "any", splits, "your folder", "yours")
     out.print(table)
@@ -1020,7 +1020,7 @@ def datasets_info(
         return
     spec = get_dataset(name)
     available = split_availability(spec, data_dir)
-    out.print(f"[bold]{shown(spec.name)}[/bold]: {shown(spec.title)} ({spec.task})")
+    out.print(f"[bold]{shown(spec.name)}[/bold]: {shown(spec.title)} ({spec.task.kind})")
     table = Table(title="splits (protocol with default options; primary metric in bold)")
     for col in ("split", "pairs", "local", "protocol"):
         table.add_column(col, overflow="fold")

@@ -1,26 +1,18 @@
-"""Evaluation: a Matcher on an encoded split under the split's official protocol."""
+"""Evaluation: a model's outputs on an encoded split under the split's protocol (a task).
+
+The protocol computes the metrics (`Task.measure`) and the per-item results (`Task.items`);
+this module gives them their form, a `Report`, and runs a model over a split (`evaluate`).
+"""
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
-import torch
 
 from attnmatch.data.encoding import EncodedPairs
-from attnmatch.data.protocol import (
-    ClassificationProtocol,
-    Protocol,
-    RankingProtocol,
-    RegressionProtocol,
-)
-from attnmatch.metrics import classification_metrics, ranking_metrics, regression_metrics
-from attnmatch.tasks import Task, ranking_scores, regression_predictions
-
-if TYPE_CHECKING:  # pragma: no cover
-    from attnmatch.matcher import Matcher
+from attnmatch.tasks import Task
 
 
 @dataclass
@@ -43,10 +35,19 @@ class Report:
         }
 
 
+class Predictor(Protocol):
+    """What `evaluate` runs: a model's task and its raw outputs (a `Matcher`)."""
+
+    @property
+    def task(self) -> Task: ...
+
+    def predict(self, data: EncodedPairs) -> np.ndarray: ...
+
+
 NO_PAIRS = "nothing to evaluate: the split has no pairs"
 
 
-def evaluate(matcher: Matcher, data: EncodedPairs, protocol: Protocol) -> Report:
+def evaluate(matcher: Predictor, data: EncodedPairs, protocol: Task) -> Report:
     """Scores `data` with `matcher` and computes the protocol's metrics.
 
     Ranking: scores are grouped by query; only the groups the protocol keeps count (e.g. WikiQA:
@@ -65,7 +66,7 @@ def evaluate(matcher: Matcher, data: EncodedPairs, protocol: Protocol) -> Report
 
 
 def report_from_outputs(
-    outputs: np.ndarray, data: EncodedPairs, protocol: Protocol, *, task: Task | None = None
+    outputs: np.ndarray, data: EncodedPairs, protocol: Task, *, task: Task | None = None
 ) -> Report:
     """The protocol's metrics for `outputs` ((N, num_outputs), e.g. from `predict`) on `data`.
 
@@ -77,67 +78,17 @@ def report_from_outputs(
     """
     if len(data) == 0:
         raise ValueError(NO_PAIRS)
-    if isinstance(protocol, RankingProtocol):
-        scores = ranking_scores(torch.from_numpy(outputs)).numpy()
-        groups = [data.group_names[g] for g in data.group_ids]
-        metrics, rows = ranking_metrics(
-            scores, data.labels, groups, metrics=protocol.metrics, keep=protocol.keeps
-        )
-        return Report(metrics, protocol.name, protocol.primary, len(data), rows)
-    if isinstance(protocol, ClassificationProtocol):
-        metrics = classification_metrics(
-            outputs, data.labels.astype(np.int64), metrics=protocol.metrics
-        )
-        return Report(metrics, protocol.name, protocol.primary, len(data))
-    if isinstance(protocol, RegressionProtocol):
-        own = task is not None and task.kind == "regression"
-        min_score = task.min_score if own and task is not None else protocol.min_score
-        return _regression_report(outputs, data, protocol, min_score)
-    raise TypeError(f"unsupported protocol {protocol!r}")
+    metrics, rows = protocol.measure(outputs, data, model=task)
+    return Report(metrics, protocol.name, protocol.primary, len(data), rows)
 
 
 def report_items(
-    outputs: np.ndarray, data: EncodedPairs, protocol: Protocol, *, task: Task | None = None
+    outputs: np.ndarray, data: EncodedPairs, protocol: Task, *, task: Task | None = None
 ) -> dict[str, Any]:
     """One record per evaluated item of a split, for paired significance tests
     (`attnmatch.claims`): ranking, each kept query's metrics (`Report.per_query`); classification,
     each pair's gold and predicted class; regression, each pair's gold and predicted score (and
     its set, for a `by_group` protocol). JSON-ready; items are in the split's order."""
-    if isinstance(protocol, RankingProtocol):
-        report = report_from_outputs(outputs, data, protocol, task=task)
-        return {"kind": "ranking", "protocol": protocol.name, "queries": report.per_query}
-    if isinstance(protocol, ClassificationProtocol):
-        return {
-            "kind": "classification",
-            "protocol": protocol.name,
-            "labels": data.labels.astype(np.int64).tolist(),
-            "predicted": np.asarray(outputs).argmax(axis=1).tolist(),
-        }
-    if isinstance(protocol, RegressionProtocol):
-        own = task is not None and task.kind == "regression"
-        min_score = task.min_score if own and task is not None else protocol.min_score
-        predictions = regression_predictions(torch.from_numpy(outputs), min_score).numpy()
-        groups = [data.group_names[g] for g in data.group_ids] if protocol.by_group else None
-        return {
-            "kind": "regression",
-            "protocol": protocol.name,
-            "labels": [float(x) for x in data.labels],
-            "predictions": [float(x) for x in predictions],
-            "groups": groups,
-        }
-    raise TypeError(f"unsupported protocol {protocol!r}")
-
-
-def _regression_report(
-    outputs: np.ndarray, data: EncodedPairs, protocol: RegressionProtocol, min_score: float
-) -> Report:
-    predictions = regression_predictions(torch.from_numpy(outputs), min_score).numpy()
-    groups = [data.group_names[g] for g in data.group_ids] if protocol.by_group else None
-    metrics = regression_metrics(predictions, data.labels, metrics=protocol.metrics, groups=groups)
-    rows: list[dict[str, Any]] = []
-    if groups is not None:
-        rows = [
-            {"group": g, "pairs": n, "pearson": metrics[f"pearson/{g}"]}
-            for g, n in Counter(groups).items()
-        ]
-    return Report(metrics, protocol.name, protocol.primary, len(data), rows)
+    if len(data) == 0:
+        raise ValueError(NO_PAIRS)
+    return protocol.items(outputs, data, model=task)

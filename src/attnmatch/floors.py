@@ -25,7 +25,6 @@ Example:
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -34,13 +33,12 @@ import torch.nn.functional as F
 
 from attnmatch.data.collate import pad_ids
 from attnmatch.data.encoding import EncodedPairs, encode_examples
-from attnmatch.data.protocol import Protocol
 from attnmatch.data.schema import Example
 from attnmatch.evaluation import report_from_outputs
 from attnmatch.lexical import LexicalScorer
 from attnmatch.matcher import Matcher
 from attnmatch.tasks import Task
-from attnmatch.zero_shot import THRESHOLD_METRICS, fit_head
+from attnmatch.zero_shot import THRESHOLD_METRICS
 
 RANDOM_SEEDS = 20
 FLOOR_LEXICAL = ("overlap", "bm25")
@@ -48,7 +46,7 @@ FLOOR_LEXICAL = ("overlap", "bm25")
 
 def compute_floors(
     eval_examples: Sequence[Example],
-    protocol: Protocol,
+    protocol: Task,
     *,
     fit_examples: Sequence[Example] = (),
     task: Task | None = None,
@@ -83,25 +81,26 @@ def compute_floors(
     """
     if not eval_examples:
         raise ValueError("no pairs to compute floors on")
-    if task is None or task.kind != protocol.task:
+    if task is None or not task.same_kind(protocol):
         task = Task.of(protocol)
     data = encode_examples(eval_examples, _no_ids)
     fit = _sample(fit_examples, max_fit_pairs, seed)
     floors: dict[str, dict[str, float]] = {}
-    random_floor = _random_floor(data, protocol, task, fit)
+    fit_labels = np.asarray([float(e.label) for e in fit])
+    random_floor = _random_floor(data, protocol, task, fit_labels)
     if random_floor is not None:
         floors["random"] = random_floor
     eval_pairs = [(e.left, e.right) for e in eval_examples]
     fit_pairs = [(e.left, e.right) for e in fit]
-    fit_labels = np.asarray([float(e.label) for e in fit])
+    calibrated = bool(fit) and not task.similarity_is_output  # a head fitted on fit's pairs
     for kind in lexical:
         scorer = LexicalScorer(kind)
-        if not _calibratable(task, bool(fit), scorer.similarity_range):
+        if not task.can_read_similarity(bool(fit), scorer.similarity_range):
             continue
-        if task.kind != "ranking":
+        if not task.similarity_is_output:
             scorer.fit(right for _, right in fit_pairs)  # one collection for fit and eval
         similarities = scorer.score(eval_pairs)
-        fit_similarities = scorer.score(fit_pairs) if fit and task.kind != "ranking" else None
+        fit_similarities = scorer.score(fit_pairs) if calibrated else None
         floors[kind] = _report(
             similarities,
             fit_similarities,
@@ -111,7 +110,7 @@ def compute_floors(
             protocol,
             task,
         )
-    if len(eval_examples) > max_encoder_pairs or not _calibratable(task, bool(fit), (-1, 1)):
+    if len(eval_examples) > max_encoder_pairs or not task.can_read_similarity(bool(fit), (-1, 1)):
         return floors
     for source in encoders:
         try:
@@ -119,9 +118,7 @@ def compute_floors(
         except (FileNotFoundError, ImportError):
             continue  # not installed: no floor
         similarities = encoder_cosines(matcher, eval_pairs)
-        fit_similarities = (
-            encoder_cosines(matcher, fit_pairs) if fit and task.kind != "ranking" else None
-        )
+        fit_similarities = encoder_cosines(matcher, fit_pairs) if calibrated else None
         floors[f"{source} zero-shot"] = _report(
             similarities, fit_similarities, fit_labels, (-1.0, 1.0), data, protocol, task
         )
@@ -188,30 +185,20 @@ def _sample(examples: Sequence[Example], limit: int, seed: int) -> list[Example]
     return [examples[i] for i in keep]
 
 
-def _calibratable(task: Task, have_fit: bool, similarity_range: object) -> bool:
-    """Whether a similarity can serve `task` (see `attnmatch.zero_shot.fit_head`)."""
-    if task.kind == "classification":
-        return have_fit and len(task.class_names) == 2
-    if task.kind == "regression":
-        return have_fit or similarity_range is not None
-    return True
-
-
 def _report(
     similarities: np.ndarray,
     fit_similarities: np.ndarray | None,
     fit_labels: np.ndarray,
     similarity_range: tuple[float, float] | None,
     data: EncodedPairs,
-    protocol: Protocol,
+    protocol: Task,
     task: Task,
 ) -> dict[str, float]:
     """The protocol's metrics of `similarities` read through the task's zero-shot head,
     calibrated on the fitting pairs' similarities (None: uncalibrated)."""
-    head = fit_head(
+    head = task.zero_shot_head(
         fit_similarities,
         None if fit_similarities is None else fit_labels,
-        task,
         metric=protocol.primary if protocol.primary in THRESHOLD_METRICS else "accuracy",
         similarity_range=similarity_range,
     )
@@ -219,27 +206,17 @@ def _report(
 
 
 def _random_floor(
-    data: EncodedPairs, protocol: Protocol, task: Task, fit: Sequence[Example]
+    data: EncodedPairs, protocol: Task, task: Task, fit_labels: np.ndarray
 ) -> dict[str, float] | None:
-    n = len(data)
-    if task.kind == "ranking":
-        runs = [
-            report_from_outputs(
-                np.random.default_rng(seed).random((n, 1)), data, protocol, task=task
-            ).metrics
-            for seed in range(RANDOM_SEEDS)
-        ]
-        return {key: _mean([run[key] for run in runs]) for key in runs[0]}
-    if not fit:
+    """The "random" floor (`Task.floor_outputs`): its runs' metrics averaged; None when it
+    needs fitting pairs and there are none."""
+    runs = [
+        report_from_outputs(outputs, data, protocol, task=task).metrics
+        for outputs in task.floor_outputs(len(data), fit_labels, RANDOM_SEEDS)
+    ]
+    if not runs:
         return None
-    if task.kind == "classification":
-        counts = Counter(int(e.label) for e in fit)
-        majority = max(sorted(counts), key=counts.__getitem__)  # ties: the lowest class
-        outputs = np.zeros((n, len(task.class_names)), dtype=np.float32)
-        outputs[:, majority] = 1.0
-    else:
-        outputs = np.full((n, 1), np.mean([float(e.label) for e in fit]), dtype=np.float32)
-    return report_from_outputs(outputs, data, protocol, task=task).metrics
+    return {key: _mean([run[key] for run in runs]) for key in runs[0]}
 
 
 def _mean(values: list[float]) -> float:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -45,6 +45,7 @@ from attnmatch.devices import (
     module_device,
     resolve_device,
 )
+from attnmatch.evaluation import NO_PAIRS, Report, report_from_outputs
 from attnmatch.inputs import Inputs, check_accepts, load_inputs, parse_inputs
 from attnmatch.models import (
     build_model,
@@ -61,12 +62,7 @@ from attnmatch.models.contract import (
     unwrap,
 )
 from attnmatch.nn.overlap import WithOverlapFeatures
-from attnmatch.tasks import Task
-from attnmatch.zero_shot import fit_head
-
-if TYPE_CHECKING:  # pragma: no cover
-    from attnmatch.data.protocol import Protocol
-    from attnmatch.evaluation import Report
+from attnmatch.tasks import Predictions, RankingTask, Task
 
 # Labelled pairs that calibrate a zero-shot matcher: Examples or (left, right, label) tuples.
 Calibration = Sequence[Example] | Sequence[tuple[str, str, int | float]]
@@ -263,7 +259,7 @@ class Matcher:
         from attnmatch.inputs import TransformerInputsConfig
 
         config = TransformerInputsConfig(source=source, layer=layer, max_length=max_length)
-        cosine = cls.untrained("bi_encoder", inputs=config, task=Task(kind="ranking"))
+        cosine = cls.untrained("bi_encoder", inputs=config, task=RankingTask())
         return cls.with_cosine_head(cosine, task=task, calibration=calibration, metric=metric)
 
     @classmethod
@@ -278,13 +274,12 @@ class Matcher:
         """A bi-encoder ranking by cosine (`cosine`), read as `task` through a calibrated,
         weightless head (`from_encoder` has the arguments)."""
         task = _zero_shot_task(task, calibration)
-        if task.kind == "ranking":
+        if task.similarity_is_output:
             return cosine
         pairs, labels = _labelled_pairs(calibration or (), task)
-        head = fit_head(
+        head = task.zero_shot_head(
             cosine.score(pairs) if pairs else None,
             labels,
-            task,
             metric=metric,
             similarity_range=(-1.0, 1.0),
         )
@@ -331,9 +326,9 @@ class Matcher:
         task = _zero_shot_task(task, calibration)
         pairs, labels = _labelled_pairs(calibration or (), task)
         scorer = LexicalScorer(kind).fit([*corpus, *(right for _, right in pairs)])
-        similarities = scorer.score(pairs) if pairs and task.kind != "ranking" else None
-        head = fit_head(
-            similarities, labels, task, metric=metric, similarity_range=scorer.similarity_range
+        similarities = scorer.score(pairs) if pairs else None  # none for ranking (refused)
+        head = task.zero_shot_head(
+            similarities, labels, metric=metric, similarity_range=scorer.similarity_range
         )
         return cls(model=LexicalModel(scorer, head), model_type=kind, inputs=None, task=task)
 
@@ -510,6 +505,20 @@ class Matcher:
         data = self.encode([Example(left=a, right=b, label=0) for a, b in pairs])
         return self._finite(self.predict(data), "output")
 
+    def predict_pairs(self, pairs: Sequence[tuple[str, str]]) -> Predictions:
+        """What the model predicts for (left, right) pairs, decoded by its task
+        (`Task.decode`): scores and, where the task has them, class labels, probabilities
+        and relevance. `score`, `rank`, `classify`, `attnmatch score` and the service all
+        read it.
+
+        Raises:
+            ValueError: pairs that are not (str, str) tuples, or a non-finite output or score
+                (naming the pair).
+        """
+        predictions = self.task.decode(self.outputs(pairs))
+        self._finite(predictions.scores, "score")
+        return predictions
+
     def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """One score per (left, right) pair, higher = better match.
 
@@ -522,8 +531,7 @@ class Matcher:
         """
         if len(pairs) == 0:
             return np.zeros(0, dtype=np.float32)
-        scores = self.task.scores(torch.from_numpy(self.outputs(pairs))).numpy()
-        return self._finite(scores, "score")
+        return self.predict_pairs(pairs).scores
 
     def rank(self, query: str, candidates: Sequence[str], top_k: int | None = None) -> list[Ranked]:
         """Candidates sorted by score, best first (ties keep the input order).
@@ -555,11 +563,13 @@ class Matcher:
 
     def classify(self, pairs: Sequence[tuple[str, str]]) -> list[str]:
         """The predicted class name of each pair (classification models only)."""
-        if self.task.kind != "classification":
+        if not self.task.has_labels:
             raise ValueError(f"classify needs a classification model; this one is {self.task.kind}")
         if len(pairs) == 0:
             return []
-        return self.task.labels(torch.from_numpy(self.outputs(pairs)))
+        labels = self.predict_pairs(pairs).labels
+        assert labels is not None  # a task with labels decodes them
+        return labels
 
     def explain(self, left: str, right: str) -> dict[str, Any]:
         """The model's attention maps for one pair, with the tokens they refer to.
@@ -617,47 +627,19 @@ class Matcher:
         if split.protocol is None:
             raise ValueError(f"{name}:{split_name} has no evaluation protocol")
         where = f"{name}:{split_name}"
-        protocol: Protocol = split.protocol
-        if self.task.kind == "classification" and split.task == "ranking":
-            protocol = self._as_classification(split.examples, protocol, where)
-        self.task.check_evaluable(protocol.task, where, protocol)
+        protocol = self.task.protocol_for(split.protocol, split.examples, where)
+        self.task.check_evaluable(protocol, where)
         return self.evaluate_examples(split.examples, protocol)
 
-    def _as_classification(
-        self, examples: Sequence[Example], protocol: Protocol, where: str
-    ) -> Protocol:
-        """A ranking split's relevance labels read as this classifier's classes."""
-        from attnmatch.data.protocol import ClassificationProtocol
-
-        n = len(self.task.class_names)
-        labels = {float(e.label) for e in examples}
-        if not labels <= {float(i) for i in range(n)}:
-            raise ValueError(
-                f"a classification model of {n} classes cannot be evaluated on {where}: its "
-                f"labels {sorted(labels)[:5]} are not class indices 0..{n - 1}; rank with a "
-                "ranking model, or evaluate on a classification split"
-            )
-        metrics = ("accuracy", "f1", "macro_f1") if n == 2 else ("accuracy", "macro_f1")
-        return ClassificationProtocol(
-            name=f"{protocol.name} read as classification",
-            num_classes=n,
-            class_names=self.task.class_names,
-            metrics=metrics,
-            primary=metrics[1],
-            description=f"{where}'s relevance labels scored as classes of this classifier",
-        )
-
-    def evaluate_examples(self, examples: Sequence[Example], protocol: Protocol) -> Report:
+    def evaluate_examples(self, examples: Sequence[Example], protocol: Task) -> Report:
         """The protocol's metrics of this matcher on `examples` (`report_from_outputs`).
 
         Raises:
             ValueError: no examples, or this model's task cannot be evaluated under `protocol`.
         """
-        from attnmatch.evaluation import NO_PAIRS, report_from_outputs
-
         if not examples:
             raise ValueError(NO_PAIRS)
-        self.task.check_evaluable(protocol.task, f"the {protocol.name} examples", protocol)
+        self.task.check_evaluable(protocol, f"the {protocol.name} examples")
         data = self.encode(examples)
         if self._text is None:
             outputs = self.predict(data)
@@ -700,8 +682,8 @@ def _encoded_inference(
 
 
 def _zero_shot_task(task: Task | None, calibration: Calibration | None) -> Task:
-    task = task or Task(kind="ranking")
-    if task.kind == "ranking" and calibration is not None:
+    task = task or RankingTask()
+    if task.similarity_is_output and calibration is not None:
         raise ValueError(
             "calibration fits a classification threshold or a regression line; a ranking "
             "task needs none"
@@ -729,19 +711,12 @@ def _labelled_pairs(
             raise ValueError(f"calibration pair {i}: the label must be a number, got {label!r}")
         if not math.isfinite(float(label)):
             raise ValueError(f"calibration pair {i}: the label must be finite, got {label!r}")
-        value = float(label)
-        if task.kind == "classification" and value not in (0.0, 1.0):
-            raise ValueError(
-                f"calibration pair {i}: the label must be a class index, 0 "
-                f"({task.class_names[0]}) or 1 ({task.class_names[-1]}), got {label!r}"
-            )
-        if task.kind == "regression" and not task.min_score <= value <= task.max_score:
-            raise ValueError(
-                f"calibration pair {i}: the label {label!r} is outside the task's score range "
-                f"{task.min_score}..{task.max_score}"
-            )
+        try:
+            task.check_label(label)
+        except ValueError as e:
+            raise ValueError(f"calibration pair {i}: {e}") from None
         pairs.append((left, right))
-        labels.append(value)
+        labels.append(float(label))
     return pairs, np.asarray(labels, dtype=np.float64)
 
 
@@ -862,16 +837,8 @@ def _check_task_fits(config_file: Path, task: Task, model_config: Any) -> None:
     n = getattr(model_config, "num_outputs", None)
     if n is None:
         return
-    if task.kind == "classification" and n != len(task.class_names):
-        raise ValueError(
-            f"{config_file}: task.class_names names {len(task.class_names)} classes, but the "
-            f"model has {n} outputs (config.num_outputs)"
-        )
-    if task.kind == "regression" and n != 1 and not (task.integer_bounds and n == task.num_levels):
-        raise ValueError(
-            f"{config_file}: a regression model over {task.min_score}..{task.max_score} has 1 "
-            f"output or one per integer level, not {n} (config.num_outputs)"
-        )
+    with _naming(config_file):
+        task.check_num_outputs(n)
 
 
 # The file that holds each input kind's saved state (config.json holds its settings).

@@ -33,6 +33,7 @@ from torch import nn
 
 from attnmatch import __version__, configs
 from attnmatch.atomic import atomic_directory, write_text_atomic
+from attnmatch.tasks import migrate_v1_task
 
 FORMAT = "attnmatch.model/2"
 FORMAT_V1 = "attnmatch.model/1"
@@ -480,14 +481,8 @@ def _migrate_v1(
         dict(state),
         vectors=vectors,
     )
-    task_name, space = header["task"], dict(header.get("label_space") or {})
-    task: dict[str, Any] = {"kind": task_name}
-    if task_name == "classification":
-        num = int(config.get("num_outputs", 2))
-        task["class_names"] = list(space.get("class_names") or [str(i) for i in range(num)])
-    elif task_name == "regression":
-        task["min_score"] = int(space.get("min_score", 0))
-        task["max_score"] = int(space.get("max_score", 5))
+    space = dict(header.get("label_space") or {})
+    task = migrate_v1_task(header["task"], space, config.get("num_outputs", 2))
     migrated = {
         "format": FORMAT,
         "attnmatch_version": header.get("attnmatch_version", ""),

@@ -38,7 +38,6 @@ from types import TracebackType
 from typing import Any, Literal
 
 import numpy as np
-import torch
 
 from attnmatch.atomic import open_text_atomic
 from attnmatch.data.textfile import (
@@ -252,7 +251,6 @@ def score_chunks(
     """
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
-    classify = matcher.task.kind == "classification"
     source = getattr(records, "source", "input")
     chunk: list[PairRecord] = []
     first = True
@@ -262,17 +260,17 @@ def score_chunks(
             if first and on_first is not None:
                 on_first(chunk)
             first = False
-            yield _score(matcher, chunk, classify, source)
+            yield _score(matcher, chunk, source)
             chunk = []
     if chunk:
         if first and on_first is not None:
             on_first(chunk)
-        yield _score(matcher, chunk, classify, source)
+        yield _score(matcher, chunk, source)
 
 
-def _score(matcher: Matcher, records: list[PairRecord], classify: bool, source: str) -> ScoredChunk:
-    outputs = torch.from_numpy(matcher.outputs([(r.left, r.right) for r in records]))
-    scores = matcher.task.scores(outputs).numpy()
+def _score(matcher: Matcher, records: list[PairRecord], source: str) -> ScoredChunk:
+    predictions = matcher.predict_pairs([(r.left, r.right) for r in records])
+    scores = predictions.scores
     bad = np.flatnonzero(~np.isfinite(scores))
     if len(bad):
         i = int(bad[0])
@@ -281,7 +279,7 @@ def _score(matcher: Matcher, records: list[PairRecord], classify: bool, source: 
             f"number; {len(bad)} of the {len(records)} pairs of its chunk): the model is broken "
             "(check its weights), nothing more is written"
         )
-    return ScoredChunk(records, scores, matcher.task.labels(outputs) if classify else None)
+    return ScoredChunk(records, scores, predictions.labels)
 
 
 def format_score(value: float) -> str:
@@ -313,7 +311,7 @@ def write_scored(
     extra = pairs.extra_columns
     score_key = "predicted_score" if "score" in extra else "score"
     label_key = "predicted_label" if "label" in extra else "label"
-    classify = matcher.task.kind == "classification"
+    classify = matcher.task.has_labels  # a label column
     done = 0
     with open_text_atomic(output) as f:
         if not as_jsonl:

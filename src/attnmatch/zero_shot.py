@@ -2,16 +2,16 @@
 
 An untrained scorer (a pretrained encoder's cosine, a lexical score) gives one similarity s per
 pair. It ranks as it is. To classify or regress, s is calibrated on labelled pairs, and nothing
-else is learned:
+else is learned; the task chooses the head (`Task.zero_shot_head`):
 
 - ranking: the output is s.
 - classification (2 classes): the last class when s > t, the threshold t chosen on the labelled
-  pairs to maximise accuracy, F1 or macro F1. The outputs are the logits [0, k (s - t)], so
-  argmax is the thresholded prediction and log P(last class) still ranks by s; k = 1 / std(s)
-  only sets how sure the logits look and changes no prediction.
-- regression: the least-squares line a s + b through the labelled (s, score) pairs; without
-  labelled pairs, the similarity's range (cosine: [-1, 1]) mapped linearly onto
-  [min_score, max_score].
+  pairs to maximise accuracy, F1 or macro F1 (`fit_threshold`). The outputs are the logits
+  [0, k (s - t)], so argmax is the thresholded prediction and log P(last class) still ranks by
+  s; k = 1 / std(s) only sets how sure the logits look and changes no prediction.
+- regression: the least-squares line a s + b through the labelled (s, score) pairs
+  (`fit_line`); without labelled pairs, the similarity's range (cosine: [-1, 1]) mapped
+  linearly onto [min_score, max_score].
 
 More than two classes cannot be read off one similarity: that is an error. The head is three
 numbers (`ScoreHead`), so a model config stores it exactly (`BiEncoderConfig` num_outputs,
@@ -19,9 +19,9 @@ scale, shift, cosine_logits).
 
 Example:
     >>> import numpy as np
-    >>> from attnmatch.tasks import Task
-    >>> task = Task(kind="classification", class_names=("different", "same"))
-    >>> head = fit_head(np.array([0.1, 0.2, 0.8, 0.9]), np.array([0, 0, 1, 1]), task)
+    >>> from attnmatch.tasks import ClassificationTask
+    >>> task = ClassificationTask(class_names=("different", "same"))
+    >>> head = task.zero_shot_head(np.array([0.1, 0.2, 0.8, 0.9]), np.array([0, 0, 1, 1]))
     >>> round(head.threshold, 3), head.outputs(np.array([0.3, 0.7])).argmax(axis=1).tolist()
     (0.5, [0, 1])
 """
@@ -32,8 +32,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-
-from attnmatch.tasks import Task
 
 THRESHOLD_METRICS = ("accuracy", "f1", "macro_f1")
 
@@ -148,60 +146,3 @@ def fit_line(similarities: ArrayLike, scores: ArrayLike) -> tuple[float, float]:
     if slope == 0.0:  # uncorrelated: a (nearly) flat line keeps the map invertible
         slope = float(np.finfo(np.float32).eps)
     return slope, float(y.mean() - slope * s.mean())
-
-
-def fit_head(
-    similarities: ArrayLike | None,
-    labels: ArrayLike | None,
-    task: Task,
-    *,
-    metric: str = "accuracy",
-    similarity_range: tuple[float, float] | None = None,
-) -> ScoreHead:
-    """The zero-shot head of `task` (module docstring), calibrated on labelled pairs.
-
-    Args:
-        similarities: (N,) the scorer's similarities of the labelled pairs (None: none).
-        labels: (N,) their labels: class indices (classification) or scores (regression).
-        task: the task the outputs must serve.
-        metric: classification: what the threshold maximises (`fit_threshold`).
-        similarity_range: regression without labelled pairs: the (low, high) similarities
-            that map onto (min_score, max_score); None when the scorer has no fixed range.
-
-    Raises:
-        ValueError: a task of more than 2 classes, classification without labelled pairs, or
-            regression with neither labelled pairs nor a similarity range.
-    """
-    if task.kind == "ranking":
-        return ScoreHead()
-    have_labels = similarities is not None and labels is not None and len(np.asarray(labels)) > 0
-    if task.kind == "classification":
-        if len(task.class_names) != 2:
-            raise ValueError(
-                f"zero-shot classification needs 2 classes; this task has "
-                f"{len(task.class_names)} ({', '.join(task.class_names)}): one similarity "
-                "cannot separate more"
-            )
-        if not have_labels:
-            raise ValueError(
-                "zero-shot classification needs labelled pairs (calibration) to fit its threshold"
-            )
-        s = np.asarray(similarities, dtype=np.float64)
-        y = np.asarray(labels)
-        if not np.isin(y, (0, 1)).all():
-            raise ValueError("classification labels must be the class indices 0 and 1")
-        t = fit_threshold(s, y == 1, metric=metric)
-        spread = float(s.std())
-        k = 1.0 / spread if spread > 0 else 1.0
-        return ScoreHead(num_outputs=2, scale=k, shift=-k * t)
-    if have_labels:
-        slope, intercept = fit_line(np.asarray(similarities), np.asarray(labels))
-        return ScoreHead(scale=slope, shift=intercept)
-    if similarity_range is None:
-        raise ValueError(
-            "this scorer's similarities have no fixed range: zero-shot regression needs "
-            "labelled pairs (calibration) to fit its line"
-        )
-    low, high = similarity_range
-    scale = (task.max_score - task.min_score) / (high - low)
-    return ScoreHead(scale=scale, shift=task.min_score - scale * low)

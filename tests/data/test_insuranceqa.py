@@ -22,8 +22,8 @@ from attnmatch.data.datasets.insuranceqa import (
     read_vocabulary,
     sample_negatives,
 )
-from attnmatch.data.protocol import RankingProtocol
 from attnmatch.data.schema import Example
+from attnmatch.tasks import RankingTask
 
 DATA = Path(__file__).parents[2] / "data"
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "insuranceqa"
@@ -56,7 +56,7 @@ def _answers() -> dict[str, str]:
 
 def test_spec() -> None:
     assert get_dataset("insuranceqa") is SPEC
-    assert SPEC.splits == ("train", "dev", "test1", "test2") and SPEC.task == "ranking"
+    assert SPEC.splits == ("train", "dev", "test1", "test2") and SPEC.task.kind == "ranking"
     assert dict(SPEC.split_sizes) == {"dev": 500_000, "test1": 900_000, "test2": 900_000}
     assert SPEC.split_files["test2"] == (
         "V1/vocabulary",
@@ -77,7 +77,7 @@ def test_not_available_locally() -> None:
 @pytest.mark.parametrize("split", ["train", "dev", "test1", "test2"])
 def test_protocol(split: str) -> None:
     protocol = SPEC.protocol(split)
-    assert isinstance(protocol, RankingProtocol) and protocol.name == "insuranceqa-v1-pool500"
+    assert isinstance(protocol, RankingTask) and protocol.name == "insuranceqa-v1-pool500"
     assert protocol.metrics == ("p@1", "map", "mrr") and protocol.primary == "p@1"
     assert protocol.require_positive and not protocol.require_negative
 
@@ -116,7 +116,7 @@ def test_test_splits(split: str) -> None:
     groups = _groups(examples)
     assert all(len(g) == 5 and sum(ex.label for ex in g) == 1 for g in groups.values())
     protocol = SPEC.protocol(split)
-    assert isinstance(protocol, RankingProtocol)
+    assert isinstance(protocol, RankingTask)
     assert all(protocol.keeps([ex.label for ex in g]) for g in groups.values())
 
 

@@ -18,8 +18,8 @@ from attnmatch.data.datasets import (
     verify_dataset,
 )
 from attnmatch.data.datasets.msrp import CLASS_NAMES, SPEC, read_msrp_tsv
-from attnmatch.data.protocol import ClassificationProtocol
 from attnmatch.data.schema import Example
+from attnmatch.tasks import ClassificationTask
 
 DATA = Path(__file__).parents[2] / "data"
 MSRP = DATA / "msrp"
@@ -54,7 +54,7 @@ def _sha256sums(folder: Path) -> dict[str, str]:
 )
 def test_counts_and_labels(split: str, negatives: int, positives: int) -> None:
     loaded = _load(split)
-    assert (loaded.dataset, loaded.split, loaded.task) == ("msrp", split, "classification")
+    assert (loaded.dataset, loaded.split, loaded.task.kind) == ("msrp", split, "classification")
     assert len(loaded.examples) == SPEC.split_sizes[split] == negatives + positives
     labels = [ex.label for ex in loaded.examples]
     assert (labels.count(0), labels.count(1)) == (negatives, positives)
@@ -104,7 +104,7 @@ def test_bom_crlf_and_quotes_are_handled() -> None:
 
 def test_protocol() -> None:
     protocol = _load("test").protocol
-    assert isinstance(protocol, ClassificationProtocol)
+    assert isinstance(protocol, ClassificationTask)
     assert protocol.num_classes == 2 and protocol.class_names == CLASS_NAMES
     assert CLASS_NAMES == ("not_paraphrase", "paraphrase")
     assert protocol.metrics == ("accuracy", "f1") and protocol.primary == "accuracy"

@@ -15,8 +15,8 @@ from attnmatch.data.datasets import (
     verify_dataset,
 )
 from attnmatch.data.datasets.multinli import SPEC, genre, read_multinli_jsonl
-from attnmatch.data.protocol import ClassificationProtocol
 from attnmatch.data.schema import Example
+from attnmatch.tasks import ClassificationTask
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "multinli"
 
@@ -36,12 +36,12 @@ def _write(path: Path, text: str) -> Path:
 )
 def test_fixture_splits(split: str, ids: list[str], labels: list[int]) -> None:
     loaded = load_split("multinli", split, data_dir=FIXTURES)
-    assert (loaded.dataset, loaded.split, loaded.task) == ("multinli", split, "classification")
+    assert (loaded.dataset, loaded.split, loaded.task.kind) == ("multinli", split, "classification")
     assert [ex.id for ex in loaded.examples] == ids  # "-" rows dropped
     assert [ex.label for ex in loaded.examples] == labels
     assert all(ex.group is None for ex in loaded.examples)
     protocol = loaded.protocol
-    assert isinstance(protocol, ClassificationProtocol) and protocol.name == f"multinli-{split}"
+    assert isinstance(protocol, ClassificationTask) and protocol.name == f"multinli-{split}"
     assert protocol.class_names == ("entailment", "neutral", "contradiction")
     assert protocol.metrics == ("accuracy", "macro_f1") and protocol.primary == "accuracy"
 

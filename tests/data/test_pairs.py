@@ -27,8 +27,7 @@ from attnmatch.data.datasets import (
     resolve_dataset_ref,
 )
 from attnmatch.data.datasets._spec import download_dataset
-from attnmatch.data.protocol import ClassificationProtocol, RegressionProtocol
-from attnmatch.tasks import Task
+from attnmatch.tasks import ClassificationTask, RegressionTask, Task
 from attnmatch.training import ExperimentConfig, api
 from attnmatch.training.experiment import load_splits
 from tests.hostile._util import assert_clear_error, run_cli
@@ -74,7 +73,11 @@ def test_gz_files_are_read_like_plain_ones(tmp_path: Path) -> None:
     assert [(e.left, e.right, e.label) for e in gz.examples] == [
         (e.left, e.right, e.label) for e in plain.examples
     ]
-    assert gz.examples[0].id == "train.tsv.gz:2" and gz.task == plain.task == "classification"
+    assert (
+        gz.examples[0].id == "train.tsv.gz:2"
+        and gz.task == plain.task
+        and gz.task.kind == "classification"
+    )
     write(tmp_path / "gz", "train", rows)
     with pytest.raises(DatasetFormatError, match=r"train\.tsv and .*train\.tsv\.gz both exist"):
         load_split("pairs", "train", data_dir=tmp_path / "gz")
@@ -131,8 +134,8 @@ def test_unknown_option_lists_the_valid_ones(tmp_path: Path) -> None:
 def test_one_point_zero_is_the_class_1(tmp_path: Path) -> None:
     write(tmp_path, "train", [("a", "b", "0"), ("c", "d", "1.0"), ("e", "f", "1"), ("g", "h", "0")])
     split = load_split("pairs", "train", data_dir=tmp_path)
-    assert split.task == "classification"
-    assert isinstance(split.protocol, ClassificationProtocol)
+    assert split.task.kind == "classification"
+    assert isinstance(split.protocol, ClassificationTask)
     assert split.protocol.class_names == ("0", "1")
     assert [e.label for e in split.examples] == [0, 1, 1, 0]
 
@@ -142,7 +145,7 @@ def test_string_labels_are_classes_sorted_by_name(tmp_path: Path) -> None:
     write(tmp_path, "train", [(f"p{i}", f"h{i}", y) for i, y in enumerate(names)])
     write(tmp_path, "dev", [("p", "h", "entailment"), ("p", "k", "unknown")])
     split = load_split("pairs", "train", data_dir=tmp_path)
-    assert isinstance(split.protocol, ClassificationProtocol)
+    assert isinstance(split.protocol, ClassificationTask)
     assert split.protocol.class_names == ("contradiction", "entailment", "neutral")
     assert [e.label for e in split.examples] == [2, 1, 0, 1]
     assert Task.of(split.protocol).class_names == ("contradiction", "entailment", "neutral")
@@ -206,7 +209,7 @@ CHANGE = "set task= to change"
 def test_task_inference(tmp_path: Path, header: str, rows: list[Row], task: str, note: str) -> None:
     write(tmp_path, "train", rows, header=header)
     split = load_split("pairs", "train", data_dir=tmp_path)
-    assert (split.task, split.notes[0]) == (task, note)
+    assert (split.task.kind, split.notes[0]) == (task, note)
     # Matcher.fit reads the same rows by the same rule.
     tuples = [(*r[1:], r[0]) for r in rows] if header == GROUPED else rows
     texts, values = api.read_pairs(tuples, "train")
@@ -217,7 +220,7 @@ def test_task_inference(tmp_path: Path, header: str, rows: list[Row], task: str,
 def test_an_explicit_task_wins_and_one_rule_serves_matcher_fit(tmp_path: Path) -> None:
     write(tmp_path, "train", ranking_rows(2), header=GROUPED)
     split = load_split("pairs", "train", data_dir=tmp_path, task="classification")
-    assert (split.task, split.notes) == (
+    assert (split.task.kind, split.notes) == (
         "classification",
         ("task: classification (given by task=)",),
     )
@@ -233,7 +236,7 @@ def test_real_score_bounds_train_with_mse(tmp_path: Path) -> None:
     write(tmp_path, "dev", [("a", "b", "2.75")])  # outside train's range: refused, unless widened
     split = load_split("pairs", "train", data_dir=tmp_path)
     protocol = split.protocol
-    assert isinstance(protocol, RegressionProtocol)
+    assert isinstance(protocol, RegressionTask)
     assert (protocol.min_score, protocol.max_score) == (0.5, 2.5)
     task = Task.of(protocol)
     assert task.resolve_loss("auto") == "mse" and task.num_outputs("mse") == 1
@@ -251,7 +254,7 @@ def test_real_score_bounds_train_with_mse(tmp_path: Path) -> None:
 def test_integral_bounds_stay_ints_and_given_bounds_are_checked(tmp_path: Path) -> None:
     write(tmp_path, "train", [("a", "b", "1.5"), ("c", "d", "2.5"), ("e", "f", "1")])
     split = load_split("pairs", "train", data_dir=tmp_path, min_score=0, max_score=5.0)
-    assert isinstance(split.protocol, RegressionProtocol)
+    assert isinstance(split.protocol, RegressionTask)
     task = Task.of(split.protocol)
     assert task.to_dict() == {"kind": "regression", "min_score": 0, "max_score": 5}
     assert type(task.max_score) is int and task.resolve_loss("auto") == "kl"
@@ -273,7 +276,7 @@ def test_classification_primary_metric_follows_class_balance(
 ) -> None:
     write(tmp_path, "train", [(f"s{i}", f"t{i}", y) for i, y in enumerate(labels_)])
     protocol = load_split("pairs", "train", data_dir=tmp_path).protocol
-    assert isinstance(protocol, ClassificationProtocol)
+    assert isinstance(protocol, ClassificationTask)
     assert (protocol.primary, protocol.metrics) == (primary, metrics)
     assert f"primary {'F1' if primary == 'f1' else primary.replace('_f1', ' F1')}" in (
         protocol.description
@@ -330,7 +333,7 @@ def test_positive_only_evaluation_splits_rank_against_every_answer(tmp_path: Pat
     write(tmp_path, "train", positives)
     write(tmp_path, "test", [*positives, ("q4", "a1", "1")])  # q4 shares q1's answer
     train = load_split("pairs", "train", data_dir=tmp_path)
-    assert train.task == "ranking" and len(train.examples) == 4  # training: never expanded
+    assert train.task.kind == "ranking" and len(train.examples) == 4  # training: never expanded
     test = load_split("pairs", "test", data_dir=tmp_path)
     assert test.notes[1] == "test: each of 4 questions ranked against all 4 answers of the split"
     assert len(test.examples) == 16

@@ -25,8 +25,8 @@ from attnmatch.data.datasets.quora import (
     read_bimpm_tsv,
     read_quora_original_tsv,
 )
-from attnmatch.data.protocol import ClassificationProtocol
 from attnmatch.data.schema import Example
+from attnmatch.tasks import ClassificationTask
 
 DATA = Path(__file__).parents[2] / "data"
 QUORA = DATA / "quora_bimpm"
@@ -50,7 +50,7 @@ def _write(path: Path, text: str) -> Path:
 @pytest.mark.parametrize("split", ["dev", "test"])
 def test_counts_and_balance(split: str) -> None:
     loaded = _load(split)
-    assert (loaded.dataset, loaded.split, loaded.task) == ("quora", split, "classification")
+    assert (loaded.dataset, loaded.split, loaded.task.kind) == ("quora", split, "classification")
     assert len(loaded.examples) == SPEC.split_sizes[split] == 10_000
     labels = [ex.label for ex in loaded.examples]
     assert (labels.count(0), labels.count(1)) == (5_000, 5_000)
@@ -79,7 +79,7 @@ def test_first_and_last_rows() -> None:
 
 def test_protocols() -> None:
     protocol = _load("test").protocol
-    assert isinstance(protocol, ClassificationProtocol)
+    assert isinstance(protocol, ClassificationTask)
     assert protocol.name == "quora-bimpm" and protocol.num_classes == 2
     assert protocol.class_names == CLASS_NAMES == ("not_duplicate", "duplicate")
     assert protocol.metrics == ("accuracy", "f1") and protocol.primary == "accuracy"

@@ -21,6 +21,7 @@ from attnmatch.data.datasets import (
     verify_dataset,
 )
 from attnmatch.data.datasets._spec import DatasetSpec, download_dataset, verify_files
+from attnmatch.tasks import Task
 
 DATA = Path(__file__).parents[2] / "data"
 runner = CliRunner()
@@ -80,7 +81,7 @@ def test_spec_is_complete(spec: DatasetSpec) -> None:
             protocol = spec.protocol(split)
         except ValueError:  # a split that needs a non-default option (e.g. semeval holdout)
             continue
-        assert protocol is not None and protocol.task == spec.task
+        assert protocol is not None and Task.of(protocol) == spec.task
         assert protocol.primary in protocol.metrics
         if split in spec.non_standard_splits:
             assert "non-standard" in protocol.name

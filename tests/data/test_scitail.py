@@ -31,8 +31,8 @@ from attnmatch.data.datasets.scitail import (
     read_scitail_jsonl,
     read_scitail_tsv,
 )
-from attnmatch.data.protocol import ClassificationProtocol
 from attnmatch.data.schema import Example
+from attnmatch.tasks import ClassificationTask
 
 DATA = Path(__file__).parents[2] / "data"
 SCITAIL = DATA / "scitail"
@@ -69,7 +69,7 @@ def _write(path: Path, text: str) -> Path:
 def test_counts_and_labels(name: str, split: str, neutral: int, entails: int) -> None:
     loaded = _load(name, split)
     spec = get_dataset(name)
-    assert (loaded.dataset, loaded.split, loaded.task) == (name, split, "classification")
+    assert (loaded.dataset, loaded.split, loaded.task.kind) == (name, split, "classification")
     assert len(loaded.examples) == spec.split_sizes[split] == SPEC.split_sizes[split]
     assert _labels(loaded.examples) == (neutral, entails)
     assert all(ex.group is None for ex in loaded.examples)
@@ -126,7 +126,7 @@ def test_protocols() -> None:
         ("scitail-re2", "train-on-dev", "scitail-re2-train-on-dev (non-standard)"),
     ]:
         protocol = _load(name, split).protocol
-        assert isinstance(protocol, ClassificationProtocol) and protocol.name == expected
+        assert isinstance(protocol, ClassificationTask) and protocol.name == expected
         assert protocol.class_names == CLASS_NAMES and protocol.metrics == ("accuracy", "f1")
         assert protocol.primary == "accuracy"
     assert RE2_SPEC.non_standard_splits == ("train-on-dev", "dev-holdout")

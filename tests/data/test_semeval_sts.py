@@ -26,8 +26,8 @@ from attnmatch.data.datasets.semeval_sts import (
     holdout_ids,
     read_sts_set,
 )
-from attnmatch.data.protocol import RegressionProtocol
 from attnmatch.data.schema import Example
+from attnmatch.tasks import RegressionTask
 
 DATA = Path(__file__).parents[2] / "data"
 STS = DATA / "semeval_sts"
@@ -115,7 +115,7 @@ def _write(path: Path, lines: list[str]) -> Path:
 @pytest.mark.parametrize("year", [2012, 2013, 2014, 2015, 2016])
 def test_test_sets_per_set_counts(year: int) -> None:
     loaded = _load(f"test-{year}")
-    assert (loaded.dataset, loaded.task) == ("semeval-sts", "regression")
+    assert (loaded.dataset, loaded.task.kind) == ("semeval-sts", "regression")
     counts = Counter(ex.group for ex in loaded.examples)
     assert counts == {f"{year}/{name}": n for name, n in PUBLISHED[f"{year}/test"].items()}
     assert len(loaded.examples) == SPEC.split_sizes[f"test-{year}"]
@@ -321,12 +321,12 @@ def test_dev_split_needs_holdout(split: str) -> None:
 
 def test_protocols() -> None:
     official = _load("test-2016").protocol
-    assert isinstance(official, RegressionProtocol)
+    assert isinstance(official, RegressionTask)
     assert (official.name, official.min_score, official.max_score) == ("semeval-sts", 0, 5)
     assert official.by_group and official.primary == "pearson"
     assert official.metrics == ("pearson", "spearman", "mse")
     dev = _load("dev-2012-2014", True).protocol
-    assert isinstance(dev, RegressionProtocol) and dev.by_group
+    assert isinstance(dev, RegressionTask) and dev.by_group
     assert dev.name == "semeval-sts-holdout"
     assert SPEC.protocol("train-2012-2014") == official
     assert SPEC.non_standard_splits == ()

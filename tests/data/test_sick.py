@@ -19,8 +19,8 @@ from attnmatch.data.datasets import (
     verify_dataset,
 )
 from attnmatch.data.datasets.sick import CLASS_NAMES, ENTAILMENT_SPEC, SPEC, read_sick_txt
-from attnmatch.data.protocol import ClassificationProtocol, RegressionProtocol
 from attnmatch.data.schema import Example
+from attnmatch.tasks import ClassificationTask, RegressionTask
 
 DATA = Path(__file__).parents[2] / "data"
 SICK = DATA / "sick"
@@ -49,7 +49,7 @@ def test_counts_and_labels(split: str) -> None:
     entailment = _load("sick-entailment", split)
     assert len(relatedness.examples) == len(entailment.examples) == SIZES[split]
     assert SPEC.split_sizes[split] == ENTAILMENT_SPEC.split_sizes[split] == SIZES[split]
-    assert (relatedness.task, entailment.task) == ("regression", "classification")
+    assert (relatedness.task.kind, entailment.task.kind) == ("regression", "classification")
     counts = Counter(ex.label for ex in entailment.examples)
     assert tuple(counts[i] for i in range(3)) == CLASS_COUNTS[split]
     scores = [ex.label for ex in relatedness.examples]
@@ -105,12 +105,12 @@ def test_pair_ids_unique_across_splits() -> None:
 
 def test_protocols() -> None:
     relatedness = _load("sick", "test").protocol
-    assert isinstance(relatedness, RegressionProtocol)
+    assert isinstance(relatedness, RegressionTask)
     assert (relatedness.min_score, relatedness.max_score, relatedness.num_levels) == (1, 5, 5)
     assert relatedness.metrics == ("pearson", "spearman", "mse")
     assert relatedness.primary == "pearson" and not relatedness.by_group
     entailment = _load("sick-entailment", "test").protocol
-    assert isinstance(entailment, ClassificationProtocol)
+    assert isinstance(entailment, ClassificationTask)
     assert entailment.num_classes == 3
     assert entailment.class_names == ("NEUTRAL", "ENTAILMENT", "CONTRADICTION")
     assert entailment.metrics == ("accuracy", "macro_f1") and entailment.primary == "accuracy"

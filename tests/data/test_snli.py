@@ -19,8 +19,8 @@ from attnmatch.data.datasets import (
     verify_dataset,
 )
 from attnmatch.data.datasets.snli import CLASS_NAMES, SPEC, read_nli_jsonl
-from attnmatch.data.protocol import ClassificationProtocol
 from attnmatch.data.schema import Example
+from attnmatch.tasks import ClassificationTask
 
 DATA = Path(__file__).parents[2] / "data"
 SNLI = DATA / "snli"
@@ -53,7 +53,7 @@ def test_counts_after_dropping_unlabelled(
     split: str, counts: tuple[int, int, int], dropped: int
 ) -> None:
     loaded = _load(split)
-    assert (loaded.dataset, loaded.split, loaded.task) == ("snli", split, "classification")
+    assert (loaded.dataset, loaded.split, loaded.task.kind) == ("snli", split, "classification")
     assert len(loaded.examples) == SPEC.split_sizes[split] == sum(counts)
     labels = [ex.label for ex in loaded.examples]
     assert tuple(labels.count(c) for c in range(3)) == counts
@@ -83,7 +83,7 @@ def test_first_rows() -> None:
 
 def test_protocols() -> None:
     protocol = _load("test").protocol
-    assert isinstance(protocol, ClassificationProtocol) and protocol.name == "snli"
+    assert isinstance(protocol, ClassificationTask) and protocol.name == "snli"
     assert protocol.num_classes == 3
     assert protocol.class_names == CLASS_NAMES == ("entailment", "neutral", "contradiction")
     assert protocol.metrics == ("accuracy", "macro_f1") and protocol.primary == "accuracy"

@@ -28,6 +28,7 @@ from attnmatch.data.datasets._spec import (
     tsv_rows,
 )
 from attnmatch.data.schema import Example
+from attnmatch.tasks import RankingTask
 
 
 def test_tsv_rows_checks_the_header_and_counts_fields(tmp_path: Path) -> None:
@@ -95,7 +96,7 @@ def _toy_spec(url: str, files: dict[str, str], archive_sha256: str | None) -> Da
     return DatasetSpec(
         name="toy",
         title="Toy",
-        task="ranking",
+        task=RankingTask(),
         splits=("test",),
         split_files={"test": tuple(files)},
         files=tuple(FileSpec(name, sha) for name, sha in files.items()),

@@ -19,8 +19,8 @@ from attnmatch.data.datasets import (
     verify_dataset,
 )
 from attnmatch.data.datasets.sts_benchmark import SPEC, read_sts_benchmark_csv
-from attnmatch.data.protocol import RegressionProtocol
 from attnmatch.data.schema import Example
+from attnmatch.tasks import RegressionTask
 
 DATA = Path(__file__).parents[2] / "data"
 STSB = DATA / "sts_benchmark"
@@ -54,7 +54,11 @@ def test_counts_by_genre_as_in_the_readme() -> None:
     }
     for split in SPLITS:
         loaded = _load(split)
-        assert (loaded.dataset, loaded.split, loaded.task) == ("sts-benchmark", split, "regression")
+        assert (loaded.dataset, loaded.split, loaded.task.kind) == (
+            "sts-benchmark",
+            split,
+            "regression",
+        )
         assert len(loaded.examples) == SPEC.split_sizes[split]
         assert Counter(_id_field(ex, 0) for ex in loaded.examples) == expected[split]
     assert SPEC.split_sizes == {"train": 5_749, "dev": 1_500, "test": 1_379}
@@ -117,7 +121,7 @@ def test_nine_field_rows_are_read(split: str, nine: int) -> None:
 
 def test_protocol() -> None:
     protocol = _load("test").protocol
-    assert isinstance(protocol, RegressionProtocol)
+    assert isinstance(protocol, RegressionTask)
     assert (protocol.name, protocol.min_score, protocol.max_score) == ("sts-benchmark", 0, 5)
     assert protocol.metrics == ("pearson", "spearman", "mse") and protocol.primary == "pearson"
     assert not protocol.by_group and protocol.num_levels == 6

@@ -71,7 +71,7 @@ def _gunzip_lines(path: Path) -> list[str]:
 )
 def test_sizes(split: str, source: str, pairs: int, questions: int, positives: int) -> None:
     loaded = _load(split, source)
-    assert (loaded.dataset, loaded.split, loaded.task) == ("trecqa", split, "ranking")
+    assert (loaded.dataset, loaded.split, loaded.task.kind) == ("trecqa", split, "ranking")
     assert loaded.options == {"source": source}
     assert len(loaded.examples) == pairs == SPEC.split_sizes[split]
     assert len(_groups(loaded.examples)) == questions
@@ -169,7 +169,7 @@ def test_protocol_keeps(
 ) -> None:
     loaded = _load(split)
     protocol = loaded.protocol
-    assert protocol is not None and protocol.name == name and protocol.task == "ranking"
+    assert protocol is not None and protocol.name == name and protocol.kind == "ranking"
     assert protocol.require_positive and protocol.require_negative
     assert protocol.primary == "map" and {"map", "mrr"} <= set(protocol.metrics)
     groups = _groups(loaded.examples).values()

@@ -19,8 +19,8 @@ from attnmatch.data.datasets.twitter_cs import (
     read_reply_pairs,
     reply_key,
 )
-from attnmatch.data.protocol import RankingProtocol
 from attnmatch.data.schema import Example
+from attnmatch.tasks import RankingTask
 
 DATA = Path(__file__).parents[2] / "data"
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "twitter_cs"
@@ -75,7 +75,7 @@ def _reply_id(ex: Example) -> str:
 
 def test_spec() -> None:
     assert get_dataset("twitter-cs") is SPEC
-    assert SPEC.splits == ("train", "dev", "test") and SPEC.task == "ranking"
+    assert SPEC.splits == ("train", "dev", "test") and SPEC.task.kind == "ranking"
     assert dict(SPEC.split_sizes) == {"train": 164_000, "dev": 20_500, "test": 20_500}
     assert [f.name for f in SPEC.files] == ["twcs.csv"] and SPEC.files[0].sha256 == ""
     assert SPEC.resolve_options({}) == {"max_pairs": 41_000}
@@ -83,7 +83,7 @@ def test_spec() -> None:
     assert not is_available("twitter-cs", DATA)
     for split in SPEC.splits:
         protocol = SPEC.protocol(split)
-        assert isinstance(protocol, RankingProtocol) and "reconstruction" in protocol.name
+        assert isinstance(protocol, RankingTask) and "reconstruction" in protocol.name
         assert protocol.metrics == ("mrr", "p@1") and protocol.primary == "mrr"
         assert protocol.require_positive
 

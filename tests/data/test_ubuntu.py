@@ -22,9 +22,9 @@ from attnmatch.data.datasets.ubuntu import (
     read_xu_txt,
     strip_markers,
 )
-from attnmatch.data.protocol import RankingProtocol
 from attnmatch.data.schema import Example
 from attnmatch.metrics.ranking import recall_n_at_k
+from attnmatch.tasks import RankingTask
 
 DATA = Path(__file__).parents[2] / "data"
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "ubuntu"
@@ -73,7 +73,7 @@ def _groups(examples: list[Example]) -> dict[str, list[Example]]:
 )
 def test_spec(spec: DatasetSpec, name: str, files: tuple[str, ...], sizes: dict) -> None:
     assert get_dataset(name) is spec
-    assert spec.splits == ("train", "dev", "test") and spec.task == "ranking"
+    assert spec.splits == ("train", "dev", "test") and spec.task.kind == "ranking"
     assert tuple(f for split in spec.splits for f in spec.split_files[split]) == files
     assert dict(spec.split_sizes) == sizes
     assert {f.sha256 for f in spec.files} == {""}  # no published checksums
@@ -81,7 +81,7 @@ def test_spec(spec: DatasetSpec, name: str, files: tuple[str, ...], sizes: dict)
     assert not is_available(name, DATA)
     for split in spec.splits:
         protocol = spec.protocol(split)
-        assert isinstance(protocol, RankingProtocol)
+        assert isinstance(protocol, RankingTask)
         assert protocol.metrics == ("r2@1", "r10@1", "r10@2", "r10@5", "mrr")
         assert protocol.primary == "r10@1" and protocol.require_positive
 

@@ -77,7 +77,7 @@ def _write(path: Path, rows: list[str], newline: str = "\r\n") -> Path:
 )
 def test_counts(split: str, options: dict, pairs: int, questions: int) -> None:
     loaded = _load(split, **options)
-    assert (loaded.dataset, loaded.split, loaded.task) == ("wikiqa", split, "ranking")
+    assert (loaded.dataset, loaded.split, loaded.task.kind) == ("wikiqa", split, "ranking")
     assert len(loaded.examples) == pairs
     assert len(_groups(loaded.examples)) == questions
     assert {ex.label for ex in loaded.examples} == {0, 1}

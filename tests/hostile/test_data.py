@@ -46,6 +46,7 @@ from attnmatch.data.sampling import RankingGroupSampler
 from attnmatch.data.textfile import open_text
 from attnmatch.data.vocab import Vocab
 from attnmatch.scoring import PairsFile, read_candidates, write_scored
+from attnmatch.tasks import Predictions, RankingTask
 from tests.hostile._util import assert_clear_error, assert_clear_exception, run_cli
 
 HEADER = "left\tright\tlabel"
@@ -192,7 +193,7 @@ def _zip_spec(url: str) -> DatasetSpec:
     return DatasetSpec(
         name="toy",
         title="Toy",
-        task="ranking",
+        task=RankingTask(),
         splits=("test",),
         split_files={"test": ("a.tsv",)},
         files=(FileSpec("a.tsv", ""),),
@@ -465,7 +466,7 @@ def test_grade_above_trains_highest(tmp_path: Path, case: str) -> None:
     train = [row[:-1] + grade for row, grade in zip(ranking_rows(), "3210123210", strict=False)]
     dev = ["q0\tquestion 0 ?\tx\t1", "q0\tquestion 0 ?\ty\t7"]
     folder = folder_of(tmp_path, train_tsv=tsv(GROUPED, *train), dev_tsv=tsv(GROUPED, *dev))
-    assert pairs_split(folder, task="ranking").task == "ranking"
+    assert pairs_split(folder, task="ranking").task.kind == "ranking"
     failure(lambda: pairs_split(folder, "dev", task="ranking"), "dev.tsv:3", "7", "highest grade 3")
 
 
@@ -621,14 +622,10 @@ def test_jsonl_key_given_twice(tmp_path: Path, case: str) -> None:
 
 
 def _stub_matcher(scores: list[float]) -> Any:
-    task = SimpleNamespace(
-        kind="ranking", scores=lambda outputs: outputs[:, 0], labels=lambda outputs: None
-    )
+    def predict_pairs(pairs: list[tuple[str, str]]) -> Predictions:
+        return Predictions(scores=np.asarray(scores[: len(pairs)], dtype=np.float32))
 
-    def outputs(pairs: list[tuple[str, str]]) -> np.ndarray:
-        return np.asarray(scores[: len(pairs)], dtype=np.float32)[:, None]
-
-    return SimpleNamespace(task=task, outputs=outputs)
+    return SimpleNamespace(task=RankingTask(), predict_pairs=predict_pairs)
 
 
 @case("c4-nan-score-is-never-written")
@@ -761,7 +758,7 @@ def test_bom_before_the_pairs_header(tmp_path: Path, case: str) -> None:
 def test_bom_inside_a_gz(tmp_path: Path, case: str) -> None:
     folder = folder_of(tmp_path, train_tsv_gz=gzip.compress(BOM + tsv(GROUPED, *ranking_rows())))
     split = pairs_split(folder)
-    assert split.task == "ranking" and split.examples[0].group == "q0"
+    assert split.task.kind == "ranking" and split.examples[0].group == "q0"
 
 
 @case("c8-bom-keeps-line-numbers")

@@ -223,9 +223,6 @@ HOOKS = frozenset(
 # and the lookup of MV-LSTM's CPU inference path (to become a registered fast path). An entry
 # that no longer occurs fails the test below: remove it.
 STILL_PROBED = {
-    ("serving/app.py", "attention"),
-    ("serving/app.py", "callable(getattr(...))"),
-    ("serving/app.py", "config"),
     ("matcher.py", "predict_encoded"),
     ("matcher.py", "encoded_inference"),
 }

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -79,12 +78,13 @@ def test_models_lists_type_task_inputs_and_attention(client: TestClient) -> None
         "name": "ranker",
         "type": "cbow_mlp",
         "task": "ranking",
+        "relevance": "score",  # no calibration: /rerank gives the raw score
         "inputs": "word_vectors",
         "metrics": {},
         "attention": False,
     }
     assert rows["amvlstm"]["attention"] is True
-    assert rows["nli"]["task"] == "classification"
+    assert rows["nli"]["task"] == "classification" and rows["nli"]["relevance"] == "probability"
 
 
 @pytest.mark.parametrize("name", ["ranker", "amvlstm", "nli"])
@@ -177,10 +177,9 @@ def test_rerank_as_a_tei_client(client: TestClient, models: dict[str, Matcher]) 
     assert scores == sorted(scores, reverse=True)
     want = models["ranker"].rank(QUERY, CANDIDATES)
     assert [row["index"] for row in got] == [r.index for r in want]
-    # raw_scores false: a one-output ranker's logit through a sigmoid, as TEI does
-    np.testing.assert_allclose(
-        scores, [1 / (1 + math.exp(-r.score)) for r in want], rtol=1e-5, atol=1e-6
-    )
+    # raw_scores false, but the ranker has no calibration: its raw score, never a sigmoid of an
+    # unbounded score (tests/serving/test_relevance.py has a calibrated one)
+    np.testing.assert_allclose(scores, [r.score for r in want], rtol=1e-5, atol=1e-6)
 
 
 def test_rerank_raw_scores_without_text(client: TestClient, models: dict[str, Matcher]) -> None:

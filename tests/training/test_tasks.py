@@ -11,12 +11,11 @@ import pytest
 
 from attnmatch.configs import ConfigError
 from attnmatch.data.encoding import EncodedPairs
-from attnmatch.data.protocol import RegressionProtocol
 from attnmatch.evaluation import report_from_outputs
 from attnmatch.matcher import Matcher
 from attnmatch.metrics import weighted_pearson
 from attnmatch.models import _registry
-from attnmatch.tasks import Task
+from attnmatch.tasks import RegressionTask, Task
 from attnmatch.training import ExperimentConfig, train
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -106,7 +105,7 @@ def test_grouped_regression_report_is_pair_weighted() -> None:
         group_ids=np.array([0] * 5 + [1] * 15),
         group_names=["2016/a", "2016/b"],
     )
-    protocol = RegressionProtocol(name="sts", min_score=0, max_score=5, by_group=True)
+    protocol = RegressionTask(name="sts", min_score=0, max_score=5, by_group=True)
     report = report_from_outputs(pred[:, None], data, protocol)
     mean, per_set, _ = weighted_pearson(pred, gold, groups)
     assert report.metrics["pearson"] == pytest.approx(mean)

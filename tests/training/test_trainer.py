@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import safetensors.torch
 import torch
@@ -13,6 +16,7 @@ import torch
 from attnmatch.configs import ConfigError
 from attnmatch.inputs import TransformerInputsConfig, TrigramInputsConfig, WordVectorsConfig
 from attnmatch.matcher import Matcher
+from attnmatch.tasks import RegressionTask
 from attnmatch.training import ExperimentConfig, train, train_seeds
 from attnmatch.training.config import load_experiment
 
@@ -227,10 +231,18 @@ def test_a_smaller_is_better_primary_metric_selects_the_minimum(tmp_path: Path) 
     from attnmatch.training.loop import select
     from attnmatch.training.run_dir import RunDir, TrainState
 
+    @dataclasses.dataclass
+    class FakeMatcher:  # dev outputs of a regression model, its task calibrates nothing
+        task: RegressionTask = RegressionTask(min_score=0, max_score=5)
+
+        def predict(self, data: object) -> np.ndarray:
+            return np.zeros((2, 1), dtype=np.float32)
+
     class FakeExperiment:
         def __init__(self) -> None:
-            self.dev = EvalSplit(data=None, protocol=None)  # type: ignore[arg-type]
-            self.matcher = None
+            dev = SimpleNamespace(labels=np.array([1.0, 4.0]))
+            self.dev = EvalSplit(data=dev, protocol=None)  # type: ignore[arg-type]
+            self.matcher = FakeMatcher()
             self.config = ExperimentConfig()
 
     state, saved = TrainState(), []
@@ -246,13 +258,13 @@ def test_a_smaller_is_better_primary_metric_selects_the_minimum(tmp_path: Path) 
         def __init__(self) -> None:
             self.metrics = {"mse": next(scores)}
 
-    original = loop.evaluate_split
-    loop.evaluate_split = lambda exp, split: Report()  # type: ignore[assignment]
+    original = loop.report_from_outputs
+    loop.report_from_outputs = lambda outputs, data, protocol, task: Report()  # type: ignore[assignment]
     try:
         for epoch in range(1, 5):
             select(FakeExperiment(), state, epoch, run)  # type: ignore[arg-type]
     finally:
-        loop.evaluate_split = original
+        loop.report_from_outputs = original
     assert saved == [0.9, 0.5, 0.4] and state.best_epoch == 4 and state.best_score == 0.4
 
 

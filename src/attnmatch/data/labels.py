@@ -25,12 +25,12 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from attnmatch.data.protocol import (
+from attnmatch.tasks import (
     MULTICLASS_METRICS,
-    ClassificationProtocol,
-    Protocol,
-    RankingProtocol,
-    RegressionProtocol,
+    ClassificationTask,
+    RankingTask,
+    RegressionTask,
+    Task,
     integral,
 )
 
@@ -121,7 +121,8 @@ class LabelScheme:
     or score range, all taken from train.
 
     Args:
-        task: "ranking", "classification" or "regression".
+        task: "ranking", "classification" or "regression": the kind the labels were read as
+            (`protocol` is the task object every other part of the code receives).
         reason: the sentence that says why, e.g. "task: ranking (labels 0/1, ...)".
         class_names: classification: the classes, in index order.
         min_score, max_score: regression: the score range, which every label must respect
@@ -191,25 +192,24 @@ class LabelScheme:
                 f"{label_name(self.grades[-1])}"
             )
 
-    def protocol(self) -> Protocol:
-        """The evaluation protocol of every split of these pairs."""
+    def protocol(self) -> Task:
+        """The evaluation protocol of every split of these pairs (a task)."""
         if self.task == "classification":
-            return ClassificationProtocol(
+            return ClassificationTask(
                 name="pairs-classification",
-                num_classes=len(self.class_names),
                 class_names=self.class_names,
                 metrics=MULTICLASS_METRICS if len(self.class_names) > 2 else ("accuracy", "f1"),
                 primary=self.primary,
                 description=self.description,
             )
         if self.task == "regression":
-            return RegressionProtocol(
+            return RegressionTask(
                 name="pairs-regression",
                 min_score=self.min_score,
                 max_score=self.max_score,
                 description=self.description,
             )
-        return RankingProtocol(name="pairs-ranking", description=self.description)
+        return RankingTask(name="pairs-ranking", description=self.description)
 
 
 def _several(groups: Sequence[str | None]) -> int:

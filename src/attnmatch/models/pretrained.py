@@ -226,8 +226,7 @@ def fine_tuning_recipe(task: Any) -> dict[str, Any]:
         "min_epochs": 1,
         "patience": 3,
     }
-    if task.kind == "ranking":
-        train["loss"] = "listwise"
+    train.update(task.fine_tuning_train())  # ranking: the listwise softmax
     return {"train": train}
 
 
@@ -236,14 +235,10 @@ def bi_encoder_recipe(task: Any) -> dict[str, Any]:
     softmax (ranking); the cosine mapped onto the score range, trained by squared error
     (regression)."""
     recipe = fine_tuning_recipe(task)
-    if task.kind == "ranking":
-        recipe["model_overrides"] = {"scale": 20.0}
-    elif task.kind == "regression":
-        recipe["train"]["loss"] = "mse"
-        recipe["model_overrides"] = {
-            "scale": float(task.max_score - task.min_score),
-            "shift": float(task.min_score),
-        }
+    train, overrides = task.cosine_head()
+    recipe["train"].update(train)
+    if overrides:
+        recipe["model_overrides"] = overrides
     return recipe
 
 

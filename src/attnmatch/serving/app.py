@@ -41,6 +41,7 @@ from prometheus_client import (
 from attnmatch.matcher import Matcher
 from attnmatch.serving.batching import Batcher
 from attnmatch.serving.schemas import ExplainRequest, PairsRequest, RankRequest, RerankRequest
+from attnmatch.tasks import Predictions
 
 log = logging.getLogger("attnmatch.serve")
 
@@ -293,18 +294,33 @@ def create_app(models: dict[str, Matcher], *, settings: ServeSettings | None = N
     for name in models:
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"model names must be non-empty strings, got {name!r}")
-    models = dict(models)
-    default = next(iter(models))
     metrics = _Metrics()
-    threads = settings.threads
+    service = _Service(dict(models), _batchers(models, settings, metrics), settings, metrics)
+    app = FastAPI(
+        title="attnmatch serve", lifespan=service.lifespan, docs_url="/docs", redoc_url=None
+    )
+    app.state.models = service.models
+    app.state.batchers = service.batchers
+    app.state.settings = settings
+    app.state.registry = metrics.registry
+    _add_error_handlers(app)
+    _add_routes(app, service)
+    app.add_middleware(_Observe, metrics=metrics, max_bytes=settings.max_request_bytes)
+    return app
+
+
+def _batchers(
+    models: dict[str, Matcher], settings: ServeSettings, metrics: _Metrics
+) -> dict[str, Batcher[Predictions]]:
+    """One `Batcher` of `Matcher.predict_pairs` per model, on the model's own thread."""
 
     def set_threads() -> None:  # on each model's thread, before its first forward pass
-        if threads is not None:
-            torch.set_num_threads(threads)
+        if settings.threads is not None:
+            torch.set_num_threads(settings.threads)
 
-    batchers = {
+    return {
         name: Batcher(
-            matcher.outputs,
+            matcher.predict_pairs,
             max_batch_pairs=settings.max_batch_pairs,
             max_wait_ms=settings.max_wait_ms,
             batching=settings.batching,
@@ -314,230 +330,208 @@ def create_app(models: dict[str, Matcher], *, settings: ServeSettings | None = N
         for name, matcher in models.items()
     }
 
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """The one-line `{"detail": ...}` of each error (module docstring)."""
+    app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]
+    app.add_exception_handler(_TooLarge, _too_large)
+    app.add_exception_handler(ValueError, _refused)
+    app.add_exception_handler(NotImplementedError, _refused)
+    app.add_exception_handler(Exception, _failed)
+
+
+async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+    return JSONResponse({"detail": _validation_detail(error)}, status_code=422)
+
+
+async def _too_large(request: Request, error: Exception) -> JSONResponse:
+    return JSONResponse({"detail": _one_line(error)}, status_code=413)
+
+
+async def _refused(request: Request, error: Exception) -> JSONResponse:
+    fallback = "not supported" if isinstance(error, NotImplementedError) else "invalid input"
+    return JSONResponse({"detail": _one_line(error) or fallback}, status_code=400)
+
+
+async def _failed(request: Request, error: Exception) -> JSONResponse:
+    log.exception("internal error on %s", request.url.path)
+    detail = f"internal error: {type(error).__name__} (see the server log)"
+    return JSONResponse({"detail": detail}, status_code=500)
+
+
+def _add_routes(app: FastAPI, service: _Service) -> None:
+    app.get("/", response_class=HTMLResponse, include_in_schema=False)(_page)
+    app.get("/healthz")(_healthz)
+    app.get("/readyz")(service.readyz)
+    app.get("/metrics", include_in_schema=False)(service.prometheus)
+    app.get("/v1/models")(service.list_models)
+    app.post("/v1/rank")(service.rank)
+    app.post("/v1/score")(service.score)
+    app.post("/v1/classify")(service.classify)
+    app.post("/v1/explain")(service.explain)
+    app.post("/rerank")(service.rerank)
+
+
+async def _page() -> HTMLResponse:
+    index = STATIC / "index.html"
+    try:
+        return HTMLResponse(index.read_text(encoding="utf-8"))
+    except OSError:
+        return HTMLResponse(_PLACEHOLDER)
+
+
+async def _healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@dataclass
+class _Service:
+    """The models served with their batchers and limits; its methods are the endpoints that
+    need them. Every prediction is the Matcher's (`predict_pairs`): the service decides
+    nothing about tasks."""
+
+    models: dict[str, Matcher]
+    batchers: dict[str, Batcher[Predictions]]
+    settings: ServeSettings
+    metrics: _Metrics
+
     @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(self, app: FastAPI) -> AsyncIterator[None]:
         yield
-        for batcher in batchers.values():
+        for batcher in self.batchers.values():
             await batcher.aclose()
-
-    app = FastAPI(title="attnmatch serve", lifespan=lifespan, docs_url="/docs", redoc_url=None)
-    app.state.models = models
-    app.state.batchers = batchers
-    app.state.settings = settings
-    app.state.registry = metrics.registry
-
-    # ------------------------------------------------------------- errors
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"detail": _validation_detail(error)}, status_code=422)
-
-    @app.exception_handler(_TooLarge)
-    async def _too_large(request: Request, error: _TooLarge) -> JSONResponse:
-        return JSONResponse({"detail": _one_line(error)}, status_code=413)
-
-    @app.exception_handler(ValueError)
-    async def _refused(request: Request, error: ValueError) -> JSONResponse:
-        return JSONResponse({"detail": _one_line(error) or "invalid input"}, status_code=400)
-
-    @app.exception_handler(NotImplementedError)
-    async def _unsupported(request: Request, error: NotImplementedError) -> JSONResponse:
-        return JSONResponse({"detail": _one_line(error) or "not supported"}, status_code=400)
-
-    @app.exception_handler(Exception)
-    async def _failed(request: Request, error: Exception) -> JSONResponse:
-        log.exception("internal error on %s", request.url.path)
-        detail = f"internal error: {type(error).__name__} (see the server log)"
-        return JSONResponse({"detail": detail}, status_code=500)
 
     # ------------------------------------------------------------- helpers
 
-    def pick(request: Request, name: str | None) -> tuple[str, Matcher]:
-        name = default if name is None else name
-        if name not in models:
-            raise HTTPException(
-                404, f"unknown model {name!r}; this server has {', '.join(map(repr, models))}"
-            )
+    def pick(self, request: Request, name: str | None) -> tuple[str, Matcher]:
+        """The model named `name` (default: the first), recorded for the access log."""
+        name = next(iter(self.models)) if name is None else name
+        if name not in self.models:
+            served = ", ".join(map(repr, self.models))
+            raise HTTPException(404, f"unknown model {name!r}; this server has {served}")
         request.state.model = name
-        return name, models[name]
+        return name, self.models[name]
 
-    def check_count(field: str, count: int) -> None:
-        if count > settings.max_candidates:
-            raise _TooLarge(
-                f"{field}: {count} items, over the limit of {settings.max_candidates} per request"
-            )
+    def check_count(self, field: str, count: int) -> None:
+        limit = self.settings.max_candidates
+        if count > limit:
+            raise _TooLarge(f"{field}: {count} items, over the limit of {limit} per request")
 
-    def check_text(field: str, text: str) -> None:
-        if len(text) > settings.max_text_chars:
-            raise _TooLarge(
-                f"{field}: {len(text)} characters, over the limit of {settings.max_text_chars}"
-            )
+    def check_text(self, field: str, text: str) -> None:
+        limit = self.settings.max_text_chars
+        if len(text) > limit:
+            raise _TooLarge(f"{field}: {len(text)} characters, over the limit of {limit}")
 
-    def check_query(text: str) -> None:
-        if not text.strip():
-            raise ValueError("query: the query is empty")
-        check_text("query", text)
+    def check_pairs(self, pairs: list[tuple[str, str]]) -> None:
+        self.check_count("pairs", len(pairs))
+        for i, (left, right) in enumerate(pairs):
+            self.check_text(f"pairs[{i}][0]", left)
+            self.check_text(f"pairs[{i}][1]", right)
 
-    async def outputs(request: Request, name: str, pairs: list[tuple[str, str]]) -> np.ndarray:
+    async def predict(
+        self, request: Request, name: str, pairs: list[tuple[str, str]]
+    ) -> Predictions:
         request.state.pairs = len(pairs)
-        return await batchers[name].submit(pairs)
-
-    def scores_of(matcher: Matcher, out: np.ndarray) -> np.ndarray:
-        scores = matcher.task.scores(torch.from_numpy(np.ascontiguousarray(out))).numpy()
-        if not np.isfinite(scores).all():
-            raise ValueError("the model gave a score that is not a finite number")
-        return scores.astype(np.float32)
+        return await self.batchers[name].submit(pairs)
 
     async def ranked(
-        request: Request, name: str, matcher: Matcher, query: str, texts: list[str], field: str
-    ) -> list[tuple[int, float]]:
-        check_query(query)
-        check_count(field, len(texts))
+        self, request: Request, name: str, query: str, texts: list[str], field: str
+    ) -> tuple[list[int], Predictions]:
+        """The order of `texts` for `query`, best first (ties keep the input order, as
+        `Matcher.rank`), and their predictions."""
+        if not query.strip():
+            raise ValueError("query: the query is empty")
+        self.check_text("query", query)
+        self.check_count(field, len(texts))
         for i, text in enumerate(texts):
-            check_text(f"{field}[{i}]", text)
-        scores = scores_of(matcher, await outputs(request, name, [(query, t) for t in texts]))
-        order = np.argsort(-scores, kind="stable")  # ties keep the input order, as Matcher.rank
-        return [(int(i), float(scores[i])) for i in order]
-
-    def check_pairs(pairs: list[tuple[str, str]]) -> None:
-        check_count("pairs", len(pairs))
-        for i, (left, right) in enumerate(pairs):
-            check_text(f"pairs[{i}][0]", left)
-            check_text(f"pairs[{i}][1]", right)
+            self.check_text(f"{field}[{i}]", text)
+        predictions = await self.predict(request, name, [(query, t) for t in texts])
+        order = np.argsort(-predictions.scores, kind="stable")
+        return [int(i) for i in order], predictions
 
     # ------------------------------------------------------------- endpoints
 
-    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
-    async def page() -> HTMLResponse:
-        index = STATIC / "index.html"
-        try:
-            return HTMLResponse(index.read_text(encoding="utf-8"))
-        except OSError:
-            return HTMLResponse(_PLACEHOLDER)
+    async def readyz(self) -> dict[str, Any]:
+        return {"status": "ready", "models": list(self.models)}
 
-    @app.get("/healthz")
-    async def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+    async def prometheus(self) -> Response:
+        return Response(generate_latest(self.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    @app.get("/readyz")
-    async def readyz() -> dict[str, Any]:
-        return {"status": "ready", "models": list(models)}
-
-    @app.get("/metrics", include_in_schema=False)
-    async def prometheus() -> Response:
-        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
-
-    @app.get("/v1/models")
-    async def list_models() -> JSONResponse:
+    async def list_models(self) -> JSONResponse:
         rows = [
             {
                 "name": name,
                 "type": matcher.model_type,
                 "task": matcher.task.kind,
-                "inputs": getattr(matcher.inputs, "kind", None),
+                "relevance": matcher.task.relevance_scale,
+                "inputs": None if matcher.inputs is None else matcher.inputs.kind,
                 "metrics": matcher.metrics,
-                "attention": callable(getattr(matcher.model, "attention", None)),
+                "attention": matcher.explains,
             }
-            for name, matcher in models.items()
+            for name, matcher in self.models.items()
         ]
         return JSONResponse(_finite_json({"models": rows}))
 
-    @app.post("/v1/rank")
-    async def rank(request: Request, body: RankRequest) -> Response:
-        name, matcher = pick(request, body.model)
-        order = await ranked(request, name, matcher, body.query, body.candidates, "candidates")
-        if body.top_k is not None:
-            order = order[: body.top_k]
-        results = [{"index": i, "score": s, "text": body.candidates[i]} for i, s in order]
+    async def rank(self, request: Request, body: RankRequest) -> Response:
+        name, _ = self.pick(request, body.model)
+        order, predictions = await self.ranked(
+            request, name, body.query, body.candidates, "candidates"
+        )
+        scores = predictions.scores
+        results = [
+            {"index": i, "score": float(scores[i]), "text": body.candidates[i]}
+            for i in order[: body.top_k]
+        ]
         return _json({"model": name, "results": results})
 
-    @app.post("/v1/score")
-    async def score(request: Request, body: PairsRequest) -> Response:
-        name, matcher = pick(request, body.model)
-        check_pairs(body.pairs)
-        scores = scores_of(matcher, await outputs(request, name, body.pairs))
-        return _json({"model": name, "scores": scores.tolist()})
+    async def score(self, request: Request, body: PairsRequest) -> Response:
+        name, _ = self.pick(request, body.model)
+        self.check_pairs(body.pairs)
+        predictions = await self.predict(request, name, body.pairs)
+        return _json({"model": name, "scores": predictions.scores.tolist()})
 
-    @app.post("/v1/classify")
-    async def classify(request: Request, body: PairsRequest) -> Response:
-        name, matcher = pick(request, body.model)
-        task = matcher.task
-        if task.kind != "classification":
+    async def classify(self, request: Request, body: PairsRequest) -> Response:
+        name, matcher = self.pick(request, body.model)
+        if not matcher.task.has_labels:
             raise ValueError(
-                f"classify needs a classification model; {name!r} is a {task.kind} model "
-                "(use /v1/score)"
+                f"classify needs a classification model; {name!r} is a {matcher.task.kind} "
+                "model (use /v1/score)"
             )
-        check_pairs(body.pairs)
-        out = await outputs(request, name, body.pairs)
-        logits = torch.from_numpy(np.ascontiguousarray(out)).float()  # (N, C)
-        probs = torch.softmax(logits, dim=-1).tolist()
-        if not all(math.isfinite(p) for row in probs for p in row):
-            raise ValueError("the model gave a probability that is not a finite number")
-        return _json(
-            {
-                "model": name,
-                "labels": task.labels(logits),
-                "probabilities": [dict(zip(task.class_names, row, strict=True)) for row in probs],
-            }
-        )
+        self.check_pairs(body.pairs)
+        predictions = await self.predict(request, name, body.pairs)
+        probabilities = predictions.class_probabilities()
+        return _json({"model": name, "labels": predictions.labels, "probabilities": probabilities})
 
-    @app.post("/v1/explain")
-    async def explain(request: Request, body: ExplainRequest) -> JSONResponse:
-        name, matcher = pick(request, body.model)
-        check_text("left", body.left)
-        check_text("right", body.right)
-        if not callable(getattr(matcher.model, "attention", None)):
+    async def explain(self, request: Request, body: ExplainRequest) -> JSONResponse:
+        name, matcher = self.pick(request, body.model)
+        self.check_text("left", body.left)
+        self.check_text("right", body.right)
+        if not matcher.explains:
             raise ValueError(
                 f"model {name!r} ({matcher.model_type}) has no attention maps to explain; "
                 "see /v1/models for those with attention: true"
             )
         request.state.pairs = 1
-        found = await batchers[name].call(matcher.explain, body.left, body.right)
+        found = await self.batchers[name].call(matcher.explain, body.left, body.right)
+        tokens = ("left_tokens", "right_tokens")
         maps = {
             key: {"shape": list(np.shape(value)), "values": np.asarray(value).tolist()}
             for key, value in found.items()
-            if key not in ("left_tokens", "right_tokens")
+            if key not in tokens
         }
-        content = {
-            "model": name,
-            "left_tokens": list(found["left_tokens"]),
-            "right_tokens": list(found["right_tokens"]),
-            "maps": maps,
-        }
+        content = {"model": name, **{key: list(found[key]) for key in tokens}, "maps": maps}
         return JSONResponse(_finite_json(content))
 
-    @app.post("/rerank")
-    async def rerank(request: Request, body: RerankRequest) -> Response:
-        name, matcher = pick(request, None)
-        order = await ranked(request, name, matcher, body.query, body.texts, "texts")
+    async def rerank(self, request: Request, body: RerankRequest) -> Response:
+        """TEI's /rerank on the default model: the relevance (`Predictions.tei_scores`), or
+        the raw score with `raw_scores` (docs/serving.md, "What the score means")."""
+        name, _ = self.pick(request, None)
+        order, predictions = await self.ranked(request, name, body.query, body.texts, "texts")
+        scores = predictions.tei_scores(body.raw_scores)
         rows: list[dict[str, Any]] = []
-        for i, s in order:
-            row: dict[str, Any] = {
-                "index": i,
-                "score": s if body.raw_scores else _squash(matcher, s),
-            }
+        for i in order:
+            row: dict[str, Any] = {"index": i, "score": float(scores[i])}
             if body.return_text:
                 row["text"] = body.texts[i]
             rows.append(row)
         return _json(rows)
-
-    app.add_middleware(_Observe, metrics=metrics, max_bytes=settings.max_request_bytes)
-    return app
-
-
-def _squash(matcher: Matcher, score: float) -> float:
-    """A TEI score (`raw_scores: false`): a probability of relevance where the model has one.
-
-    A one-output ranking model (a logit): sigmoid(score), as TEI does. A classification or
-    two-output ranking model scores by log P(match): exp(score) = P(match). A regression model
-    keeps its scale. Each is monotone, so the order is the raw scores' order.
-    """
-    if matcher.task.kind == "regression":
-        return score
-    if matcher.task.kind == "classification" or _num_outputs(matcher) > 1:
-        return math.exp(score)
-    return 1 / (1 + math.exp(-score)) if score >= 0 else math.exp(score) / (1 + math.exp(score))
-
-
-def _num_outputs(matcher: Matcher) -> int:
-    return int(getattr(getattr(matcher.model, "config", None), "num_outputs", 1))

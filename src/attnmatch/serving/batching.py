@@ -4,7 +4,7 @@ A request puts its pairs on the model's queue and waits on a future. One worker 
 the first waiting request, then gathers more until the batch holds `max_batch_pairs` pairs or
 `max_wait_ms` have passed since the first arrived (so under load, when requests queue while a
 forward pass runs, the next batch starts as soon as the model is free). It runs one
-`run(pairs)` (e.g. `Matcher.outputs`) on a single worker thread (the event loop keeps serving
+`run(pairs)` (e.g. `Matcher.predict_pairs`) on a single worker thread (the event loop keeps serving
 meanwhile; one thread per model, so a model never runs two forwards at once), and hands each
 request its own rows of the result.
 
@@ -22,35 +22,35 @@ import asyncio
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
-
-import numpy as np
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+R = TypeVar("R")  # what `run` gives: rows that a slice cuts (an array, `Predictions`)
 Pairs = Sequence[tuple[str, str]]
 
 
 @dataclass
-class _Request:
+class _Request(Generic[R]):
     pairs: Pairs
-    future: asyncio.Future[np.ndarray]
+    future: asyncio.Future[R]
     arrived: float  # the loop's clock when it was queued
 
 
 @dataclass
-class _Worker:
+class _Worker(Generic[R]):
     """The queue and worker task of one event loop (a test client may run several loops)."""
 
     loop: asyncio.AbstractEventLoop
-    queue: asyncio.Queue[_Request] = field(default_factory=asyncio.Queue)
+    queue: asyncio.Queue[_Request[R]] = field(default_factory=asyncio.Queue)
     task: asyncio.Task[None] | None = None
 
 
-class Batcher:
+class Batcher(Generic[R]):
     """Gathers the pairs of concurrent requests into shared calls of `run`.
 
     Args:
-        run: pairs -> an array with one row per pair (e.g. `matcher.outputs`).
+        run: pairs -> one row per pair, rows cut by a slice (e.g. `matcher.predict_pairs`:
+            `Predictions`; `matcher.outputs`: an array).
         max_batch_pairs: the most pairs one gathered call holds (>= 1).
         max_wait_ms: how long the first request of a batch waits for others, counted from its
             arrival (>= 0).
@@ -60,13 +60,13 @@ class Batcher:
             (e.g. to set torch's intra-op threads for that thread).
 
     Example:
-        >>> batcher = Batcher(matcher.outputs, max_batch_pairs=256, max_wait_ms=5)
-        >>> outputs = await batcher.submit([("query", "a candidate")])  # (1, num_outputs)
+        >>> batcher = Batcher(matcher.predict_pairs, max_batch_pairs=256, max_wait_ms=5)
+        >>> predictions = await batcher.submit([("query", "a candidate")])  # one pair
     """
 
     def __init__(
         self,
-        run: Callable[[Pairs], np.ndarray],
+        run: Callable[[Pairs], R],
         *,
         max_batch_pairs: int = 256,
         max_wait_ms: float = 5,
@@ -87,15 +87,15 @@ class Batcher:
         self._on_batch = on_batch
         self._on_thread_start = on_thread_start
         self._executor: ThreadPoolExecutor | None = None  # made on first use, again after aclose
-        self._worker: _Worker | None = None
+        self._worker: _Worker[R] | None = None
         self.forwards = 0  # calls of `run` so far
 
-    async def submit(self, pairs: Pairs) -> np.ndarray:
+    async def submit(self, pairs: Pairs) -> R:
         """`run(pairs)`, computed together with the pairs of concurrent requests."""
         if not self.batching:
             return await self.call(self._forward, pairs)
         worker = self._ensure_worker()
-        future: asyncio.Future[np.ndarray] = worker.loop.create_future()
+        future: asyncio.Future[R] = worker.loop.create_future()
         worker.queue.put_nowait(_Request(pairs, future, worker.loop.time()))
         return await future
 
@@ -130,24 +130,24 @@ class Batcher:
 
     # ----------------------------------------------------------------- internals
 
-    def _forward(self, pairs: Pairs) -> np.ndarray:
+    def _forward(self, pairs: Pairs) -> R:
         out = self._run(pairs)
         self.forwards += 1
         if self._on_batch is not None:
             self._on_batch(len(pairs))
         return out
 
-    def _ensure_worker(self) -> _Worker:
+    def _ensure_worker(self) -> _Worker[R]:
         loop = asyncio.get_running_loop()
         worker = self._worker
         if worker is None or worker.loop is not loop or worker.task is None or worker.task.done():
-            worker = _Worker(loop)
+            worker = _Worker[R](loop)
             worker.task = loop.create_task(self._work(worker))
             self._worker = worker
         return worker
 
-    async def _work(self, worker: _Worker) -> None:
-        carry: _Request | None = None
+    async def _work(self, worker: _Worker[R]) -> None:
+        carry: _Request[R] | None = None
         while True:
             first = carry if carry is not None else await worker.queue.get()
             carry = None
@@ -173,7 +173,7 @@ class Batcher:
                 size += len(request.pairs)
             await self._answer([r for r in batch if not r.future.done()])
 
-    async def _answer(self, batch: list[_Request]) -> None:
+    async def _answer(self, batch: list[_Request[R]]) -> None:
         if not batch:
             return
         pairs = [pair for request in batch for pair in request.pairs]
@@ -186,17 +186,18 @@ class Batcher:
             for request in batch:  # find whose input failed; the others still get answers
                 await self._answer([request])
             return
+        rows: Any = out  # sliced: one part per request
         start = 0
         for request in batch:
             end = start + len(request.pairs)
-            _settle(request.future, result=out[start:end])
+            _settle(request.future, result=rows[start:end])
             start = end
 
 
 def _settle(
-    future: asyncio.Future[np.ndarray],
+    future: asyncio.Future[R],
     *,
-    result: np.ndarray | None = None,
+    result: R | None = None,
     error: BaseException | None = None,
 ) -> None:
     if future.done():  # the client went away

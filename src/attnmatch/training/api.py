@@ -14,12 +14,13 @@ import torch
 
 from attnmatch import configs
 from attnmatch.data.datasets import Split
-from attnmatch.data.datasets.pairs import expand_positive_only
+from attnmatch.data.datasets.pairs import evaluation_examples
 from attnmatch.data.labels import Labels, LabelScheme, choose_task, read_labels
 from attnmatch.data.schema import Example
 from attnmatch.inputs import parse_inputs
 from attnmatch.matcher import Matcher
 from attnmatch.models import default_inputs
+from attnmatch.tasks import Task
 from attnmatch.training.config import DataConfig, ExperimentConfig, TrainConfig
 from attnmatch.training.experiment import experiment_from_splits
 from attnmatch.training.trainer import train as train_run
@@ -95,7 +96,8 @@ def _distinct(examples: list[Example], name: str) -> list[Example]:
 
 
 def _split(examples: list[Example], name: str, scheme: LabelScheme) -> Split:
-    return Split("pairs", name, scheme.task, examples, scheme.protocol(), {}, (scheme.reason,))
+    protocol = scheme.protocol()
+    return Split("pairs", name, Task.of(protocol), examples, protocol, {}, (scheme.reason,))
 
 
 def fit_matcher(
@@ -162,9 +164,8 @@ def _fit(
     train_split = _split(_labelled(texts, labels, scheme, "train"), "train", scheme)
     dev_split = None
     if dev is not None:
-        dev_examples = as_examples(dev, "dev", scheme)
-        if scheme.task == "ranking":  # questions with their answers only: rank among all
-            dev_examples, _ = expand_positive_only(dev_examples, "dev")
+        # ranking: questions with their answers only are ranked among all the answers
+        dev_examples, _ = evaluation_examples(as_examples(dev, "dev", scheme), scheme, "dev")
         dev_split = _split(dev_examples, "dev", scheme)
     config = _config(base, DataConfig(dataset="pairs", test_split=None))
     exp = experiment_from_splits(config, train_split, dev_split, None)

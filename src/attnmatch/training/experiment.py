@@ -18,7 +18,6 @@ import torch
 from attnmatch.configs import ConfigError
 from attnmatch.data.datasets import Split, load_train_dev_test
 from attnmatch.data.encoding import EncodedPairs
-from attnmatch.data.protocol import Protocol
 from attnmatch.data.schema import Example
 from attnmatch.inputs import Inputs, build_inputs, check_accepts
 from attnmatch.matcher import Matcher
@@ -29,7 +28,7 @@ from attnmatch.models import (
     model_type_of,
     resolve_model_config,
 )
-from attnmatch.tasks import Task
+from attnmatch.tasks import GROUP_LOSSES, RankingTask, Task
 from attnmatch.training.config import ExperimentConfig, TrainConfig
 
 
@@ -44,7 +43,7 @@ class EvalSplit:
     """An encoded split with the protocol it is evaluated under."""
 
     data: EncodedPairs
-    protocol: Protocol
+    protocol: Task
     examples: list[Example] = field(default_factory=list)
 
 
@@ -117,10 +116,10 @@ def experiment_task(train: Split, dev: Split | None) -> Task:
     reference = dev if dev is not None else train
     if reference.protocol is None:
         raise ValueError(f"{reference.dataset}:{reference.split} has no evaluation protocol")
-    if dev is not None and train.task != dev.task:
+    if dev is not None and not train.task.same_kind(dev.task):
         raise ValueError(
-            f"{train.dataset}: split {train.split!r} is a {train.task} split but {dev.split!r} "
-            f"is evaluated as {dev.task}"
+            f"{train.dataset}: split {train.split!r} is a {train.task.kind} split but "
+            f"{dev.split!r} is evaluated as {dev.task.kind}"
         )
     return Task.of(reference.protocol)
 
@@ -138,7 +137,7 @@ def experiment_from_splits(
     task = experiment_task(train, dev)
     config = with_recipe(config, task)
     model_type = model_type_of(config.model)
-    if task.kind not in get_model_entry(model_type).tasks:
+    if not task.among(get_model_entry(model_type).tasks):
         raise ValueError(
             f"model {config.model!r} does not support the {task.kind} task (it supports "
             f"{', '.join(get_model_entry(model_type).tasks)}); choose another model or dataset"
@@ -153,7 +152,9 @@ def experiment_from_splits(
         num_outputs=task.num_outputs(loss),
         overrides=config.model_overrides,
     )
-    zero_shot = config.train.epochs == 0 and task.kind != "ranking" and model_type == "bi_encoder"
+    zero_shot = (
+        config.train.epochs == 0 and not task.similarity_is_output and model_type == "bi_encoder"
+    )
     if zero_shot:  # no head is trained: the cosine, calibrated on train (never a random head)
         model_config = dataclasses.replace(model_config, num_outputs=1)
     model = build_model(model_type, model_config)
@@ -161,9 +162,7 @@ def experiment_from_splits(
     inputs.enable_cache(input_layer(model))  # frozen encoders: each text encoded once
     matcher = Matcher(model=model, model_type=model_type, inputs=inputs, task=task)
     if zero_shot:
-        cosine = Matcher(
-            model=model, model_type=model_type, inputs=inputs, task=Task(kind="ranking")
-        )
+        cosine = Matcher(model=model, model_type=model_type, inputs=inputs, task=RankingTask())
         metric = config.train.select_metric or (dev or train).protocol.primary  # type: ignore[union-attr]
         metric = metric if metric in ("accuracy", "f1", "macro_f1") else "accuracy"
         matcher = Matcher.with_cosine_head(
@@ -216,12 +215,9 @@ def _check_select_metric(config: ExperimentConfig, dev: EvalSplit | None) -> Non
         )
 
 
-GROUP_LOSSES = ("rank_hinge", "listwise")  # losses over ranking groups (positive + negatives)
-
-
 def _check_negatives(config: ExperimentConfig, task: Task, loss: str) -> None:
     """Model-scored negatives choose within ranking groups: a ranking task and a group loss."""
-    if config.train.negatives == "model" and (task.kind != "ranking" or loss not in GROUP_LOSSES):
+    if config.train.negatives == "model" and not task.trains_on_groups(loss):
         raise ConfigError(
             f'train.negatives = "model" chooses the negatives of ranking groups: it needs a '
             f"ranking task with the {' or '.join(GROUP_LOSSES)} loss, not the {task.kind} task "

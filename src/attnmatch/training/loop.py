@@ -7,6 +7,7 @@ protocol's primary metric, larger or smaller being better as the metric says (`m
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from functools import partial
@@ -35,7 +36,7 @@ from attnmatch.metrics import greater_is_better
 from attnmatch.tasks import ranking_scores
 from attnmatch.training import distributed
 from attnmatch.training.config import Budget
-from attnmatch.training.experiment import GROUP_LOSSES, EvalSplit, Experiment
+from attnmatch.training.experiment import EvalSplit, Experiment
 from attnmatch.training.optim import learning_rate, set_learning_rate
 from attnmatch.training.run_dir import RunDir, TrainState
 
@@ -65,7 +66,7 @@ def negative_source(exp: Experiment) -> NegativeSource | None:
 def make_sampler(exp: Experiment) -> Sampler:
     """Ranking groups (a positive and its negatives) for pairwise/listwise losses, else pairs."""
     t = exp.config.train
-    if exp.matcher.task.kind == "ranking" and exp.loss in GROUP_LOSSES:
+    if exp.matcher.task.trains_on_groups(exp.loss):
         source = negative_source(exp)
         where = f"{exp.config.data.dataset}: the training split"
         if source is None:
@@ -128,12 +129,14 @@ def batch_loss(
     auxiliary terms (e.g. IARNN's Occam regulariser). The forward pass runs in the matcher's
     precision (`attnmatch.devices.autocast`); the loss is computed in float32. `model`: the
     experiment's model as trained (e.g. in DDP)."""
-    t, task = exp.config.train, exp.matcher.task
+    t = exp.config.train
     model = model or exp.model
     with autocast(batch.left_ids.device, exp.matcher.precision):
         outputs = model(batch)  # (B, num_outputs)
     outputs = outputs.float()  # (B, num_outputs); a no-op in fp32
-    loss = compute_loss(exp.loss, outputs, batch, margin=t.margin, min_score=task.min_score)
+    loss = compute_loss(
+        exp.loss, outputs, batch, margin=t.margin, **exp.matcher.task.loss_options()
+    )
     aux = auxiliary_loss(model)
     return loss if aux is None else loss + aux
 
@@ -239,19 +242,23 @@ def run_epoch(
 
 def select(exp: Experiment, state: TrainState, epoch: int, run: RunDir) -> dict[str, float] | None:
     """Evaluates dev after `epoch`, and saves the model when it is the best so far (the last
-    epoch when there is no dev split). Returns the dev metrics."""
+    epoch when there is no dev split), its task calibrated on dev (`Task.calibrated_on`: a
+    ranking score's probability of relevance). Returns the dev metrics."""
     if exp.dev is None:
         state.best_epoch = epoch
         run.save_best(exp.matcher, None)
         return None
-    report = evaluate_split(exp, exp.dev)
+    outputs = exp.matcher.predict(exp.dev.data)  # (N, num_outputs)
+    task = exp.matcher.task
+    report = report_from_outputs(outputs, exp.dev.data, exp.dev.protocol, task=task)
     metric = exp.config.train.select_metric or report.primary
     score = report.metrics[metric]
     better = greater_is_better(metric)
     best = state.best_score
     if best is None or (score > best if better else score < best):
         state.best_score, state.best_epoch, state.bad_epochs = score, epoch, 0
-        run.save_best(exp.matcher, report.metrics)
+        calibrated = task.calibrated_on(outputs, exp.dev.data.labels)
+        run.save_best(dataclasses.replace(exp.matcher, task=calibrated), report.metrics)
     else:
         state.bad_epochs += 1
     return report.metrics
@@ -411,9 +418,7 @@ def below_floor(
 
 def _with_wall(state: TrainState, wall: float) -> TrainState:
     """`state` as checkpointed: its wall time including that of this launch (since the last start or resume)."""
-    from dataclasses import replace
-
-    return replace(state, wall_time_s=wall)
+    return dataclasses.replace(state, wall_time_s=wall)
 
 
 def epoch_line(

@@ -39,7 +39,6 @@ from attnmatch.data.datasets._spec import (
     DownloadError,
     FileCheck,
     FileSpec,
-    Protocol,
     download_dataset,
     find_dataset_dir,
     open_text,
@@ -47,6 +46,7 @@ from attnmatch.data.datasets._spec import (
     verify_files,
 )
 from attnmatch.data.schema import Example
+from attnmatch.tasks import Task
 
 __all__ = [
     "ChecksumError",
@@ -97,7 +97,8 @@ class Split:
     Args:
         dataset: the dataset's registry name.
         split: the split's name.
-        task: "ranking", "classification" or "regression".
+        task: what a model trained on the split predicts: `Task.of(protocol)` (the spec's task
+            when the split has no protocol).
         examples: the pairs, in file order.
         protocol: the official evaluation protocol for these options (None if the dataset has
             none).
@@ -108,9 +109,9 @@ class Split:
 
     dataset: str
     split: str
-    task: str
+    task: Task
     examples: list[Example]
-    protocol: Protocol | None
+    protocol: Task | None
     options: dict[str, Any]
     notes: tuple[str, ...] = ()
 
@@ -236,12 +237,13 @@ def load_split(
     resolved = spec.resolve_options(options)
     folder = find_dataset_dir(spec, data_dir)
     paths = verified_paths(spec, folder, spec.split_files[split])
+    protocol = spec.make_protocol(split, resolved)
     return Split(
         dataset=spec.name,
         split=split,
-        task=spec.task,
+        task=spec.task if protocol is None else Task.of(protocol),
         examples=spec.loader(paths, split, resolved),
-        protocol=spec.make_protocol(split, resolved),
+        protocol=protocol,
         options=resolved,
     )
 
@@ -250,7 +252,7 @@ def _pairs_split(loaded: pairs.PairsSplit, split: str) -> Split:
     return Split(
         dataset=pairs.NAME,
         split=split,
-        task=loaded.task,
+        task=Task.of(loaded.protocol),
         examples=loaded.examples,
         protocol=loaded.protocol,
         options=loaded.options,
@@ -311,16 +313,16 @@ def _held_out_dev(train: Split, dev: str) -> tuple[Split, Split]:
         rest, held, n = pairs.hold_out(train.examples, seed=seed)
     except ValueError as e:
         raise ValueError(f"pairs: no {dev}.tsv, and {e}") from None
-    unit = "queries" if train.task == "ranking" else "groups"
+    unit = "queries" if train.task.kind == "ranking" else "groups"
     k = len(dict.fromkeys(ex.group for ex in held))
-    if train.task == "ranking" and not any(ex.label > 0 for ex in held):
+    if train.task.kind == "ranking" and not any(ex.label > 0 for ex in held):
         raise ValueError(
             f"pairs: no {dev}.tsv, and the {k} {unit} held out of {train.split}.tsv (seed {seed}) "
             "have no relevant pair (label > 0); add a dev file or change the option holdout_seed"
         )
     note = f"{dev}: no {dev}.tsv; held out {k} of {n} {unit} of {train.split}.tsv (seed {seed})"
     expanded: tuple[str, ...] = ()
-    if train.task == "ranking":
+    if train.task.kind == "ranking":
         held, expanded = pairs.expand_positive_only(held, dev, seed=seed)
     reason = train.notes[:1]  # the task's reason
     dev_split = replace(train, split=dev, examples=held, notes=(*reason, note, *expanded))

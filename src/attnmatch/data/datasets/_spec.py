@@ -29,15 +29,14 @@ from urllib.parse import urlparse
 import numpy as np
 
 from attnmatch.atomic import atomic_directory
-from attnmatch.data.protocol import Protocol
 from attnmatch.data.schema import Example
 from attnmatch.data.textfile import DatasetFormatError, open_text
+from attnmatch.tasks import Task
 
-Task = Literal["ranking", "classification", "regression"]
 # loader(paths, split, options): `paths` maps each of the split's file names (as declared in the
 # spec) to a verified file on disk; `options` is complete (defaults filled in) and validated.
 Loader = Callable[[Mapping[str, Path], str, Mapping[str, Any]], list[Example]]
-ProtocolFactory = Callable[[str, Mapping[str, Any]], Protocol | None]
+ProtocolFactory = Callable[[str, Mapping[str, Any]], Task | None]
 
 ENV_VAR = "ATTNMATCH_DATA"
 
@@ -96,7 +95,7 @@ class DatasetSpec:
     Args:
         name: registry name (`attnmatch datasets ...`, `load_split(name, ...)`).
         title: human-readable name.
-        task: "ranking", "classification" or "regression".
+        task: what a model trained on the corpus predicts (`Task.of` its official protocol).
         splits: split names, in their usual order.
         split_files: the `FileSpec` names each split reads.
         files: every file of the dataset (including license and reference files).
@@ -111,7 +110,8 @@ class DatasetSpec:
         protocol_description: how the official evaluation protocol selects groups and metrics.
         options: loader options and their allowed values; the first value is the default.
         loader: parses a split's verified files into examples (see `Loader`).
-        make_protocol: `(split, options) -> protocol`; use `protocol()` instead.
+        make_protocol: `(split, options) -> protocol` (a task with its name, metrics and kept
+            groups); use `protocol()` instead.
         split_sizes: the published number of pairs of each split (default options), for
             `datasets list` and the loader tests.
         non_standard_splits: splits that are not part of the corpus's official protocol (e.g.
@@ -140,8 +140,6 @@ class DatasetSpec:
     notes: str = ""
 
     def __post_init__(self) -> None:
-        if self.task not in ("ranking", "classification", "regression"):
-            raise ValueError(f"{self.name}: unknown task {self.task!r}")
         if set(self.split_files) != set(self.splits):
             raise ValueError(f"{self.name}: split_files must cover exactly {self.splits}")
         names = {f.name for f in self.files}
@@ -184,7 +182,7 @@ class DatasetSpec:
             resolved[key] = value
         return resolved
 
-    def protocol(self, split: str, **options: Any) -> Protocol | None:
+    def protocol(self, split: str, **options: Any) -> Task | None:
         """The official evaluation protocol of `split` under `options`."""
         self.check_split(split)
         return self.make_protocol(split, self.resolve_options(options))

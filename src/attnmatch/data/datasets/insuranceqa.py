@@ -42,8 +42,8 @@ from attnmatch.data.datasets._spec import (
     open_text,
     tsv_rows,
 )
-from attnmatch.data.protocol import RankingProtocol
 from attnmatch.data.schema import Example
+from attnmatch.tasks import RankingTask
 
 V1 = "V1"
 VOCABULARY = f"{V1}/vocabulary"
@@ -62,7 +62,7 @@ NEGATIVE_SEED = 2015
 
 _TOKEN = re.compile(r"idx_\d+")
 
-OFFICIAL = RankingProtocol(
+OFFICIAL = RankingTask(
     name="insuranceqa-v1-pool500",
     require_positive=True,
     require_negative=False,
@@ -237,7 +237,7 @@ def _load(paths: Mapping[str, Path], split: str, options: Mapping[str, Any]) -> 
     return examples
 
 
-def _protocol(split: str, options: Mapping[str, Any]) -> RankingProtocol:
+def _protocol(split: str, options: Mapping[str, Any]) -> RankingTask:
     return OFFICIAL
 
 
@@ -246,7 +246,7 @@ def _protocol(split: str, options: Mapping[str, Any]) -> RankingProtocol:
 SPEC = DatasetSpec(
     name="insuranceqa",
     title="InsuranceQA v1",
-    task="ranking",
+    task=RankingTask(),
     splits=SPLITS,
     split_files={
         "train": (VOCABULARY, ANSWERS, TRAIN),

@@ -39,8 +39,8 @@ from attnmatch.data.datasets._spec import (
     bundled,
     tsv_rows,
 )
-from attnmatch.data.protocol import ClassificationProtocol
 from attnmatch.data.schema import Example
+from attnmatch.tasks import ClassificationTask, Task
 
 HEADER = ("Quality", "#1 ID", "#2 ID", "#1 String", "#2 String")
 CLASS_NAMES = ("not_paraphrase", "paraphrase")
@@ -50,7 +50,7 @@ SPLIT_FILES = {
     "test": "msr-para-test.tsv.gz",
 }
 
-OFFICIAL = ClassificationProtocol(
+OFFICIAL = ClassificationTask(
     name="msrp",
     num_classes=2,
     class_names=CLASS_NAMES,
@@ -88,7 +88,7 @@ def _load(paths: Mapping[str, Path], split: str, options: Mapping[str, Any]) -> 
 SPEC = DatasetSpec(
     name="msrp",
     title="Microsoft Research Paraphrase Corpus",
-    task="classification",
+    task=Task.of(OFFICIAL),
     splits=("train", "dev", "test"),
     split_files={split: (name,) for split, name in SPLIT_FILES.items()},
     files=(

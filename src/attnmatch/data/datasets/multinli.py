@@ -22,8 +22,8 @@ from typing import Any
 
 from attnmatch.data.datasets._spec import DatasetSpec, FileSpec
 from attnmatch.data.datasets.snli import CLASS_NAMES, read_nli_jsonl
-from attnmatch.data.protocol import ClassificationProtocol
 from attnmatch.data.schema import Example
+from attnmatch.tasks import ClassificationTask, Task
 
 SPLIT_FILES = {
     "train": "multinli_1.0_train.jsonl",
@@ -32,8 +32,8 @@ SPLIT_FILES = {
 }
 
 
-def _protocol_for(split: str) -> ClassificationProtocol:
-    return ClassificationProtocol(
+def _protocol_for(split: str) -> ClassificationTask:
+    return ClassificationTask(
         name=f"multinli-{split}",
         num_classes=3,
         class_names=CLASS_NAMES,
@@ -65,7 +65,7 @@ def _load(paths: Mapping[str, Path], split: str, options: Mapping[str, Any]) -> 
 SPEC = DatasetSpec(
     name="multinli",
     title="Multi-Genre Natural Language Inference (MultiNLI 1.0)",
-    task="classification",
+    task=Task.of(PROTOCOLS["train"]),
     splits=tuple(SPLIT_FILES),
     split_files={split: (name,) for split, name in SPLIT_FILES.items()},
     # Not available here; no sha256 of the files themselves is published: "" = unverified.

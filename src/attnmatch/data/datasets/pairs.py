@@ -54,9 +54,9 @@ from attnmatch.data.labels import (
     label_name,
     read_labels,
 )
-from attnmatch.data.protocol import Protocol
 from attnmatch.data.schema import Example
 from attnmatch.data.textfile import check_file
+from attnmatch.tasks import Task
 
 NAME = "pairs"
 TITLE = "your own pairs: a folder of <split>.tsv files"
@@ -109,8 +109,7 @@ class PairsSplit:
     """One loaded split of a pairs folder (`load_split` wraps it in a `Split`)."""
 
     examples: list[Example]
-    protocol: Protocol
-    task: str
+    protocol: Task
     options: dict[str, Any]
     notes: tuple[str, ...]
 
@@ -374,15 +373,43 @@ def load_pairs(
             raise DatasetFormatError(str(e)) from None
         ex_id = f"{path.name}:{file.lines[i]}"
         examples.append(Example(file.lefts[i], file.rights[i], label, file.groups[i], ex_id))
-    if scheme.task == "ranking" and not (split == reference if training is None else training):
-        if not any(ex.label > 0 for ex in examples):
-            raise DatasetFormatError(
-                f"{path}: split {split!r} has no relevant pair (label > 0): no query to rank "
-                "its candidates for"
-            )
-        examples, expanded = expand_positive_only(examples, split, seed=resolved["holdout_seed"])
+    if not (split == reference if training is None else training):
+        examples, expanded = evaluation_examples(
+            examples, scheme, split, seed=resolved["holdout_seed"], source=path
+        )
         notes += expanded
-    return PairsSplit(examples, scheme.protocol(), scheme.task, resolved, notes)
+    return PairsSplit(examples, scheme.protocol(), resolved, notes)
+
+
+def evaluation_examples(
+    examples: Sequence[Example],
+    scheme: LabelScheme,
+    split: str,
+    *,
+    seed: int = 0,
+    source: Path | None = None,
+) -> tuple[list[Example], tuple[str, ...]]:
+    """An evaluation split's examples as evaluated: in a ranking folder, questions with their
+    answers only are ranked among all the split's answers (`expand_positive_only`); other
+    tasks' splits are unchanged.
+
+    Args:
+        source: the split's file: a ranking split without a relevant pair is then refused.
+
+    Returns:
+        The examples, and the note saying what was done (none when unchanged).
+
+    Raises:
+        DatasetFormatError: `source` is given and no pair is relevant (label > 0).
+    """
+    if scheme.task != "ranking":
+        return list(examples), ()
+    if source is not None and not any(ex.label > 0 for ex in examples):
+        raise DatasetFormatError(
+            f"{source}: split {split!r} has no relevant pair (label > 0): no query to rank "
+            "its candidates for"
+        )
+    return expand_positive_only(examples, split, seed=seed)
 
 
 def _repeats_note(split: str, file: PairsFile) -> str:

@@ -43,8 +43,8 @@ from attnmatch.data.datasets._spec import (
     tsv_rows,
     with_dev_training,
 )
-from attnmatch.data.protocol import ClassificationProtocol, non_standard
 from attnmatch.data.schema import Example
+from attnmatch.tasks import ClassificationTask, Task, non_standard
 
 CLASS_NAMES = ("not_duplicate", "duplicate")
 BIMPM_FILES = with_dev_training({"train": "train.tsv", "dev": "dev.tsv.gz", "test": "test.tsv.gz"})
@@ -61,7 +61,7 @@ ORIGINAL_CITATION = (
 )
 LICENSE = "Quora's Terms of Service (non-commercial use); no license file at source"
 
-BIMPM = ClassificationProtocol(
+BIMPM = ClassificationTask(
     name="quora-bimpm",
     num_classes=2,
     class_names=CLASS_NAMES,
@@ -158,7 +158,7 @@ def _load_bimpm(paths: Mapping[str, Path], split: str, options: Mapping[str, Any
     return examples
 
 
-def _bimpm_protocol(split: str, options: Mapping[str, Any]) -> ClassificationProtocol:
+def _bimpm_protocol(split: str, options: Mapping[str, Any]) -> ClassificationTask:
     return BIMPM_NON_STANDARD if split in DEV_TRAINING_SPLITS else BIMPM
 
 
@@ -171,7 +171,7 @@ def _load_original(
 SPEC = DatasetSpec(
     name="quora",
     title="Quora Question Pairs (BiMPM partition)",
-    task="classification",
+    task=Task.of(BIMPM),
     splits=tuple(BIMPM_FILES),
     split_files={split: (name,) for split, name in BIMPM_FILES.items()},
     files=(
@@ -227,7 +227,7 @@ SPEC = DatasetSpec(
 ORIGINAL_SPEC = DatasetSpec(
     name="quora-original",
     title="Quora Question Pairs (original release)",
-    task="classification",
+    task=Task.of(ORIGINAL),
     splits=("all",),
     split_files={"all": (ORIGINAL_FILE,)},
     # Not available here and no trustworthy sha256 is published ("" = unverified).

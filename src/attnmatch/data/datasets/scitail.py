@@ -55,9 +55,9 @@ from attnmatch.data.datasets._spec import (
     verified_paths,
     with_dev_training,
 )
-from attnmatch.data.protocol import ClassificationProtocol, non_standard
 from attnmatch.data.schema import Example
 from attnmatch.data.textfile import parse_json_line
+from attnmatch.tasks import ClassificationTask, Task, non_standard
 
 CLASS_NAMES = ("neutral", "entails")
 NEUTRAL, ENTAILS = 0, 1
@@ -86,7 +86,7 @@ COPY_LICENSE = (
     "(LICENSE.source-repo)"
 )
 
-OFFICIAL = ClassificationProtocol(
+OFFICIAL = ClassificationTask(
     name="scitail",
     num_classes=2,
     class_names=CLASS_NAMES,
@@ -276,7 +276,7 @@ def _snli_file(split: str) -> FileSpec:
 SPEC = DatasetSpec(
     name="scitail",
     title="SciTail v1.1",
-    task="classification",
+    task=Task.of(OFFICIAL),
     splits=SPLITS,
     split_files={s: (snli_format_file(s),) for s in SPLITS},
     files=(
@@ -322,14 +322,14 @@ def _load_re2(paths: Mapping[str, Path], split: str, options: Mapping[str, Any])
     return split_dev_for_training(examples, split, key=lambda ex: ex.right)  # by hypothesis
 
 
-def _re2_protocol(split: str, options: Mapping[str, Any]) -> ClassificationProtocol:
+def _re2_protocol(split: str, options: Mapping[str, Any]) -> ClassificationTask:
     return RE2_NON_STANDARD if split in DEV_TRAINING_SPLITS else RE2
 
 
 RE2_SPEC = DatasetSpec(
     name="scitail-re2",
     title="SciTail v1.1 dev/test, RE2-tokenised",
-    task="classification",
+    task=Task.of(RE2),
     splits=tuple(RE2_FILES),
     split_files={split: (name,) for split, name in RE2_FILES.items()},
     files=(

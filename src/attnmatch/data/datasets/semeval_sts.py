@@ -8,7 +8,7 @@ Each year's release pairs `STS.input.<set>.txt` (one tab-separated sentence pair
 
 e.g. group "2015/images", "2012/surprise.OnWN"; the 2012 train and test sets of one source
 share a group ("2012/MSRpar"). Evaluation reports Pearson per group and, as a year's score, the
-pair-weighted mean of its sets (`RegressionProtocol(by_group=True)`).
+pair-weighted mean of its sets (`RegressionTask(by_group=True)`).
 
 Format quirks handled here:
 - 2015 and 2016 gold files leave the line of an unscored pair EMPTY; those pairs are dropped
@@ -51,8 +51,8 @@ from attnmatch.data.datasets._spec import (
     parse_score,
     tsv_fields,
 )
-from attnmatch.data.protocol import RegressionProtocol
 from attnmatch.data.schema import Example
+from attnmatch.tasks import RegressionTask, Task
 
 MIN_SCORE, MAX_SCORE = 0, 5
 HOLDOUT_FRACTION = 0.1
@@ -319,7 +319,7 @@ SPLIT_SETS: dict[str, tuple[StsSet, ...]] = {
 }
 DEV_SPLITS = tuple(split for split in SPLIT_RELEASES if split.startswith("dev-"))
 
-OFFICIAL = RegressionProtocol(
+OFFICIAL = RegressionTask(
     name="semeval-sts",
     min_score=MIN_SCORE,
     max_score=MAX_SCORE,
@@ -329,7 +329,7 @@ OFFICIAL = RegressionProtocol(
         "SemEval STS: Pearson r per set; a year's score is the pair-weighted mean over its sets."
     ),
 )
-HOLDOUT = RegressionProtocol(
+HOLDOUT = RegressionTask(
     name="semeval-sts-holdout",
     min_score=MIN_SCORE,
     max_score=MAX_SCORE,
@@ -360,7 +360,7 @@ def _load(paths: Mapping[str, Path], split: str, options: Mapping[str, Any]) -> 
     return examples
 
 
-def _protocol(split: str, options: Mapping[str, Any]) -> RegressionProtocol:
+def _protocol(split: str, options: Mapping[str, Any]) -> RegressionTask:
     return HOLDOUT if split in DEV_SPLITS else OFFICIAL
 
 
@@ -404,7 +404,7 @@ ARCHIVES = {
 SPEC = DatasetSpec(
     name="semeval-sts",
     title="SemEval STS 2012-2016 (English)",
-    task="regression",
+    task=Task.of(OFFICIAL),
     splits=tuple(SPLIT_RELEASES),
     split_files={
         split: tuple(name for s in sets for name in (f"{s.input_name}.gz", s.gold_name))

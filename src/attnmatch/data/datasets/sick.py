@@ -28,8 +28,8 @@ from attnmatch.data.datasets._spec import (
     parse_score,
     tsv_rows,
 )
-from attnmatch.data.protocol import ClassificationProtocol, RegressionProtocol
 from attnmatch.data.schema import Example
+from attnmatch.tasks import ClassificationTask, RegressionTask, Task
 
 HEADER = ("pair_ID", "sentence_A", "sentence_B", "relatedness_score", "entailment_judgment")
 CLASS_NAMES = ("NEUTRAL", "ENTAILMENT", "CONTRADICTION")
@@ -40,14 +40,14 @@ SPLIT_FILES = {
     "test": "SICK_test_annotated.txt.gz",
 }
 
-RELATEDNESS = RegressionProtocol(
+RELATEDNESS = RegressionTask(
     name="sick-relatedness",
     min_score=MIN_SCORE,
     max_score=MAX_SCORE,
     metrics=("pearson", "spearman", "mse"),
     description="SICK relatedness (SemEval-2014 Task 1): Pearson, Spearman and MSE on 1-5.",
 )
-ENTAILMENT = ClassificationProtocol(
+ENTAILMENT = ClassificationTask(
     name="sick-entailment",
     num_classes=len(CLASS_NAMES),
     class_names=CLASS_NAMES,
@@ -153,7 +153,7 @@ NOTES = (
 SPEC = DatasetSpec(
     name="sick",
     title="SICK relatedness (SemEval-2014 Task 1)",
-    task="regression",
+    task=Task.of(RELATEDNESS),
     splits=("train", "dev", "test"),
     split_files={split: (name,) for split, name in SPLIT_FILES.items()},
     files=FILES,
@@ -178,7 +178,7 @@ ENTAILMENT_SPEC = replace(
     SPEC,
     name="sick-entailment",
     title="SICK entailment (SemEval-2014 Task 1)",
-    task="classification",
+    task=Task.of(ENTAILMENT),
     protocol_description=(
         "3-way entailment classification over every pair, classes 0 NEUTRAL, 1 ENTAILMENT, "
         "2 CONTRADICTION: accuracy (primary) and macro F1 on the 4,927 test pairs. Models are "

@@ -34,9 +34,9 @@ from attnmatch.data.datasets._spec import (
     split_dev_for_training,
     with_dev_training,
 )
-from attnmatch.data.protocol import ClassificationProtocol, non_standard
 from attnmatch.data.schema import Example
 from attnmatch.data.textfile import parse_json_line
+from attnmatch.tasks import ClassificationTask, Task, non_standard
 
 CLASS_NAMES = ("entailment", "neutral", "contradiction")
 NO_GOLD_LABEL = "-"
@@ -48,7 +48,7 @@ SPLIT_FILES = with_dev_training(
     }
 )
 
-OFFICIAL = ClassificationProtocol(
+OFFICIAL = ClassificationTask(
     name="snli",
     num_classes=3,
     class_names=CLASS_NAMES,
@@ -122,14 +122,14 @@ def _load(paths: Mapping[str, Path], split: str, options: Mapping[str, Any]) -> 
     return split_dev_for_training(examples, split) if split in DEV_TRAINING_SPLITS else examples
 
 
-def _protocol(split: str, options: Mapping[str, Any]) -> ClassificationProtocol:
+def _protocol(split: str, options: Mapping[str, Any]) -> ClassificationTask:
     return NON_STANDARD if split in DEV_TRAINING_SPLITS else OFFICIAL
 
 
 SPEC = DatasetSpec(
     name="snli",
     title="Stanford Natural Language Inference (SNLI 1.0)",
-    task="classification",
+    task=Task.of(OFFICIAL),
     splits=tuple(SPLIT_FILES),
     split_files={split: (name,) for split, name in SPLIT_FILES.items()},
     files=(

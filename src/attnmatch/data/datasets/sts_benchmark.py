@@ -27,15 +27,15 @@ from attnmatch.data.datasets._spec import (
     parse_score,
     tsv_rows,
 )
-from attnmatch.data.protocol import RegressionProtocol
 from attnmatch.data.schema import Example
+from attnmatch.tasks import RegressionTask, Task
 
 FIELDS = ("genre", "file", "year", "sid", "score", "sentence1", "sentence2")
 # The source attribution of each sentence, which some rows add (9 fields instead of 7).
 SOURCE_FIELDS = ("source1", "source2")
 MIN_SCORE, MAX_SCORE = 0, 5
 
-OFFICIAL = RegressionProtocol(
+OFFICIAL = RegressionTask(
     name="sts-benchmark",
     min_score=MIN_SCORE,
     max_score=MAX_SCORE,
@@ -75,7 +75,7 @@ def _load(paths: Mapping[str, Path], split: str, options: Mapping[str, Any]) -> 
 SPEC = DatasetSpec(
     name="sts-benchmark",
     title="STS Benchmark",
-    task="regression",
+    task=Task.of(OFFICIAL),
     splits=("train", "dev", "test"),
     split_files={s: (f"sts-{s}.csv.gz",) for s in ("train", "dev", "test")},
     files=(

@@ -39,8 +39,8 @@ from attnmatch.data.datasets._spec import (
     bundled,
     open_text,
 )
-from attnmatch.data.protocol import RankingProtocol, non_standard
 from attnmatch.data.schema import Example
+from attnmatch.tasks import RankingTask, non_standard
 
 SPLITS = ("train", "raw-dev", "raw-test", "clean-dev", "clean-test", "train-all-wang2007")
 TRAIN_ALL = "train-all-wang2007"
@@ -65,7 +65,7 @@ WANG2007_FILES = (
 # `rebuild_train_all` (one positive of question 1697, one negative of question 2048).
 SGML_PARAGRAPH = "< P >"
 
-RAW = RankingProtocol(
+RAW = RankingTask(
     name="trecqa-raw",
     require_positive=True,
     require_negative=True,
@@ -74,7 +74,7 @@ RAW = RankingProtocol(
         "(raw-dev 65 of 81, raw-test 68 of 95)."
     ),
 )
-CLEAN = RankingProtocol(
+CLEAN = RankingTask(
     name="trecqa-clean",
     require_positive=True,
     require_negative=True,
@@ -419,7 +419,7 @@ def _load(paths: Mapping[str, Path], split: str, options: Mapping[str, Any]) -> 
     return read_processed(*(paths[_processed_name(split, f)] for f in PROCESSED_FILES))
 
 
-def _protocol(split: str, options: Mapping[str, Any]) -> RankingProtocol:
+def _protocol(split: str, options: Mapping[str, Any]) -> RankingTask:
     if split == TRAIN_ALL:
         return TRAIN_ALL_REBUILT
     return CLEAN if split in CLEAN_SPLITS else RAW
@@ -572,7 +572,7 @@ def _split_files(split: str) -> tuple[str, ...]:
 SPEC = DatasetSpec(
     name="trecqa",
     title="TrecQA",
-    task="ranking",
+    task=RankingTask(),
     splits=SPLITS,
     split_files={split: _split_files(split) for split in SPLITS},
     files=(

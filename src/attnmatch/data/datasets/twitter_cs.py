@@ -47,8 +47,8 @@ from typing import Any
 import numpy as np
 
 from attnmatch.data.datasets._spec import DatasetFormatError, DatasetSpec, FileSpec, open_text
-from attnmatch.data.protocol import RankingProtocol
 from attnmatch.data.schema import Example
+from attnmatch.tasks import RankingTask
 
 FILE = "twcs.csv"
 HEADER = (
@@ -66,7 +66,7 @@ DEFAULT_MAX_PAIRS = 41_000
 SEED = 2018
 _MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
 
-PROTOCOL = RankingProtocol(
+PROTOCOL = RankingTask(
     name="twitter-cs-brand-negatives (reconstruction)",
     require_positive=True,
     require_negative=False,
@@ -297,7 +297,7 @@ def _load(paths: Mapping[str, Path], split: str, options: Mapping[str, Any]) -> 
 SPEC = DatasetSpec(
     name="twitter-cs",
     title="Customer Support on Twitter (HCRN reply-selection reconstruction)",
-    task="ranking",
+    task=RankingTask(),
     splits=SPLITS,
     split_files={split: (FILE,) for split in SPLITS},
     files=(FileSpec(FILE, ""),),

@@ -49,8 +49,8 @@ from attnmatch.data.datasets._spec import (
     open_text,
     tsv_rows,
 )
-from attnmatch.data.protocol import RankingProtocol
 from attnmatch.data.schema import Example
+from attnmatch.tasks import RankingTask
 
 SPLITS = ("train", "dev", "test")
 CANDIDATES = 10  # the ground truth and 9 distractors
@@ -68,7 +68,7 @@ EVAL_HEADER = (
 _LABELS = {"1.0": 1, "0.0": 0, "1": 1, "0": 0}
 METRICS = ("r2@1", "r10@1", "r10@2", "r10@5", "mrr")
 
-V2_PROTOCOL = RankingProtocol(
+V2_PROTOCOL = RankingTask(
     name="ubuntu-1in10",
     require_positive=True,
     require_negative=False,
@@ -79,7 +79,7 @@ V2_PROTOCOL = RankingProtocol(
         "distractor), R_10@1/2/5 and MRR over 10 candidates per context."
     ),
 )
-V1_PROTOCOL = RankingProtocol(
+V1_PROTOCOL = RankingTask(
     name="ubuntu-v1-xu-1in10",
     require_positive=True,
     require_negative=False,
@@ -280,7 +280,7 @@ _LICENSE = (
 SPEC = DatasetSpec(
     name="ubuntu",
     title="Ubuntu Dialogue Corpus (rkadlec generator CSVs, 'v2.0')",
-    task="ranking",
+    task=RankingTask(),
     splits=SPLITS,
     split_files={split: (name,) for split, name in _CSV_FILES.items()},
     files=tuple(FileSpec(name, "") for name in _CSV_FILES.values()),
@@ -311,7 +311,7 @@ SPEC = DatasetSpec(
 SPEC_V1 = DatasetSpec(
     name="ubuntu-v1",
     title="Ubuntu Dialogue Corpus v1 (Xu et al. 2016 split)",
-    task="ranking",
+    task=RankingTask(),
     splits=SPLITS,
     split_files={split: (name,) for split, name in _XU_FILES.items()},
     files=tuple(FileSpec(name, "") for name in _XU_FILES.values()),

@@ -34,18 +34,18 @@ from attnmatch.data.datasets._spec import (
     tsv_rows,
     verified_paths,
 )
-from attnmatch.data.protocol import RankingProtocol, non_standard
 from attnmatch.data.schema import Example
+from attnmatch.tasks import RankingTask, non_standard
 
 HEADER = tuple("QuestionID Question DocumentID DocumentTitle SentenceID Sentence Label".split())
 
-OFFICIAL = RankingProtocol(
+OFFICIAL = RankingTask(
     name="wikiqa-official",
     require_positive=True,
     require_negative=False,
     description="WikiQA: MAP/MRR over questions with at least one correct answer.",
 )
-FILTERED = RankingProtocol(
+FILTERED = RankingTask(
     name="wikiqa-filtered",
     require_positive=True,
     require_negative=True,
@@ -148,7 +148,7 @@ def _load(paths: Mapping[str, Path], split: str, options: Mapping[str, Any]) -> 
     return examples
 
 
-def _protocol(split: str, options: Mapping[str, Any]) -> RankingProtocol:
+def _protocol(split: str, options: Mapping[str, Any]) -> RankingTask:
     if options["resplit"] == "random-80-10-10":
         if options["filtered"]:
             raise ValueError("wikiqa: filtered=True applies to the official split only")
@@ -159,7 +159,7 @@ def _protocol(split: str, options: Mapping[str, Any]) -> RankingProtocol:
 SPEC = DatasetSpec(
     name="wikiqa",
     title="WikiQA",
-    task="ranking",
+    task=RankingTask(),
     splits=("train", "dev", "test"),
     split_files={s: (f"WikiQA-{s}.tsv.gz",) for s in ("train", "dev", "test")},
     files=(
