@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from attnmatch import model_dir as model_dir_format
 from attnmatch.cli import app
 from attnmatch.matcher import Matcher, load_matcher
-from attnmatch.reproduce import render_markdown
+from attnmatch.research.reproduce import render_markdown
 from attnmatch.tasks import Task
 from attnmatch.training import train
 from tests.models.conftest import tiny_inputs, tiny_model
@@ -504,7 +504,7 @@ def test_render_markdown_lists_rows_that_were_not_run() -> None:
 
 
 def test_reproduce_skips_not_run_rows_without_training(tmp_path: Path) -> None:
-    from attnmatch.reproduce import reproduce
+    from attnmatch.research.reproduce import reproduce
 
     table = tmp_path / "t.toml"
     table.write_text(

@@ -677,7 +677,7 @@ def evaluate(
     SemEval STS splits report Pearson per set and, as "pearson", the pair-weighted mean.
     """
     from attnmatch.matcher import load_matcher
-    from attnmatch.results_index import dumps_json
+    from attnmatch.strict_json import dumps_json
 
     options = _parse_sets(dataset_option or [], "--dataset-option")
     if filtered:
@@ -1184,7 +1184,7 @@ def analyze_attention_position(
     from rich.box import SIMPLE_HEAD
     from rich.table import Table
 
-    from attnmatch.analysis import (
+    from attnmatch.research.analysis import (
         attention_position_many,
         plot_attention_position,
         write_results_json,
@@ -1285,7 +1285,7 @@ def reproduce(
     seeds and paired tests, and writes results/claims.{json,md}.
     """
     if table == "claims":
-        from attnmatch.claims import render, reproduce_claims
+        from attnmatch.research.claims import render, reproduce_claims
 
         _check_output_folder(runs_dir, "--runs-dir")
         _check_output_folder(results_dir, "--results-dir")
@@ -1310,8 +1310,8 @@ def reproduce(
         )
         _print_lines(render(claims))
         return
-    from attnmatch.reproduce import find_table, load_table, render_markdown
-    from attnmatch.reproduce import reproduce as run
+    from attnmatch.research.reproduce import find_table, load_table, render_markdown
+    from attnmatch.research.reproduce import reproduce as run
 
     seed_list = _seeds(seeds)
     row_ids = None
@@ -1373,8 +1373,8 @@ def tune(
 ) -> None:
     """Search hyper-parameters on dev with Optuna; writes OUTPUT/best.toml, tune.json, plots."""
     from attnmatch import configs
-    from attnmatch.tune import load_tune_config
-    from attnmatch.tune import tune as run
+    from attnmatch.research.tune import load_tune_config
+    from attnmatch.research.tune import tune as run
 
     _check_output_folder(output, "--output")
     configs.load_toml(config)  # too large, not UTF-8, not TOML: one line naming the line

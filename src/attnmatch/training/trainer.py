@@ -215,7 +215,8 @@ def _finish(
     if exp.test is not None:
         outputs = best.predict(exp.test.data)
         test = report_from_outputs(outputs, exp.test.data, exp.test.protocol, task=best.task)
-        # Per-item results (per query or pair), for paired tests between runs (attnmatch.claims).
+        # Per-item results (per query or pair), for paired tests between runs
+        # (attnmatch.research.claims).
         run.write_items(
             "test", report_items(outputs, exp.test.data, exp.test.protocol, task=best.task)
         )

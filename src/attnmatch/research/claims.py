@@ -182,7 +182,7 @@ def load_claims(path: str | Path) -> ClaimsSpec:
 
 def table_row(system: str) -> tuple[Any, Any]:
     """The (TableSpec, TableRow) of "TABLE:ROW"."""
-    from attnmatch.reproduce import find_table, load_table
+    from attnmatch.research.reproduce import find_table, load_table
 
     table, row_id = split_system(system)
     spec = load_table(find_table(table))
@@ -197,7 +197,7 @@ def table_row(system: str) -> tuple[Any, Any]:
 def experiment(system: str, setting: Setting) -> Any:
     """The ExperimentConfig of `system` in `setting`."""
     from attnmatch.inputs import merge_inputs
-    from attnmatch.reproduce import experiment_for
+    from attnmatch.research.reproduce import experiment_for
     from attnmatch.training.config import ExperimentConfig
 
     spec, row = table_row(system)
@@ -210,7 +210,7 @@ def experiment(system: str, setting: Setting) -> Any:
 
 
 def run_folder(runs_dir: str | Path, setting: str, system: str, seed: int) -> Path:
-    from attnmatch.reproduce import inside
+    from attnmatch.research.reproduce import inside
 
     table, row = split_system(system)
     return inside(runs_dir, "claims", setting, table, row, f"seed-{seed}")
@@ -854,8 +854,9 @@ def render(result: dict[str, Any]) -> str:
 
 
 def write_results(result: dict[str, Any], results_dir: str | Path = "results") -> None:
-    from attnmatch.reproduce import inside
-    from attnmatch.results_index import dumps_json, write_results_readme
+    from attnmatch.research.reproduce import inside
+    from attnmatch.research.results_index import write_results_readme
+    from attnmatch.strict_json import dumps_json
 
     write_text_atomic(inside(results_dir, "claims.json"), dumps_json(result, indent=2) + "\n")
     write_text_atomic(inside(results_dir, "claims.md"), render(result))

@@ -1,8 +1,8 @@
 """`results/README.md`: an index of the committed results tables, generated from `results/*.json`.
 
-    python -m attnmatch.results_index              # rewrite results/README.md from results/*.json
-    python -m attnmatch.results_index --check      # exit 1 when results/README.md is stale
-    python -m attnmatch.results_index --sync-text  # first copy each table's text from its TOML
+    python -m attnmatch.research.results_index              # rewrite it from results/*.json
+    python -m attnmatch.research.results_index --check      # exit 1 when it is stale
+    python -m attnmatch.research.results_index --sync-text  # first copy each table's TOML text
 
 `attnmatch reproduce TABLE` calls `write_results_readme` after writing a table. The README has one
 section per table: its title, a one-line protocol, a compact table of rows (the main metric's
@@ -33,9 +33,10 @@ from typing import Any
 
 from attnmatch import configs
 from attnmatch.atomic import write_text_atomic
+from attnmatch.strict_json import dumps_json
 
 README = "README.md"
-GENERATOR = "python -m attnmatch.results_index"
+GENERATOR = "python -m attnmatch.research.results_index"
 
 METRIC_LABELS = {
     "map": "MAP",
@@ -59,24 +60,6 @@ METRIC_LABELS = {
 MAIN_METRICS = ("map", "accuracy", "pearson", "p@1", "r10@1", "mrr")
 
 RECOVERED = "recovered from git history"
-
-
-def finite_or_null(value: Any) -> Any:
-    """`value` (nested dicts, lists, tuples) with every float that is not finite replaced by
-    None: JSON null, "undefined"."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: finite_or_null(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [finite_or_null(v) for v in value]
-    return value
-
-
-def dumps_json(value: Any, **kwargs: Any) -> str:
-    """`json.dumps` that always writes valid JSON: NaN and infinities become null
-    (`finite_or_null`), never the `NaN` / `Infinity` tokens that strict parsers reject."""
-    return json.dumps(finite_or_null(value), allow_nan=False, **kwargs)
 
 
 def metric_label(name: str) -> str:
@@ -428,7 +411,7 @@ def write_results_readme(results_dir: str | Path) -> Path:
 
 def table_text(table_toml: dict[str, Any]) -> dict[str, Any]:
     """The text a table's TOML (parsed) gives its results: {"table": {...}, "rows": {id: {...}}},
-    with the defaults of `attnmatch.reproduce.TableSpec` / `TableRow`."""
+    with the defaults of `attnmatch.research.reproduce.TableSpec` / `TableRow`."""
     return {
         "table": {
             "title": table_toml["title"],

@@ -31,11 +31,11 @@ is evaluated once with that model. Finished runs are reused (their folder is res
 interrupted reproduction continues where it stopped.
 
 Results: `results/<table>.json` (for machines, one schema for every table) and `<table>.md`,
-then `results/README.md` (an index of every table, `attnmatch.results_index`). Each row records the
-commit each of its runs was trained at (`commits`, one per seed) and each run's own training time
-(`train_time_s`: the sum of its epoch times over all its launches), read from the run's
-`result.json`: a finished run that is reused keeps the commit and time of its training, and the
-table's `commit` is the code that wrote the table.
+then `results/README.md` (an index of every table, `attnmatch.research.results_index`). Each
+row records the commit each of its runs was trained at (`commits`, one per seed) and each run's
+own training time (`train_time_s`: the sum of its epoch times over all its launches), read from
+the run's `result.json`: a finished run that is reused keeps the commit and time of its
+training, and the table's `commit` is the code that wrote the table.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ from attnmatch import configs
 from attnmatch.atomic import write_text_atomic
 from attnmatch.inputs import merge_inputs
 from attnmatch.models import get_preset, list_models, list_presets
-from attnmatch.results_index import dumps_json, render_markdown, write_results_readme
+from attnmatch.research.results_index import render_markdown, write_results_readme
+from attnmatch.strict_json import dumps_json
 from attnmatch.terminal import shown
 from attnmatch.training.config import ExperimentConfig
 from attnmatch.training.trainer import environment, train_seeds
