@@ -520,9 +520,9 @@ def test_reproduce_skips_not_run_rows_without_training(tmp_path: Path) -> None:
 
 def test_print_metrics_with_different_per_group_keys_per_split(capsys) -> None:
     """A SemEval run's dev (held-out 2012 sets) and test (2015 sets) have different groups."""
-    from attnmatch import cli
+    from attnmatch.cli.console import _print_metrics
 
-    cli._print_metrics(
+    _print_metrics(
         {
             "dev": {"pearson": 0.7, "pearson/2012/MSRpar": 0.5},
             "test": {"pearson": 0.6, "pearson/2015/belief": 0.4},
