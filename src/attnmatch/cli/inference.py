@@ -9,7 +9,7 @@ import sys
 from enum import StrEnum
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -24,6 +24,9 @@ from attnmatch.cli.options import (
     _run_tag,
 )
 from attnmatch.terminal import shown
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnmatch.matcher import Ranked
 
 
 def _warn_unknown(matcher: Any, texts: list[str], where: str) -> None:
@@ -167,16 +170,7 @@ def rank(
     fmt = _RankFormat.json if as_json else output_format or _RankFormat.table
     run_tag = _run_tag(model_dir) if tag is None else tag
     for option, value in (("--qid", qid), ("--tag", run_tag)):
-        if (
-            not value
-            or len(value.split()) != 1
-            or value != value.strip()
-            or not value.isprintable()
-        ):
-            raise typer.BadParameter(
-                f"a TREC field must be one printable word without spaces, got {value!r}",
-                param_hint=option,
-            )
+        _check_trec_field(value, option)
     if not query.strip():
         raise ValueError("the query is empty: pass --query 'some question'")
     torch_device = _device(device, precision.value)
@@ -193,6 +187,22 @@ def rank(
                 f"{source}:{lines[r.index]}: the model scored this candidate {r.score}, not a "
                 f"number: {model_dir} may be corrupt (retrain or re-download it)"
             )
+    _print_ranked(ranked, lines, fmt, query=query, qid=qid, run_tag=run_tag)
+
+
+def _check_trec_field(value: str, option: str) -> None:
+    """A field of a TREC run line (`--qid`, `--tag`) is one printable word."""
+    if not value or len(value.split()) != 1 or value != value.strip() or not value.isprintable():
+        raise typer.BadParameter(
+            f"a TREC field must be one printable word without spaces, got {value!r}",
+            param_hint=option,
+        )
+
+
+def _print_ranked(
+    ranked: list[Ranked], lines: list[int], fmt: _RankFormat, *, query: str, qid: str, run_tag: str
+) -> None:
+    """The ranking on stdout: JSON lines, TREC run lines, or a table."""
     if fmt is _RankFormat.json:
         for i, r in enumerate(ranked, 1):
             row = {"rank": i, "index": r.index, "line": lines[r.index], "score": float(r.score)}

@@ -1,10 +1,10 @@
-"""`attnmatch reproduce` (paper tables, and claims) and `attnmatch analyze`; they import
-`attnmatch.research` when they run."""
+"""`attnmatch reproduce` (paper tables, and claims), `attnmatch tune` and `attnmatch analyze`:
+the commands of the research tooling, which they import (`attnmatch.research`) when they run."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -50,14 +50,7 @@ def analyze_attention_position(
     Relative weight = weight / the text's mean weight: 1.0 is uniform attention; rising to the
     right means a bias to the end of the answer.
     """
-    from rich.box import SIMPLE_HEAD
-    from rich.table import Table
-
-    from attnmatch.research.analysis import (
-        attention_position_many,
-        plot_attention_position,
-        write_results_json,
-    )
+    from attnmatch.research.analysis import attention_position_many, write_results_json
 
     if label and len(label) != len(model_dirs):
         raise typer.BadParameter(
@@ -82,8 +75,19 @@ def analyze_attention_position(
         )
     with _writing(json_path, "--output"):
         write_results_json(json_path, results)
+    _print_attention_position(results, f"{dataset}, {key}")
+    out.print(shown(f"wrote {json_path}"))
+    if plot:
+        _plot_attention_position(results, png_path)
+
+
+def _print_attention_position(results: list[dict[str, Any]], where: str) -> None:
+    """The mean relative weight of each model by position bin, as a table."""
+    from rich.box import SIMPLE_HEAD
+    from rich.table import Table
+
     table = Table(
-        title=shown(f"mean relative attention by position ({dataset}, {key}; 1.00 = uniform)"),
+        title=shown(f"mean relative attention by position ({where}; 1.00 = uniform)"),
         caption="columns: bin centres (normalised position in the right text)",
         box=SIMPLE_HEAD,
         padding=(0, 1),
@@ -101,16 +105,20 @@ def analyze_attention_position(
     out.print(table)
     texts = ", ".join(f"{r['label']}: {r['num_texts']}" for r in results)
     out.print(shown(f"right texts (one per pair): {texts}"), highlight=False)
-    out.print(shown(f"wrote {json_path}"))
-    if plot:
-        try:
-            with _writing(png_path, "--output"):
-                plot_attention_position(results, [r["label"] for r in results], png_path)
-        except ImportError as e:
-            message = shown(f"{png_path} not written: {e}")
-            err.print(f"[yellow]warning:[/yellow] {message}", highlight=False, soft_wrap=True)
-        else:
-            out.print(shown(f"wrote {png_path}"))
+
+
+def _plot_attention_position(results: list[dict[str, Any]], png_path: Path) -> None:
+    """OUTPUT.png; without matplotlib, a warning instead."""
+    from attnmatch.research.analysis import plot_attention_position
+
+    try:
+        with _writing(png_path, "--output"):
+            plot_attention_position(results, [r["label"] for r in results], png_path)
+    except ImportError as e:
+        message = shown(f"{png_path} not written: {e}")
+        err.print(f"[yellow]warning:[/yellow] {message}", highlight=False, soft_wrap=True)
+    else:
+        out.print(shown(f"wrote {png_path}"))
 
 
 def reproduce(
@@ -153,43 +161,22 @@ def reproduce(
     seeds and paired tests, and writes results/claims.{json,md}.
     """
     if table == "claims":
-        from attnmatch.research.claims import render, reproduce_claims
-
-        _check_output_folder(runs_dir, "--runs-dir")
-        _check_output_folder(results_dir, "--results-dir")
-        system_list = None
-        if systems is not None:
-            system_list = [x.strip() for x in systems.split(",")]
-            if not all(system_list):
-                raise typer.BadParameter(
-                    f"{systems!r}: give TABLE:ROW systems separated by commas",
-                    param_hint="--systems",
-                )
-        claims = reproduce_claims(
-            settings=[setting] if setting else None,
-            systems=system_list,
+        _reproduce_claims(
+            runs_dir,
+            results_dir,
+            setting=setting,
+            systems=systems,
             jobs=jobs,
             threads=threads,
             device=device,
-            runs_dir=runs_dir,
-            results_dir=results_dir,
             train=train,
-            console=err,
         )
-        _print_lines(render(claims))
         return
     from attnmatch.research.reproduce import find_table, load_table, render_markdown
     from attnmatch.research.reproduce import reproduce as run
 
     seed_list = _seeds(seeds)
-    row_ids = None
-    if rows is not None:
-        row_ids = [r.strip() for r in rows.split(",")]
-        if not all(row_ids) or len(set(row_ids)) != len(row_ids):
-            raise typer.BadParameter(
-                f"{rows!r}: give distinct row ids separated by commas, e.g. mvlstm,amvlstm_q",
-                param_hint="--rows",
-            )
+    row_ids = None if rows is None else _row_ids(rows)
     _check_output_folder(runs_dir, "--runs-dir")
     if update and row_ids is None:
         raise typer.BadParameter(
@@ -211,8 +198,111 @@ def reproduce(
     _print_lines(render_markdown(result, spec.metrics))
 
 
+def _row_ids(rows: str) -> list[str]:
+    """`--rows a,b`: distinct row ids."""
+    row_ids = [r.strip() for r in rows.split(",")]
+    if not all(row_ids) or len(set(row_ids)) != len(row_ids):
+        raise typer.BadParameter(
+            f"{rows!r}: give distinct row ids separated by commas, e.g. mvlstm,amvlstm_q",
+            param_hint="--rows",
+        )
+    return row_ids
+
+
+def _reproduce_claims(
+    runs_dir: Path,
+    results_dir: Path,
+    *,
+    setting: str | None,
+    systems: str | None,
+    jobs: int,
+    threads: int,
+    device: str | None,
+    train: bool,
+) -> None:
+    """`attnmatch reproduce claims`: decides the claims and prints the page it writes."""
+    from attnmatch.research.claims import render, reproduce_claims
+
+    _check_output_folder(runs_dir, "--runs-dir")
+    _check_output_folder(results_dir, "--results-dir")
+    system_list = None
+    if systems is not None:
+        system_list = [x.strip() for x in systems.split(",")]
+        if not all(system_list):
+            raise typer.BadParameter(
+                f"{systems!r}: give TABLE:ROW systems separated by commas",
+                param_hint="--systems",
+            )
+    claims = reproduce_claims(
+        settings=[setting] if setting else None,
+        systems=system_list,
+        jobs=jobs,
+        threads=threads,
+        device=device,
+        runs_dir=runs_dir,
+        results_dir=results_dir,
+        train=train,
+        console=err,
+    )
+    _print_lines(render(claims))
+
+
 def _print_lines(text: str) -> None:
     """Prints a page line by line, each shown as written (no markup, control characters
     escaped), so that its newlines stay newlines."""
     for line in text.split("\n"):
         out.print(shown(line), highlight=False, soft_wrap=True)
+
+
+def tune(
+    config: Annotated[
+        Path,
+        typer.Argument(help="TOML experiment config with a \\[tune] table (the search space)."),
+    ],
+    trials: Annotated[
+        int, typer.Option(min=1, help="Trials in the study (in all, with --resume).")
+    ],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Search folder.")] = Path(
+        "runs/tune"
+    ),
+    jobs: Annotated[int, typer.Option(min=1, help="Processes training trials at once.")] = 1,
+    threads: Annotated[
+        int | None,
+        typer.Option(min=1, help="Torch threads per process (default: CPUs / jobs)."),
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option(help="Continue the search in OUTPUT up to --trials trials.")
+    ] = False,
+) -> None:
+    """Search hyper-parameters on dev with Optuna; writes OUTPUT/best.toml, tune.json, plots."""
+    from attnmatch import configs
+    from attnmatch.research.tune import load_tune_config
+    from attnmatch.research.tune import tune as run
+
+    _check_output_folder(output, "--output")
+    configs.load_toml(config)  # too large, not UTF-8, not TOML: one line naming the line
+    with _reading(config):
+        exp, spec = load_tune_config(config)
+    result = run(
+        exp,
+        spec,
+        output,
+        trials=trials,
+        jobs=jobs,
+        threads=threads,
+        resume=resume,
+        console=err,
+        source=str(config),
+    )
+    if result.best is None:
+        out.print(shown(f"no trial completed; trials in {result.output_dir / 'tune.json'}"))
+        return
+    params = ", ".join(f"{k} = {v!r}" for k, v in result.best["params"].items())
+    out.print(
+        shown(
+            f"best: trial {result.best['number']}, dev {result.metric} "
+            f"{result.best['value']:.4f} ({params})"
+        ),
+        highlight=False,
+    )
+    out.print(shown(f"wrote {result.best_config} (train it: attnmatch train {result.best_config})"))

@@ -79,18 +79,9 @@ def serve(
     ] = None,
 ) -> None:
     """Serve models over HTTP: rank, score, classify, explain, TEI /rerank and a web page."""
-    import logging
-    import socket
+    _check_installed()
+    import uvicorn
 
-    try:
-        import fastapi  # noqa: F401
-        import orjson  # noqa: F401
-        import prometheus_client  # noqa: F401
-        import uvicorn
-    except ImportError as e:
-        raise ImportError(
-            f"attnmatch serve needs {e.name or 'fastapi'}: pip install 'attnmatch[serve]'"
-        ) from None
     from attnmatch.matcher import load_matcher
     from attnmatch.serving import ServeSettings, create_app
 
@@ -103,26 +94,13 @@ def serve(
         batching=not no_batching,
         threads=threads,
     )
-    try:  # a clear line now rather than uvicorn's log after the models are loaded
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind((host, port))
-    except (OSError, UnicodeError) as e:
-        reason = getattr(e, "strerror", None) or str(e)
-        raise OSError(f"cannot listen on {host}:{port}: {reason} (--host, --port)") from None
+    _check_can_listen(host, port)  # a clear line now rather than uvicorn's log after loading
     loaded = {}
     for name, spec in _model_specs(models):
         with _reading(spec):
             loaded[name] = load_matcher(spec).to(torch_device, precision=precision.value)
     app_ = create_app(loaded, settings=settings)
-    access = logging.getLogger("attnmatch.serve")
-    if not access.handlers:  # one JSON line per request on stderr
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        access.addHandler(handler)
-        access.setLevel(logging.INFO)
-        access.propagate = False
+    _log_requests()
     shown_host = f"[{host}]" if ":" in host else host
     err.print(
         shown(f"serving {', '.join(loaded)} on http://{shown_host}:{port} (Ctrl-C stops)"),
@@ -142,3 +120,43 @@ def serve(
         log_level="warning",
     )
     uvicorn.Server(config).run()
+
+
+def _check_installed() -> None:
+    """ImportError with the install command when a package of the serve extra is missing."""
+    try:
+        import fastapi  # noqa: F401
+        import orjson  # noqa: F401
+        import prometheus_client  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as e:
+        raise ImportError(
+            f"attnmatch serve needs {e.name or 'fastapi'}: pip install 'attnmatch[serve]'"
+        ) from None
+
+
+def _check_can_listen(host: str, port: int) -> None:
+    """OSError naming the address when nothing can listen on host:port (taken, not here)."""
+    import socket
+
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except (OSError, UnicodeError) as e:
+        reason = getattr(e, "strerror", None) or str(e)
+        raise OSError(f"cannot listen on {host}:{port}: {reason} (--host, --port)") from None
+
+
+def _log_requests() -> None:
+    """The `attnmatch.serve` logger writes one JSON line per request on stderr."""
+    import logging
+
+    access = logging.getLogger("attnmatch.serve")
+    if not access.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        access.addHandler(handler)
+        access.setLevel(logging.INFO)
+        access.propagate = False

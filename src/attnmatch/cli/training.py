@@ -1,4 +1,4 @@
-"""`attnmatch train`, `tune`, `plot` and `demo`."""
+"""`attnmatch train`, `plot` and `demo`."""
 
 from __future__ import annotations
 
@@ -31,6 +31,70 @@ class _TaskKind(StrEnum):
     regression = "regression"
 
 
+# The options of `attnmatch train` whose help takes more than a line.
+_DatasetOption = Annotated[
+    str | None, typer.Option(help="Dataset name, e.g. wikiqa, or pairs (your own files).")
+]
+_DataDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="The dataset's folder (data.data_dir); for --dataset pairs, the folder of your "
+        "train.tsv, dev.tsv, test.tsv."
+    ),
+]
+_TaskOption = Annotated[
+    _TaskKind | None,
+    typer.Option(
+        help="The task of your own pairs (data.options.task; --dataset pairs only, default "
+        "ranking). Benchmarks know their task."
+    ),
+]
+_InputsOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Input representation: glove-6b-50d (or a vectors file), random, trigrams, or a "
+        "transformer (minilm-l6 or a Hugging Face model directory, frozen unless "
+        "--fine-tune); default: the model's own."
+    ),
+]
+_FineTuneOption = Annotated[
+    bool | None,
+    typer.Option(
+        help="Train the input layer too (e.g. fine-tune the transformer), or keep it "
+        "frozen; default: as the inputs say."
+    ),
+]
+_SeedsOption = Annotated[
+    str | None, typer.Option(help="N (seeds 1..N) or a list 1,2,3: one run each, mean ± std.")
+]
+_SetOption = Annotated[
+    list[str], typer.Option("--set", help="Override any config key: train.lr=0.01")
+]
+_OverwriteOption = Annotated[
+    bool,
+    typer.Option(
+        help="Delete the previous run in OUTPUT first (only a run folder: one with "
+        "result.json, log.jsonl, checkpoint/ or model/)."
+    ),
+]
+_TrainDeviceOption = Annotated[
+    str | None,
+    typer.Option(help=_DEVICE_HELP + " Default: train.device of the config (cpu)."),
+]
+_TrainPrecisionOption = Annotated[
+    _Precision | None,
+    typer.Option(help=_PRECISION_HELP + " Default: train.precision of the config (fp32)."),
+]
+_LogOption = Annotated[
+    list[_Logger],
+    typer.Option(
+        "--log",
+        help="Also log each epoch's scalars: tensorboard (OUTPUT/tensorboard/; the "
+        "tensorboard extra).",
+    ),
+]
+
+
 def train(
     config: Annotated[
         Path | None, typer.Argument(help="TOML experiment config (optional).")
@@ -39,70 +103,20 @@ def train(
         "runs/train"
     ),
     model: Annotated[str | None, typer.Option(help="Preset or model name, e.g. amvlstm_q.")] = None,
-    dataset: Annotated[
-        str | None, typer.Option(help="Dataset name, e.g. wikiqa, or pairs (your own files).")
-    ] = None,
-    data_dir: Annotated[
-        Path | None,
-        typer.Option(
-            help="The dataset's folder (data.data_dir); for --dataset pairs, the folder of your "
-            "train.tsv, dev.tsv, test.tsv."
-        ),
-    ] = None,
-    task: Annotated[
-        _TaskKind | None,
-        typer.Option(
-            help="The task of your own pairs (data.options.task; --dataset pairs only, default "
-            "ranking). Benchmarks know their task."
-        ),
-    ] = None,
-    inputs: Annotated[
-        str | None,
-        typer.Option(
-            help="Input representation: glove-6b-50d (or a vectors file), random, trigrams, or a "
-            "transformer (minilm-l6 or a Hugging Face model directory, frozen unless "
-            "--fine-tune); default: the model's own."
-        ),
-    ] = None,
-    fine_tune: Annotated[
-        bool | None,
-        typer.Option(
-            help="Train the input layer too (e.g. fine-tune the transformer), or keep it "
-            "frozen; default: as the inputs say."
-        ),
-    ] = None,
+    dataset: _DatasetOption = None,
+    data_dir: _DataDirOption = None,
+    task: _TaskOption = None,
+    inputs: _InputsOption = None,
+    fine_tune: _FineTuneOption = None,
     epochs: Annotated[int | None, typer.Option(min=0, help="Maximum epochs.")] = None,
-    seeds: Annotated[
-        str | None, typer.Option(help="N (seeds 1..N) or a list 1,2,3: one run each, mean ± std.")
-    ] = None,
-    set_: Annotated[
-        list[str], typer.Option("--set", help="Override any config key: train.lr=0.01")
-    ] = [],  # noqa: B006
+    seeds: _SeedsOption = None,
+    set_: _SetOption = [],  # noqa: B006
     resume: Annotated[bool, typer.Option(help="Continue an interrupted run in OUTPUT.")] = False,
-    overwrite: Annotated[
-        bool,
-        typer.Option(
-            help="Delete the previous run in OUTPUT first (only a run folder: one with "
-            "result.json, log.jsonl, checkpoint/ or model/)."
-        ),
-    ] = False,
+    overwrite: _OverwriteOption = False,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
-    device: Annotated[
-        str | None,
-        typer.Option(help=_DEVICE_HELP + " Default: train.device of the config (cpu)."),
-    ] = None,
-    precision: Annotated[
-        _Precision | None,
-        typer.Option(help=_PRECISION_HELP + " Default: train.precision of the config (fp32)."),
-    ] = None,
-    log: Annotated[
-        list[_Logger],
-        typer.Option(
-            "--log",
-            help="Also log each epoch's scalars: tensorboard (OUTPUT/tensorboard/; the "
-            "tensorboard extra).",
-        ),
-    ] = [],  # noqa: B006
+    device: _TrainDeviceOption = None,
+    precision: _TrainPrecisionOption = None,
+    log: _LogOption = [],  # noqa: B006
 ) -> None:
     """Train a model; the dev-selected model is saved to OUTPUT/model."""
     seed_list = _seeds(seeds)  # options first: a bad one fails before torch loads
@@ -110,10 +124,6 @@ def train(
     if device is not None:
         _device(device, (precision or _Precision.fp32).value)
     _check_output_folder(output, "--output")
-    from attnmatch import configs
-    from attnmatch.training import ExperimentConfig, train_seeds
-    from attnmatch.training import train as train_run
-    from attnmatch.training.config import load_experiment
     from attnmatch.training.distributed import world
 
     out.quiet = not world().is_main  # under torchrun, rank 0 alone prints the results
@@ -130,6 +140,24 @@ def train(
     for key, value in flags:
         if value is not None:
             overrides = _merge_key(overrides, key, value)
+    exp = _experiment(config, overrides, task)
+    exp = exp.with_inputs(inputs, trainable=fine_tune)
+    tensorboard = _Logger.tensorboard in log
+    if tensorboard:  # before training: a missing package fails at once, with its install hint
+        from attnmatch.training.tensorboard import check_installed
+
+        check_installed()
+    runs = {"resume": resume, "overwrite": overwrite, "progress": progress}
+    _train_and_report(exp, output, seed_list, tensorboard=tensorboard, **runs)
+
+
+def _experiment(config: Path | None, overrides: dict[str, Any], task: _TaskKind | None) -> Any:
+    """The ExperimentConfig of `attnmatch train`: CONFIG (if any) with the options' overrides;
+    for your own pairs without a model, the default model for them (said on stderr)."""
+    from attnmatch import configs
+    from attnmatch.training import ExperimentConfig
+    from attnmatch.training.config import load_experiment
+
     if config is None and "model" not in overrides and _own_pairs(overrides):
         from attnmatch.training.config import OWN_DATA_FALLBACK, own_data_model
 
@@ -149,12 +177,24 @@ def train(
             f"--task is for your own pairs (--dataset pairs); {exp.data.dataset} has its own task",
             param_hint="--task",
         )
-    exp = exp.with_inputs(inputs, trainable=fine_tune)
-    tensorboard = _Logger.tensorboard in log
-    if tensorboard:  # before training: a missing package fails at once, with its install hint
-        from attnmatch.training.tensorboard import check_installed
+    return exp
 
-        check_installed()
+
+def _train_and_report(
+    exp: Any,
+    output: Path,
+    seed_list: list[int] | None,
+    *,
+    resume: bool,
+    overwrite: bool,
+    progress: bool,
+    tensorboard: bool,
+) -> None:
+    """Trains one run (or one per seed) into `output` and prints its metrics (or their mean
+    ± std over seeds)."""
+    from attnmatch.training import train as train_run
+    from attnmatch.training import train_seeds
+
     run_title = f"{output}: {exp.model} on {_data_label(exp)}"
     if seed_list:
         summary = train_seeds(
@@ -236,60 +276,6 @@ def _print_summary(summary: dict[str, Any], title: str) -> None:
             if name != "num_queries":
                 table.add_row(shown(name), f"{_number(s['mean'])} ± {_number(s['std'])}")
         out.print(table)
-
-
-def tune(
-    config: Annotated[
-        Path,
-        typer.Argument(help="TOML experiment config with a \\[tune] table (the search space)."),
-    ],
-    trials: Annotated[
-        int, typer.Option(min=1, help="Trials in the study (in all, with --resume).")
-    ],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Search folder.")] = Path(
-        "runs/tune"
-    ),
-    jobs: Annotated[int, typer.Option(min=1, help="Processes training trials at once.")] = 1,
-    threads: Annotated[
-        int | None,
-        typer.Option(min=1, help="Torch threads per process (default: CPUs / jobs)."),
-    ] = None,
-    resume: Annotated[
-        bool, typer.Option(help="Continue the search in OUTPUT up to --trials trials.")
-    ] = False,
-) -> None:
-    """Search hyper-parameters on dev with Optuna; writes OUTPUT/best.toml, tune.json, plots."""
-    from attnmatch import configs
-    from attnmatch.research.tune import load_tune_config
-    from attnmatch.research.tune import tune as run
-
-    _check_output_folder(output, "--output")
-    configs.load_toml(config)  # too large, not UTF-8, not TOML: one line naming the line
-    with _reading(config):
-        exp, spec = load_tune_config(config)
-    result = run(
-        exp,
-        spec,
-        output,
-        trials=trials,
-        jobs=jobs,
-        threads=threads,
-        resume=resume,
-        console=err,
-        source=str(config),
-    )
-    if result.best is None:
-        out.print(shown(f"no trial completed; trials in {result.output_dir / 'tune.json'}"))
-        return
-    params = ", ".join(f"{k} = {v!r}" for k, v in result.best["params"].items())
-    out.print(
-        shown(
-            f"best: trial {result.best['number']}, dev {result.metric} "
-            f"{result.best['value']:.4f} ({params})"
-        ),
-        highlight=False,
-    )
-    out.print(shown(f"wrote {result.best_config} (train it: attnmatch train {result.best_config})"))
 
 
 def plot(

@@ -193,7 +193,18 @@ def render_markdown(result: dict[str, Any], metrics: tuple[str, ...] | list[str]
         "Each cell: ours, mean ± sample std over seeds (test split, model selected on dev), "
         "then the paper's value in parentheses.",
     ]
-    # One markdown table per run of rows that share their metrics (e.g. one per task).
+    lines += _metric_tables(result, metrics)
+    lines += _per_group_lines(result)
+    lines += _per_seed_lines(result, metrics)
+    if result.get("notes"):
+        lines += ["", "Notes:", ""] + [f"- {n}" for n in result["notes"]]
+    lines += _written_at_lines(result)
+    return "\n".join(line for i, line in enumerate(lines) if line or (i and lines[i - 1]))
+
+
+def _metric_tables(result: dict[str, Any], metrics: tuple[str, ...] | list[str]) -> list[str]:
+    """One markdown table per run of rows that share their metrics (e.g. one per task)."""
+    lines: list[str] = []
     groups: list[tuple[tuple[str, ...], list[dict[str, Any]]]] = []
     for row in result["rows"]:
         names = tuple(row.get("metric_names") or metrics)
@@ -233,6 +244,12 @@ def render_markdown(result: dict[str, Any], metrics: tuple[str, ...] | list[str]
                 else []
             )
             lines.append("| " + " | ".join([label, f"`{row['id']}`", *data, *cells]) + " |")
+    return lines
+
+
+def _per_group_lines(result: dict[str, Any]) -> list[str]:
+    """Each row's per-set values (SemEval STS), where it has them."""
+    lines: list[str] = []
     per_group = [r for r in result["rows"] if r.get("per_group")]
     for row in per_group:
         lines += ["", f"Per set ({row['label']}, test, mean over seeds):", ""]
@@ -241,6 +258,12 @@ def render_markdown(result: dict[str, Any], metrics: tuple[str, ...] | list[str]
             + (f" ({_fmt(row['paper'][m])})" if m in row["paper"] else "")
             for m, v in row["per_group"].items()
         ]
+    return lines
+
+
+def _per_seed_lines(result: dict[str, Any], metrics: tuple[str, ...] | list[str]) -> list[str]:
+    """Each row's runs: test values per seed, dev means, epochs, speed, commits."""
+    lines: list[str] = []
     lines += ["", "Per-seed runs (test):", ""]
     for row in result["rows"]:
         if row.get("not_run"):
@@ -263,8 +286,13 @@ def render_markdown(result: dict[str, Any], metrics: tuple[str, ...] | list[str]
             + trained
             + (f". {row['note']}" if row.get("note") else "")
         )
-    if result.get("notes"):
-        lines += ["", "Notes:", ""] + [f"- {n}" for n in result["notes"]]
+    return lines
+
+
+def _written_at_lines(result: dict[str, Any]) -> list[str]:
+    """The commits and environment the table was written and trained at, and how to
+    regenerate it."""
+    lines: list[str] = []
     env = result["environment"]
     trained_at: dict[str, int] = {}
     for row in result["rows"]:
@@ -287,7 +315,7 @@ def render_markdown(result: dict[str, Any], metrics: tuple[str, ...] | list[str]
         f"{','.join(str(s) for s in _seeds_of(result))}`",
         "",
     ]
-    return "\n".join(line for i, line in enumerate(lines) if line or (i and lines[i - 1]))
+    return lines
 
 
 def render_table_section(table: dict[str, Any]) -> list[str]:
