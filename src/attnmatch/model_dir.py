@@ -31,6 +31,7 @@ from torch import nn
 
 from attnmatch import __version__, configs
 from attnmatch.atomic import atomic_directory, write_text_atomic
+from attnmatch.inputs import migrate_v1
 from attnmatch.strict_json import MAX_JSON_DEPTH as MAX_JSON_DEPTH  # the depth read_json allows
 from attnmatch.strict_json import dumps_json, read_bytes, read_json
 
@@ -395,8 +396,6 @@ def _migrate_v1(
     Format 1 kept the tokenizer beside the model config and the task as a name plus a label
     space; its input settings are migrated by `attnmatch.inputs.migrate_v1`.
     """
-    from attnmatch.inputs import migrate_v1
-
     experiment = metrics.get("experiment")
     embeddings = experiment.get("embeddings") if isinstance(experiment, dict) else None
     source = embeddings.get("source") if isinstance(embeddings, dict) else None
