@@ -18,7 +18,7 @@ import torch
 from rich.console import Console
 
 from attnmatch import configs
-from attnmatch.claims import experiment, find_claims, load_claims, run_folder
+from attnmatch.research.claims import experiment, find_claims, load_claims, run_folder
 from attnmatch.training.config import ExperimentConfig
 from attnmatch.training.trainer import train
 

@@ -143,7 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="print, write nothing")
     args = parser.parse_args(argv)
 
-    from attnmatch.results_index import is_table, read_toml, render_markdown, write_results_readme
+    from attnmatch.research.results_index import (
+        is_table,
+        read_toml,
+        render_markdown,
+        write_results_readme,
+    )
 
     changed = False
     for path in sorted(RESULTS.glob("*.json")):

@@ -31,7 +31,7 @@ from attnmatch.data.collate import collate
 from attnmatch.data.encoding import EncodedPairs
 from attnmatch.matcher import Matcher
 from attnmatch.models import input_layer
-from attnmatch.reproduce import experiment_for, find_table, load_table
+from attnmatch.research.reproduce import experiment_for, find_table, load_table
 from attnmatch.training import Experiment, build_experiment
 from attnmatch.training.loop import batch_loss, make_sampler
 from attnmatch.training.optim import make_optimizer

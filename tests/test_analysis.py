@@ -12,18 +12,18 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from attnmatch.analysis import (
-    attention_position,
-    attention_position_many,
-    bin_positions,
-    plot_attention_position,
-)
 from attnmatch.cli import app
 from attnmatch.data.collate import collate
 from attnmatch.data.datasets import load_split
 from attnmatch.data.tokenize import Tokenizer
 from attnmatch.data.vocab import Vocab
 from attnmatch.matcher import Matcher
+from attnmatch.research.analysis import (
+    attention_position,
+    attention_position_many,
+    bin_positions,
+    plot_attention_position,
+)
 from attnmatch.tasks import Task
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pairs_tiny"

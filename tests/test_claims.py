@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from attnmatch import configs
-from attnmatch.claims import (
+from attnmatch.research.claims import (
     Paired,
     load_claims,
     paired_means,
@@ -204,7 +204,7 @@ def test_the_project_claims_load() -> None:
 def test_reproduce_update_replaces_only_the_rows_given(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from attnmatch.reproduce import reproduce
+    from attnmatch.research.reproduce import reproduce
 
     _project(tmp_path, monkeypatch)
     runs, results = tmp_path / "runs", tmp_path / "results"

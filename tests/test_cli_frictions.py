@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from attnmatch import cli
-from attnmatch.cli import app
+from attnmatch.cli import app, inference
 from attnmatch.matcher import Matcher
 from attnmatch.scoring import PairsFile, write_scored
 from attnmatch.tasks import Task
@@ -206,7 +206,7 @@ def test_score_shows_progress_on_a_terminal(
     from rich.console import Console
 
     terminal = Console(file=io.StringIO(), force_terminal=True, width=100)
-    monkeypatch.setattr(cli, "err", terminal)
+    monkeypatch.setattr(inference, "err", terminal)  # the console `score` writes to
     src = tmp_path / "pairs.tsv"
     src.write_text("".join(f"{a}\t{b}\n" for a, b in PAIRS), encoding="utf-8")
     result = runner.invoke(app, ["score", str(ranker), str(src), "-o", str(tmp_path / "o.tsv")])

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from attnmatch import model_dir as model_dir_format
 from attnmatch.cli import app
 from attnmatch.matcher import Matcher, load_matcher
-from attnmatch.reproduce import render_markdown
+from attnmatch.research.reproduce import render_markdown
 from attnmatch.tasks import Task
 from attnmatch.training import train
 from tests.models.conftest import tiny_inputs, tiny_model
@@ -505,7 +505,7 @@ def test_render_markdown_lists_rows_that_were_not_run() -> None:
 
 
 def test_reproduce_skips_not_run_rows_without_training(tmp_path: Path) -> None:
-    from attnmatch.reproduce import reproduce
+    from attnmatch.research.reproduce import reproduce
 
     table = tmp_path / "t.toml"
     table.write_text(
@@ -521,9 +521,9 @@ def test_reproduce_skips_not_run_rows_without_training(tmp_path: Path) -> None:
 
 def test_print_metrics_with_different_per_group_keys_per_split(capsys) -> None:
     """A SemEval run's dev (held-out 2012 sets) and test (2015 sets) have different groups."""
-    from attnmatch import cli
+    from attnmatch.cli.console import _print_metrics
 
-    cli._print_metrics(
+    _print_metrics(
         {
             "dev": {"pearson": 0.7, "pearson/2012/MSRpar": 0.5},
             "test": {"pearson": 0.6, "pearson/2015/belief": 0.4},

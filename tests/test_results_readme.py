@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from attnmatch.results_index import (
+from attnmatch.research.results_index import (
     GENERATOR,
     RECOVERED,
     load_tables,
@@ -172,7 +172,7 @@ def test_sync_text_copies_the_tables_text_and_keeps_every_result(tmp_path: Path)
 
 
 def test_run_provenance_reads_the_trainers_keys_with_fallbacks(tmp_path: Path) -> None:
-    from attnmatch.reproduce import run_provenance
+    from attnmatch.research.reproduce import run_provenance
 
     new, old, logged, empty = (tmp_path / n for n in ("new", "old", "logged", "empty"))
     for d in (new, old, logged, empty):
@@ -190,7 +190,7 @@ def test_run_provenance_reads_the_trainers_keys_with_fallbacks(tmp_path: Path) -
 
 
 def test_reproduce_writes_the_results_readme(tmp_path: Path) -> None:
-    from attnmatch.reproduce import reproduce
+    from attnmatch.research.reproduce import reproduce
 
     table = tmp_path / "t.toml"
     table.write_text(

@@ -13,8 +13,8 @@ import pytest
 
 from attnmatch.data.datasets import get_dataset, list_datasets
 from attnmatch.models import list_models, list_presets
-from attnmatch.reproduce import experiment_for, load_table, model_of
-from attnmatch.results_index import GENERATOR, is_table, table_text
+from attnmatch.research.reproduce import experiment_for, load_table, model_of
+from attnmatch.research.results_index import GENERATOR, is_table, table_text
 
 ROOT = Path(__file__).parents[1]
 TABLES = sorted((ROOT / "benchmarks" / "tables").glob("*.toml"))
@@ -78,7 +78,8 @@ def test_table_rows_resolve_to_runnable_experiments(path: Path) -> None:
 def test_results_json_is_strict_and_undefined_numbers_are_null() -> None:
     import math
 
-    from attnmatch.results_index import dumps_json, render_markdown
+    from attnmatch.research.results_index import render_markdown
+    from attnmatch.strict_json import dumps_json
 
     row = {
         "id": "r",

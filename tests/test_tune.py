@@ -16,10 +16,7 @@ import optuna  # noqa: E402
 
 from attnmatch import cli  # noqa: E402
 from attnmatch.configs import ConfigError  # noqa: E402
-from attnmatch.training import ExperimentConfig, train  # noqa: E402
-from attnmatch.training.config import load_experiment  # noqa: E402
-from attnmatch.training.run_dir import RunFolderInUse  # noqa: E402
-from attnmatch.tune import (  # noqa: E402
+from attnmatch.research.tune import (  # noqa: E402
     STUDY_FILE,
     STUDY_NAME,
     _file_lock,
@@ -30,6 +27,9 @@ from attnmatch.tune import (  # noqa: E402
     parse_space,
     tune,
 )
+from attnmatch.training import ExperimentConfig, train  # noqa: E402
+from attnmatch.training.config import load_experiment  # noqa: E402
+from attnmatch.training.run_dir import RunFolderInUse  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pairs_tiny"
 

@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from attnmatch.strict_json import read_json
+
 
 @dataclass(frozen=True)
 class EncoderSpec:
@@ -136,8 +138,6 @@ def read_config(path: Path) -> dict[str, Any]:
         ValueError: it is not UTF-8 JSON, not an object, or lacks a field of a transformer
             config or has one of the wrong type (the file and the field named).
     """
-    from attnmatch.model_dir import read_json
-
     file = path / "config.json"
     data = read_json(file)
     if not isinstance(data, dict):

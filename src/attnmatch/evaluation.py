@@ -86,7 +86,7 @@ def report_items(
     outputs: np.ndarray, data: EncodedPairs, protocol: Task, *, task: Task | None = None
 ) -> dict[str, Any]:
     """One record per evaluated item of a split, for paired significance tests
-    (`attnmatch.claims`): ranking, each kept query's metrics (`Report.per_query`); classification,
+    (`attnmatch.research.claims`): ranking, each kept query's metrics (`Report.per_query`); classification,
     each pair's gold and predicted class; regression, each pair's gold and predicted score (and
     its set, for a `by_group` protocol). JSON-ready; items are in the split's order."""
     if len(data) == 0:

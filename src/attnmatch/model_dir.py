@@ -21,8 +21,6 @@ NaN or infinity.
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +31,9 @@ from torch import nn
 
 from attnmatch import __version__, configs
 from attnmatch.atomic import atomic_directory, write_text_atomic
+from attnmatch.inputs import migrate_v1
+from attnmatch.strict_json import MAX_JSON_DEPTH as MAX_JSON_DEPTH  # the depth read_json allows
+from attnmatch.strict_json import dumps_json, read_bytes, read_json
 from attnmatch.tasks import migrate_v1_task
 
 FORMAT = "attnmatch.model/2"
@@ -58,7 +59,6 @@ _TYPES_V1: dict[str, tuple[type, ...]] = {
     "tokenizer": (dict, type(None)),
     "label_space": (dict, type(None)),
 }
-MAX_JSON_DEPTH = 100
 """Deepest nesting of lists and objects read from a model directory's JSON files (ours nest
 at most 4 levels): deeper is refused, naming the file, before anything recurses into it."""
 
@@ -138,17 +138,7 @@ def write_metrics(path: str | Path, metrics: dict[str, Any]) -> None:
 def _metrics_json(metrics: dict[str, Any]) -> str:
     """Strict JSON (RFC 8259 has no NaN or infinity): a metric that is not a finite number
     (the Pearson correlation of constant predictions) is written as null."""
-
-    def finite(value: Any) -> Any:
-        if isinstance(value, float) and not math.isfinite(value):
-            return None
-        if isinstance(value, dict):
-            return {k: finite(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [finite(v) for v in value]
-        return value
-
-    return json.dumps(finite(metrics), indent=2, allow_nan=False) + "\n"
+    return dumps_json(metrics, indent=2) + "\n"
 
 
 def read(path: str | Path) -> ModelFiles:
@@ -206,42 +196,6 @@ def read(path: str | Path) -> ModelFiles:
                 f"{config_path}: cannot migrate this {FORMAT_V1} model directory ({reason})"
             ) from e
     return ModelFiles(path, header, state, metrics)
-
-
-def read_json(file: Path) -> Any:
-    """The JSON value of `file`, read strictly: one error naming the file for a file that
-    cannot be read, is not UTF-8 (a leading byte order mark is accepted), is not JSON, or
-    nests lists and objects deeper than `MAX_JSON_DEPTH`.
-
-    Raises:
-        OSError: the file cannot be read (the same subclass, naming the file).
-        ValueError: it is not UTF-8 JSON of at most `MAX_JSON_DEPTH` levels (names the file,
-            and the line where there is one).
-    """
-    raw = _read_bytes(file)
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise ValueError(
-            f"{file}: line {line}: not UTF-8 text (byte 0x{raw[e.start]:02x}); is it the "
-            "file attnmatch wrote?"
-        ) from None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{file}: invalid JSON at line {e.lineno}: {e.msg}") from None
-    except RecursionError:
-        raise ValueError(
-            f"{file}: JSON nested deeper than {MAX_JSON_DEPTH} levels: not an attnmatch file"
-        ) from None
-    except ValueError as e:  # e.g. an integer of more digits than Python converts
-        raise ValueError(f"{file}: invalid JSON: {' '.join(str(e).split())}") from None
-    if _depth_exceeds(value, MAX_JSON_DEPTH):
-        raise ValueError(
-            f"{file}: JSON nested deeper than {MAX_JSON_DEPTH} levels: not an attnmatch file"
-        )
-    return value
 
 
 def is_model_dir(path: Path) -> bool:
@@ -337,15 +291,8 @@ def _check_layout(path: Path) -> None:
             )
 
 
-def _read_bytes(file: Path) -> bytes:
-    try:
-        return file.read_bytes()
-    except OSError as e:
-        raise type(e)(f"{file}: cannot read it ({e.strerror or e})") from e
-
-
 def _read_weights(file: Path) -> dict[str, torch.Tensor]:
-    raw = _read_bytes(file)
+    raw = read_bytes(file)
     if not raw:
         raise ValueError(f"{file}: the file is empty (0 bytes): not a readable safetensors file")
     try:
@@ -356,24 +303,6 @@ def _read_weights(file: Path) -> dict[str, torch.Tensor]:
             f"{file}: not a readable safetensors file ({reason}): damaged or truncated, copy "
             "it again or re-train the model"
         ) from e
-
-
-def _depth_exceeds(value: Any, limit: int) -> bool:
-    """Whether lists and objects nest deeper than `limit` in `value` (without recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children: Iterable[Any]
-        if isinstance(item, dict):
-            children = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
 
 
 def _json_type(value: Any) -> str:
@@ -468,8 +397,6 @@ def _migrate_v1(
     Format 1 kept the tokenizer beside the model config and the task as a name plus a label
     space; its input settings are migrated by `attnmatch.inputs.migrate_v1`.
     """
-    from attnmatch.inputs import migrate_v1
-
     experiment = metrics.get("experiment")
     embeddings = experiment.get("embeddings") if isinstance(experiment, dict) else None
     source = embeddings.get("source") if isinstance(embeddings, dict) else None

@@ -894,7 +894,7 @@ def non_standard(protocol: T, name: str, description: str) -> T:
 
 def item_values(items: dict[str, Any], metric: str) -> tuple[list[str], np.ndarray]:
     """(item keys, each item's value of `metric`) of a run's per-item results (`Task.items`),
-    for metrics that are means over items (`attnmatch.claims`).
+    for metrics that are means over items (`attnmatch.research.claims`).
 
     Raises:
         ValueError: `metric` is not a mean over the items of their kind.

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from attnmatch import cli
-from attnmatch.cli import app
+from attnmatch.cli import app, console
 from attnmatch.data.datasets import (
     fetch_dataset,
     get_dataset,
@@ -130,7 +129,7 @@ def test_unavailable_corpora_are_reported_as_such(name: str) -> None:
 
 @pytest.fixture(autouse=True)
 def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli.out, "width", 200)
+    monkeypatch.setattr(console.out, "width", 200)
 
 
 def test_cli_datasets_list_shows_every_corpus_and_what_is_local() -> None:

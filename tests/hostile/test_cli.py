@@ -536,7 +536,7 @@ def test_reproduce_with_empty_rows(
 
 @case("c3-reproduce-rows-twice")
 def test_reproduce_with_a_row_given_twice(case: str, tmp_path: Path) -> None:
-    from attnmatch.reproduce import reproduce
+    from attnmatch.research.reproduce import reproduce
 
     table = _table(tmp_path, ROW)
     with pytest.raises(ValueError) as info:
@@ -711,7 +711,7 @@ def test_table_names_cannot_leave_their_folder(
 
 @case("c5-inside-refuses-escape")
 def test_inside_refuses_a_path_outside(case: str, tmp_path: Path) -> None:
-    from attnmatch.reproduce import inside
+    from attnmatch.research.reproduce import inside
 
     assert inside(tmp_path, "t", "r") == tmp_path / "t" / "r"
     with pytest.raises(ValueError) as info:
@@ -721,7 +721,7 @@ def test_inside_refuses_a_path_outside(case: str, tmp_path: Path) -> None:
 
 @case("c5-sync-text-table-name")
 def test_sync_text_refuses_a_table_name_that_leaves(case: str, tmp_path: Path) -> None:
-    from attnmatch.results_index import sync_text
+    from attnmatch.research.results_index import sync_text
 
     table = _table(tmp_path, ROW, name="../outside")
     (tmp_path / "results").mkdir()
@@ -753,7 +753,7 @@ def test_table_row_with_an_unknown_model(
 
 @case("c7-results-json-corrupt")
 def test_a_corrupt_results_file_is_named(case: str, tmp_path: Path) -> None:
-    from attnmatch.results_index import load_tables
+    from attnmatch.research.results_index import load_tables
 
     _write(tmp_path / "good.json", "{}")
     _write(tmp_path / "bad.json", '{"table": "x",\n "rows": [1,]}')

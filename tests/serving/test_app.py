@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from attnmatch import cli
+from attnmatch.cli.serve import _model_specs
 from attnmatch.matcher import Matcher
 from attnmatch.serving import ServeSettings, create_app
 from attnmatch.tasks import Task
@@ -365,7 +365,7 @@ def test_access_log_is_one_json_line(client: TestClient, caplog: pytest.LogCaptu
 
 
 def test_serve_names_models_and_refuses_duplicates(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli._model_specs(["runs/faq/model", "lex=bm25", "bm25"]) == [
+    assert _model_specs(["runs/faq/model", "lex=bm25", "bm25"]) == [
         ("faq", "runs/faq/model"),
         ("lex", "bm25"),
         ("bm25", "bm25"),

@@ -152,7 +152,7 @@ def test_model_negatives_options_are_refused_in_one_line(tmp_path: Path) -> None
 
 def test_tune_searches_the_negative_source_and_its_options() -> None:
     """The space docs/tuning.md shows is accepted; a source that does not exist is not."""
-    from attnmatch.tune import check_space, parse_space
+    from attnmatch.research.tune import check_space, parse_space
 
     space = {
         "train.negatives": {"type": "categorical", "choices": ["random", "model"]},

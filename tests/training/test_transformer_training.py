@@ -16,7 +16,7 @@ from attnmatch.inputs import TransformerInputs
 from attnmatch.inputs.transformer import TransformerTokenEncoder
 from attnmatch.matcher import Matcher
 from attnmatch.models import input_layer
-from attnmatch.reproduce import load_table, reproduce
+from attnmatch.research.reproduce import load_table, reproduce
 from attnmatch.training import ExperimentConfig, build_experiment, train
 from tests.tiny_transformer import write_tiny_encoder
 from tests.training.test_trainer import tiny_experiment

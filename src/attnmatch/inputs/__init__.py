@@ -20,6 +20,7 @@ any kind's unknown tokens (`Inputs.unknown_tokens`) into a one-line warning, and
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,6 @@ from attnmatch.inputs.base import (
     UNKNOWN_NOTE_THRESHOLD,
     InputKind,
     Inputs,
-    TokenEncoderConfig,
     truncation_note,
     unknown_note,
 )
@@ -54,6 +54,51 @@ def inputs_class(kind: str) -> type[Inputs]:
     if kind not in _KINDS:
         raise ConfigError(f"unknown inputs kind {kind!r}; choose one of {', '.join(_KINDS)}")
     return _KINDS[kind]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TokenEncoderConfig:
+    """The input layer of a model, as the model's config records it (filled by `Inputs`).
+
+    Args:
+        kind: which `Inputs` kind built it: "word_vectors" (a word-vector table), "transformer"
+            (a pretrained sub-word encoder) or "trigrams" (letter-trigram bags per word).
+        vocab_size: rows of the table (word vectors: `<pad>` (0) and `<unk>` (1) included;
+            transformer: its vocabulary; trigrams: the hash buckets, 0 = padding).
+        embedding_dim: E, the output size (transformer: its hidden size).
+        trainable: fine-tune the table / the transformer.
+        dropout: dropout on the output vectors.
+        layer: transformer: which hidden state to output (0 = the embedding layer, -1 = the last).
+        max_length: transformer: sub-words per text, special tokens included.
+        transformer_config: transformer: the Hugging Face config.json of the encoder, kept here
+            so a saved model rebuilds the architecture without the original files.
+        pretrained_rows: word vectors: the last rows of the table hold words taken from the
+            pretrained file beyond the fitted vocabulary (`WordVectorsConfig.pretrained_vocab`);
+            they keep their pretrained vectors even when `trainable`.
+    """
+
+    kind: InputKind = "word_vectors"
+    vocab_size: int
+    embedding_dim: int = 50
+    trainable: bool = False
+    dropout: float = 0.0
+    layer: int = -1
+    max_length: int = 256
+    transformer_config: dict[str, Any] = field(default_factory=dict)
+    pretrained_rows: int = 0
+
+    def __post_init__(self) -> None:
+        if self.embedding_dim < 1:
+            raise ValueError(f"embedding_dim must be >= 1, got {self.embedding_dim}")
+        if self.pretrained_rows < 0:
+            raise ValueError(f"pretrained_rows must be >= 0, got {self.pretrained_rows}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        inputs_class(self.kind).check_encoder_config(self)
+
+    @property
+    def output_dim(self) -> int:
+        return self.embedding_dim
 
 
 def build_token_encoder(config: TokenEncoderConfig) -> nn.Module:

@@ -1,9 +1,11 @@
-"""What every input kind provides, and the token-encoder config that models read.
+"""What every input kind provides.
 
 A model never asks which kind of input it reads: it builds `build_token_encoder(config.encoder)`
-and calls it as ``token_encoder(ids, mask) -> (B, L, E)``. Everything that differs between kinds
-(tokenizing, the vocabulary, pretrained weights, what is saved with a model, which tokens it does
-not know, how many tokens of a text it keeps) is a method of the kind's `Inputs` class.
+(its `TokenEncoderConfig`, checked by its kind: both in `attnmatch.inputs`, where the kinds are
+known) and calls it as ``token_encoder(ids, mask) -> (B, L, E)``. Everything that differs
+between kinds (tokenizing, the vocabulary, pretrained weights, what is saved with a model, which
+tokens it does not know, how many tokens of a text it keeps) is a method of the kind's `Inputs`
+class.
 
 Every kind bounds the length of a text in `encode`, the one path of training, scoring and
 serving alike: at most `max_tokens` tokens (`inputs.max_length`; `attnmatch.data.tokenize` has
@@ -15,64 +17,19 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 from torch import nn
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnmatch.inputs import TokenEncoderConfig
 
 InputKind = Literal["word_vectors", "transformer", "trigrams"]
 
 UNKNOWN_NOTE_THRESHOLD = 0.02
 """`unknown_note` speaks up above this share of unknown tokens."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class TokenEncoderConfig:
-    """The input layer of a model, as the model's config records it (filled by `Inputs`).
-
-    Args:
-        kind: which `Inputs` kind built it: "word_vectors" (a word-vector table), "transformer"
-            (a pretrained sub-word encoder) or "trigrams" (letter-trigram bags per word).
-        vocab_size: rows of the table (word vectors: `<pad>` (0) and `<unk>` (1) included;
-            transformer: its vocabulary; trigrams: the hash buckets, 0 = padding).
-        embedding_dim: E, the output size (transformer: its hidden size).
-        trainable: fine-tune the table / the transformer.
-        dropout: dropout on the output vectors.
-        layer: transformer: which hidden state to output (0 = the embedding layer, -1 = the last).
-        max_length: transformer: sub-words per text, special tokens included.
-        transformer_config: transformer: the Hugging Face config.json of the encoder, kept here
-            so a saved model rebuilds the architecture without the original files.
-        pretrained_rows: word vectors: the last rows of the table hold words taken from the
-            pretrained file beyond the fitted vocabulary (`WordVectorsConfig.pretrained_vocab`);
-            they keep their pretrained vectors even when `trainable`.
-    """
-
-    kind: InputKind = "word_vectors"
-    vocab_size: int
-    embedding_dim: int = 50
-    trainable: bool = False
-    dropout: float = 0.0
-    layer: int = -1
-    max_length: int = 256
-    transformer_config: dict[str, Any] = field(default_factory=dict)
-    pretrained_rows: int = 0
-
-    def __post_init__(self) -> None:
-        if self.embedding_dim < 1:
-            raise ValueError(f"embedding_dim must be >= 1, got {self.embedding_dim}")
-        if self.pretrained_rows < 0:
-            raise ValueError(f"pretrained_rows must be >= 0, got {self.pretrained_rows}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        from attnmatch.inputs import inputs_class  # the kinds register there
-
-        inputs_class(self.kind).check_encoder_config(self)
-
-    @property
-    def output_dim(self) -> int:
-        return self.embedding_dim
 
 
 class Inputs:

@@ -20,7 +20,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
@@ -30,7 +30,10 @@ from torch import nn
 from attnmatch import configs
 from attnmatch.data.subword import SubwordTokenizer
 from attnmatch.data.tokenize import check_max_length
-from attnmatch.inputs.base import Inputs, TokenEncoderConfig
+from attnmatch.inputs.base import Inputs
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnmatch.inputs import TokenEncoderConfig
 
 
 @dataclass(frozen=True, kw_only=True)

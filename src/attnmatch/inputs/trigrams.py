@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
@@ -29,7 +29,10 @@ from torch import nn
 from attnmatch import configs
 from attnmatch.data.tokenize import DEFAULT_MAX_TOKENS, Tokenizer, check_max_length
 from attnmatch.data.trigrams import word_trigram_ids
-from attnmatch.inputs.base import Inputs, TokenEncoderConfig
+from attnmatch.inputs.base import Inputs
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnmatch.inputs import TokenEncoderConfig
 
 MAX_WORD_LETTERS = 100
 """Letters of a word that are hashed into trigrams (a word has as many trigrams as letters):

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
@@ -25,7 +25,10 @@ from torch import nn
 from attnmatch import configs
 from attnmatch.data.tokenize import DEFAULT_MAX_TOKENS, Tokenizer, check_max_length
 from attnmatch.data.vocab import UNK_ID, Vocab
-from attnmatch.inputs.base import Inputs, TokenEncoderConfig
+from attnmatch.inputs.base import Inputs
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnmatch.inputs import TokenEncoderConfig
 
 
 @dataclass(frozen=True, kw_only=True)

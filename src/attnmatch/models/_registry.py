@@ -2,9 +2,10 @@
 
 `register_model` decorates a model class with its config class and declares its optional
 capabilities, checked there against the class (`attnmatch.models.contract`); `register_preset`
-names a config (e.g. a paper table row). Duplicate names raise. Lookups import
-`attnmatch.models`, which imports every model module explicitly, so no caller ever needs a
-side-effect import.
+names a config (e.g. a paper table row). Duplicate names raise. This module is reached only
+through the package `attnmatch.models`, whose `__init__` imports every model module explicitly
+before anyone can look a name up, so no caller ever needs a side-effect import (and the registry
+imports no model).
 """
 
 from __future__ import annotations
@@ -104,19 +105,13 @@ def register_preset(
     _PRESETS[name] = Preset(name, model, dict(overrides), description, dict(inputs or {}), recipe)
 
 
-def _ensure_loaded() -> None:
-    import attnmatch.models  # noqa: F401  (imports every model module explicitly)
-
-
 def get_model_entry(name: str) -> ModelEntry:
-    _ensure_loaded()
     if name not in _MODELS:
         raise KeyError(f"unknown model {name!r}; registered models: {', '.join(sorted(_MODELS))}")
     return _MODELS[name]
 
 
 def get_preset(name: str) -> Preset:
-    _ensure_loaded()
     if name not in _PRESETS:
         raise KeyError(f"unknown preset {name!r}; presets: {', '.join(sorted(_PRESETS))}")
     return _PRESETS[name]
@@ -124,11 +119,9 @@ def get_preset(name: str) -> Preset:
 
 def list_models() -> list[str]:
     """Names of the registered model types."""
-    _ensure_loaded()
     return sorted(_MODELS)
 
 
 def list_presets() -> list[str]:
     """Names of the registered presets (paper table rows and common configurations)."""
-    _ensure_loaded()
     return sorted(_PRESETS)

@@ -8,13 +8,12 @@ from torch import nn
 
 from attnmatch import configs
 from attnmatch.configs import ConfigError
-from attnmatch.models._registry import _MODELS, _PRESETS, _ensure_loaded, get_model_entry
+from attnmatch.models._registry import _MODELS, _PRESETS, get_model_entry
 from attnmatch.models.contract import check_built, token_encoder
 
 
 def model_type_of(name: str) -> str:
     """The registered model type of a preset or model name (KeyError if neither)."""
-    _ensure_loaded()
     if name in _PRESETS:
         return _PRESETS[name].model
     if name in _MODELS:

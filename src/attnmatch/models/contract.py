@@ -41,7 +41,7 @@ from numpy.typing import NDArray
 from torch import nn
 
 from attnmatch.data.schema import PairBatch
-from attnmatch.inputs.base import TokenEncoderConfig
+from attnmatch.inputs import TokenEncoderConfig
 from attnmatch.nn.overlap import WithOverlapFeatures
 
 REQUIRED_CONFIG_FIELDS = ("encoder", "num_outputs")

@@ -2,7 +2,8 @@
 
 `build_experiment(config)` loads the configured dataset's splits; `experiment_from_splits`
 takes splits already in memory (`Matcher.fit`). Both give an `Experiment`: a `Matcher` (model +
-inputs + task) ready to train, the loss, and the encoded splits with their protocols.
+inputs + task) ready to train, built as every new model is (`Matcher.untrained`), the loss, and
+the encoded splits with their protocols.
 """
 
 from __future__ import annotations
@@ -19,15 +20,9 @@ from attnmatch.configs import ConfigError
 from attnmatch.data.datasets import Split, load_train_dev_test
 from attnmatch.data.encoding import EncodedPairs
 from attnmatch.data.schema import Example
-from attnmatch.inputs import Inputs, build_inputs, check_accepts
+from attnmatch.inputs import InputsConfig, check_accepts
 from attnmatch.matcher import Matcher
-from attnmatch.models import (
-    build_model,
-    get_model_entry,
-    input_layer,
-    model_type_of,
-    resolve_model_config,
-)
+from attnmatch.models import get_model_entry, input_layer, model_type_of
 from attnmatch.tasks import GROUP_LOSSES, RankingTask, Task
 from attnmatch.training.config import ExperimentConfig, TrainConfig
 
@@ -98,17 +93,17 @@ def load_splits(config: ExperimentConfig) -> tuple[Split, Split, Split | None]:
 
 def build_experiment(config: ExperimentConfig) -> Experiment:
     """Loads the configured splits, fits the inputs and builds a fresh model."""
-    inputs = check_model_inputs(config)
+    check_model_inputs(config)  # before the splits are loaded
     train, dev, test = load_splits(config)
-    return experiment_from_splits(config, train, dev, test, inputs=inputs)
+    return experiment_from_splits(config, train, dev, test)
 
 
-def check_model_inputs(config: ExperimentConfig) -> Inputs:
-    """The experiment's (unfitted) inputs, after checking the model reads their kind."""
+def check_model_inputs(config: ExperimentConfig) -> InputsConfig:
+    """The experiment's inputs config, after checking the model reads their kind."""
     inputs_config = config.resolved_inputs()
     entry = get_model_entry(model_type_of(config.model))
     check_accepts(config.model, entry.inputs, inputs_config)
-    return build_inputs(inputs_config)
+    return inputs_config
 
 
 def experiment_task(train: Split, dev: Split | None) -> Task:
@@ -129,11 +124,9 @@ def experiment_from_splits(
     train: Split,
     dev: Split | None,
     test: Split | None,
-    *,
-    inputs: Inputs | None = None,
 ) -> Experiment:
     """An experiment on splits already loaded (the config's data section names them only)."""
-    inputs = inputs or check_model_inputs(config)
+    inputs = check_model_inputs(config)
     task = experiment_task(train, dev)
     config = with_recipe(config, task)
     model_type = model_type_of(config.model)
@@ -145,30 +138,28 @@ def experiment_from_splits(
     loss = task.resolve_loss(config.train.loss)
     _check_negatives(config, task, loss)
     seed_everything(config.train.seed)
-    inputs.fit(_texts(train), _texts(dev) + _texts(test), seed=config.train.seed)
-    model_type, model_config = resolve_model_config(
-        config.model,
-        encoder=inputs.encoder_config(),
-        num_outputs=task.num_outputs(loss),
-        overrides=config.model_overrides,
-    )
     zero_shot = (
         config.train.epochs == 0 and not task.similarity_is_output and model_type == "bi_encoder"
     )
-    if zero_shot:  # no head is trained: the cosine, calibrated on train (never a random head)
-        model_config = dataclasses.replace(model_config, num_outputs=1)
-    model = build_model(model_type, model_config)
-    inputs.init_encoder(input_layer(model))
-    inputs.enable_cache(input_layer(model))  # frozen encoders: each text encoded once
-    matcher = Matcher(model=model, model_type=model_type, inputs=inputs, task=task)
+    # Zero-shot, no head is trained: the cosine, calibrated on train (never a random head).
+    matcher = Matcher.untrained(
+        config.model,
+        inputs=inputs,
+        task=RankingTask() if zero_shot else task,
+        loss="auto" if zero_shot else loss,
+        overrides=config.model_overrides,
+        train_texts=_texts(train),
+        eval_texts=_texts(dev) + _texts(test),
+        seed=config.train.seed,
+    )
+    _enable_cache(matcher)  # frozen encoders: each text encoded once
     if zero_shot:
-        cosine = Matcher(model=model, model_type=model_type, inputs=inputs, task=RankingTask())
         metric = config.train.select_metric or (dev or train).protocol.primary  # type: ignore[union-attr]
         metric = metric if metric in ("accuracy", "f1", "macro_f1") else "accuracy"
         matcher = Matcher.with_cosine_head(
-            cosine, task=task, calibration=train.examples, metric=metric
+            matcher, task=task, calibration=train.examples, metric=metric
         )
-        inputs.enable_cache(input_layer(matcher.model))
+        _enable_cache(matcher)
     matcher.batch_size = config.train.eval_batch_size
     dev_split = _eval_split(matcher, dev)
     _check_select_metric(config, dev_split)
@@ -192,6 +183,12 @@ def experiment_from_splits(
         notes=list(dict.fromkeys(notes)),
         fit_examples=list(train.examples),
     )
+
+
+def _enable_cache(matcher: Matcher) -> None:
+    """Frozen encoders encode each text once (a model that reads ids; a text model has none)."""
+    if matcher.inputs is not None:
+        matcher.inputs.enable_cache(input_layer(matcher.model))
 
 
 def split_notes(split: Split) -> tuple[str, ...]:

@@ -110,16 +110,7 @@ def train(
     claim = distributed.rank0_context(run.claim, resume, overwrite=overwrite)
     with claim, torch_settings(config.train.threads):
         start = time.perf_counter()
-        if (
-            resume
-            and experiment is None
-            and (done := _shared_result(partial(run.finished, config))) is not None
-        ):
-            console.print(
-                f"{visible(run.path)}: finished earlier, reusing result.json",
-                markup=False,
-                soft_wrap=True,  # a path is never cut by a line break
-            )
+        if resume and experiment is None and (done := _finished(run, config, console)) is not None:
             return done
         exp = experiment or build_experiment(config)
         config = exp.config  # with its preset's recipe, if any
@@ -127,18 +118,7 @@ def train(
             console.print(visible(note), highlight=False, markup=False)
         exp.matcher.to(device, precision=config.train.precision)  # before the optimiser
         optimizer = _optimizer(exp)
-        state = (run.resume(exp.matcher, optimizer, config) if resume else None) or TrainState()
-        distributed.check_agree(state.epoch, "the epoch to resume after")
-        if state.epoch:
-            console.print(
-                f"resuming {visible(run.path)} after epoch {state.epoch}",
-                markup=False,
-                soft_wrap=True,  # a path is never cut by a line break
-            )
-        if optimizer is None:  # train.epochs = 0 (`fit` checks the budget of the others)
-            check_budget(run, state, 0)
-        if config.train.epochs == 0:  # the model as it is
-            distributed.on_rank0(partial(_select_once, exp, state, run), state=state)
+        state = _first_state(exp, optimizer, run, resume, console)
         if tensorboard and distributed.world().is_main:
             from attnmatch.training.tensorboard import with_tensorboard
 
@@ -159,6 +139,42 @@ def train(
         result = _shared_result(partial(_finish, exp, state, run, start, console))
         assert result is not None
         return result
+
+
+def _finished(run: RunDir, config: ExperimentConfig, console: Console) -> TrainResult | None:
+    """The result of the run in `run` if it finished training `config` (said on `console`)."""
+    done = _shared_result(partial(run.finished, config))
+    if done is not None:
+        console.print(
+            f"{visible(run.path)}: finished earlier, reusing result.json",
+            markup=False,
+            soft_wrap=True,  # a path is never cut by a line break
+        )
+    return done
+
+
+def _first_state(
+    exp: Experiment,
+    optimizer: torch.optim.Optimizer | None,
+    run: RunDir,
+    resume: bool,
+    console: Console,
+) -> TrainState:
+    """The state training starts from: the run's last checkpoint with `resume`, else a new
+    one. With train.epochs = 0 the model as it is is selected here."""
+    state = (run.resume(exp.matcher, optimizer, exp.config) if resume else None) or TrainState()
+    distributed.check_agree(state.epoch, "the epoch to resume after")
+    if state.epoch:
+        console.print(
+            f"resuming {visible(run.path)} after epoch {state.epoch}",
+            markup=False,
+            soft_wrap=True,  # a path is never cut by a line break
+        )
+    if optimizer is None:  # train.epochs = 0 (`fit` checks the budget of the others)
+        check_budget(run, state, 0)
+    if exp.config.train.epochs == 0:  # the model as it is
+        distributed.on_rank0(partial(_select_once, exp, state, run), state=state)
+    return state
 
 
 def _select_once(exp: Experiment, state: TrainState, run: RunDir) -> None:
@@ -216,7 +232,8 @@ def _finish(
     if exp.test is not None:
         outputs = best.predict(exp.test.data)
         test = report_from_outputs(outputs, exp.test.data, exp.test.protocol, task=best.task)
-        # Per-item results (per query or pair), for paired tests between runs (attnmatch.claims).
+        # Per-item results (per query or pair), for paired tests between runs
+        # (attnmatch.research.claims).
         run.write_items(
             "test", report_items(outputs, exp.test.data, exp.test.protocol, task=best.task)
         )

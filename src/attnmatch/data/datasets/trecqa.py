@@ -208,82 +208,110 @@ def read_jacana_xml(path: str | Path, *, lowercase: bool = True) -> list[Example
             lines with different token counts, a duplicate id or question, or a file ending
             inside a block; the message names the file and the line.
     """
-    examples: list[Example] = []
-    seen: set[str] = set()
-    qid: str | None = None
-    qid_line = 0
-    question: str | None = None
-    block: tuple[str, int, list[str]] | None = None  # (tag, opening line, its lines)
-    k = 0
+    reader = _JacanaReader(path, lowercase=lowercase)
     lineno = 0
     with open_text(path) as f:
         for lineno, raw in enumerate(f, start=1):
-            line = raw.rstrip("\r\n")
-            if block is not None:
-                tag, start, rows = block
-                if line == f"</{tag}>":
-                    tokens = _check_block(path, tag, start, lineno, rows)
-                    text = " ".join(tokens).lower() if lowercase else " ".join(tokens)
-                    if tag == "question":
-                        question = text
-                    else:
-                        assert qid is not None and question is not None
-                        label = int(tag == "positive")
-                        examples.append(Example(question, text, label, group=qid, id=f"{qid}:{k}"))
-                        k += 1
-                    block = None
-                elif (
-                    QAPAIRS_OPEN.fullmatch(line)
-                    or line == "</QApairs>"
-                    or any(line in (f"<{t}>", f"</{t}>") for t in BLOCK_TAGS)
-                ):
-                    raise DatasetFormatError(
-                        f"{path}:{lineno}: expected </{tag}> closing the <{tag}> block opened at "
-                        f"line {start}, got {line!r}"
-                    )
-                else:
-                    rows.append(line)
-            elif qid is None:
-                match = QAPAIRS_OPEN.fullmatch(line)
-                if match is None:
-                    raise DatasetFormatError(
-                        f"{path}:{lineno}: expected <QApairs id='...'>, got {line!r}"
-                    )
-                qid, qid_line, question, k = match.group(1), lineno, None, 0
-                if qid in seen:
-                    raise DatasetFormatError(f"{path}:{lineno}: duplicate QApairs id {qid!r}")
-                seen.add(qid)
-            elif line == "<question>":
-                if question is not None:
-                    raise DatasetFormatError(
-                        f"{path}:{lineno}: a second <question> in QApairs {qid!r}"
-                    )
-                block = ("question", lineno, [])
-            elif line in ("<positive>", "<negative>"):
-                if question is None:
-                    raise DatasetFormatError(
-                        f"{path}:{lineno}: {line} before the <question> of QApairs {qid!r}"
-                    )
-                block = (line[1:-1], lineno, [])
-            elif line == "</QApairs>":
-                if question is None:
-                    raise DatasetFormatError(f"{path}:{lineno}: QApairs {qid!r} has no <question>")
-                qid = None
+            reader.read(lineno, raw.rstrip("\r\n"))
+    return reader.end(lineno + 1)
+
+
+class _JacanaReader:
+    """The state of `read_jacana_xml` between lines: the QApairs and the block it is in."""
+
+    def __init__(self, path: str | Path, *, lowercase: bool) -> None:
+        self.path, self.lowercase = path, lowercase
+        self.examples: list[Example] = []
+        self.seen: set[str] = set()
+        self.qid: str | None = None
+        self.qid_line = 0
+        self.question: str | None = None
+        self.block: tuple[str, int, list[str]] | None = None  # (tag, opening line, its lines)
+        self.k = 0  # the next candidate's number in its QApairs
+
+    def read(self, lineno: int, line: str) -> None:
+        """One line (without its line break)."""
+        if self.block is not None:
+            self._in_block(lineno, line, *self.block)
+        elif self.qid is None:
+            self._open_qapairs(lineno, line)
+        else:
+            self._in_qapairs(lineno, line)
+
+    def end(self, lineno: int) -> list[Example]:
+        """The examples, after checking that the file (which ends before `lineno`) closed
+        every block and QApairs."""
+        path, block, qid = self.path, self.block, self.qid
+        if block is not None:
+            raise DatasetFormatError(
+                f"{path}:{lineno}: the file ends inside the <{block[0]}> block opened at line "
+                f"{block[1]}"
+            )
+        if qid is not None:
+            raise DatasetFormatError(
+                f"{path}:{lineno}: the file ends inside QApairs {qid!r} opened at line "
+                f"{self.qid_line}"
+            )
+        return self.examples
+
+    def _in_block(self, lineno: int, line: str, tag: str, start: int, rows: list[str]) -> None:
+        path = self.path
+        if line == f"</{tag}>":
+            tokens = _check_block(path, tag, start, lineno, rows)
+            text = " ".join(tokens).lower() if self.lowercase else " ".join(tokens)
+            if tag == "question":
+                self.question = text
             else:
+                qid, question, k = self.qid, self.question, self.k
+                assert qid is not None and question is not None
+                label = int(tag == "positive")
+                self.examples.append(Example(question, text, label, group=qid, id=f"{qid}:{k}"))
+                self.k += 1
+            self.block = None
+        elif (
+            QAPAIRS_OPEN.fullmatch(line)
+            or line == "</QApairs>"
+            or any(line in (f"<{t}>", f"</{t}>") for t in BLOCK_TAGS)
+        ):
+            raise DatasetFormatError(
+                f"{path}:{lineno}: expected </{tag}> closing the <{tag}> block opened at "
+                f"line {start}, got {line!r}"
+            )
+        else:
+            rows.append(line)
+
+    def _open_qapairs(self, lineno: int, line: str) -> None:
+        path = self.path
+        match = QAPAIRS_OPEN.fullmatch(line)
+        if match is None:
+            raise DatasetFormatError(f"{path}:{lineno}: expected <QApairs id='...'>, got {line!r}")
+        qid = match.group(1)
+        self.qid, self.qid_line, self.question, self.k = qid, lineno, None, 0
+        if qid in self.seen:
+            raise DatasetFormatError(f"{path}:{lineno}: duplicate QApairs id {qid!r}")
+        self.seen.add(qid)
+
+    def _in_qapairs(self, lineno: int, line: str) -> None:
+        path, qid, question = self.path, self.qid, self.question
+        if line == "<question>":
+            if question is not None:
+                raise DatasetFormatError(f"{path}:{lineno}: a second <question> in QApairs {qid!r}")
+            self.block = ("question", lineno, [])
+        elif line in ("<positive>", "<negative>"):
+            if question is None:
                 raise DatasetFormatError(
-                    f"{path}:{lineno}: expected <question>, <positive>, <negative> or "
-                    f"</QApairs>, got {line!r}"
+                    f"{path}:{lineno}: {line} before the <question> of QApairs {qid!r}"
                 )
-    if block is not None:
-        raise DatasetFormatError(
-            f"{path}:{lineno + 1}: the file ends inside the <{block[0]}> block opened at line "
-            f"{block[1]}"
-        )
-    if qid is not None:
-        raise DatasetFormatError(
-            f"{path}:{lineno + 1}: the file ends inside QApairs {qid!r} opened at line {qid_line}"
-        )
-    return examples
+            self.block = (line[1:-1], lineno, [])
+        elif line == "</QApairs>":
+            if question is None:
+                raise DatasetFormatError(f"{path}:{lineno}: QApairs {qid!r} has no <question>")
+            self.qid = None
+        else:
+            raise DatasetFormatError(
+                f"{path}:{lineno}: expected <question>, <positive>, <negative> or "
+                f"</QApairs>, got {line!r}"
+            )
 
 
 def questions_with_both(examples: Sequence[Example]) -> list[Example]:

@@ -1,8 +1,8 @@
 """`results/README.md`: an index of the committed results tables, generated from `results/*.json`.
 
-    python -m attnmatch.results_index              # rewrite results/README.md from results/*.json
-    python -m attnmatch.results_index --check      # exit 1 when results/README.md is stale
-    python -m attnmatch.results_index --sync-text  # first copy each table's text from its TOML
+    python -m attnmatch.research.results_index              # rewrite it from results/*.json
+    python -m attnmatch.research.results_index --check      # exit 1 when it is stale
+    python -m attnmatch.research.results_index --sync-text  # first copy each table's TOML text
 
 `attnmatch reproduce TABLE` calls `write_results_readme` after writing a table. The README has one
 section per table: its title, a one-line protocol, a compact table of rows (the main metric's
@@ -33,9 +33,10 @@ from typing import Any
 
 from attnmatch import configs
 from attnmatch.atomic import write_text_atomic
+from attnmatch.strict_json import dumps_json
 
 README = "README.md"
-GENERATOR = "python -m attnmatch.results_index"
+GENERATOR = "python -m attnmatch.research.results_index"
 
 METRIC_LABELS = {
     "map": "MAP",
@@ -59,24 +60,6 @@ METRIC_LABELS = {
 MAIN_METRICS = ("map", "accuracy", "pearson", "p@1", "r10@1", "mrr")
 
 RECOVERED = "recovered from git history"
-
-
-def finite_or_null(value: Any) -> Any:
-    """`value` (nested dicts, lists, tuples) with every float that is not finite replaced by
-    None: JSON null, "undefined"."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: finite_or_null(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [finite_or_null(v) for v in value]
-    return value
-
-
-def dumps_json(value: Any, **kwargs: Any) -> str:
-    """`json.dumps` that always writes valid JSON: NaN and infinities become null
-    (`finite_or_null`), never the `NaN` / `Infinity` tokens that strict parsers reject."""
-    return json.dumps(finite_or_null(value), allow_nan=False, **kwargs)
 
 
 def metric_label(name: str) -> str:
@@ -210,7 +193,18 @@ def render_markdown(result: dict[str, Any], metrics: tuple[str, ...] | list[str]
         "Each cell: ours, mean ± sample std over seeds (test split, model selected on dev), "
         "then the paper's value in parentheses.",
     ]
-    # One markdown table per run of rows that share their metrics (e.g. one per task).
+    lines += _metric_tables(result, metrics)
+    lines += _per_group_lines(result)
+    lines += _per_seed_lines(result, metrics)
+    if result.get("notes"):
+        lines += ["", "Notes:", ""] + [f"- {n}" for n in result["notes"]]
+    lines += _written_at_lines(result)
+    return "\n".join(line for i, line in enumerate(lines) if line or (i and lines[i - 1]))
+
+
+def _metric_tables(result: dict[str, Any], metrics: tuple[str, ...] | list[str]) -> list[str]:
+    """One markdown table per run of rows that share their metrics (e.g. one per task)."""
+    lines: list[str] = []
     groups: list[tuple[tuple[str, ...], list[dict[str, Any]]]] = []
     for row in result["rows"]:
         names = tuple(row.get("metric_names") or metrics)
@@ -250,6 +244,12 @@ def render_markdown(result: dict[str, Any], metrics: tuple[str, ...] | list[str]
                 else []
             )
             lines.append("| " + " | ".join([label, f"`{row['id']}`", *data, *cells]) + " |")
+    return lines
+
+
+def _per_group_lines(result: dict[str, Any]) -> list[str]:
+    """Each row's per-set values (SemEval STS), where it has them."""
+    lines: list[str] = []
     per_group = [r for r in result["rows"] if r.get("per_group")]
     for row in per_group:
         lines += ["", f"Per set ({row['label']}, test, mean over seeds):", ""]
@@ -258,6 +258,12 @@ def render_markdown(result: dict[str, Any], metrics: tuple[str, ...] | list[str]
             + (f" ({_fmt(row['paper'][m])})" if m in row["paper"] else "")
             for m, v in row["per_group"].items()
         ]
+    return lines
+
+
+def _per_seed_lines(result: dict[str, Any], metrics: tuple[str, ...] | list[str]) -> list[str]:
+    """Each row's runs: test values per seed, dev means, epochs, speed, commits."""
+    lines: list[str] = []
     lines += ["", "Per-seed runs (test):", ""]
     for row in result["rows"]:
         if row.get("not_run"):
@@ -280,8 +286,13 @@ def render_markdown(result: dict[str, Any], metrics: tuple[str, ...] | list[str]
             + trained
             + (f". {row['note']}" if row.get("note") else "")
         )
-    if result.get("notes"):
-        lines += ["", "Notes:", ""] + [f"- {n}" for n in result["notes"]]
+    return lines
+
+
+def _written_at_lines(result: dict[str, Any]) -> list[str]:
+    """The commits and environment the table was written and trained at, and how to
+    regenerate it."""
+    lines: list[str] = []
     env = result["environment"]
     trained_at: dict[str, int] = {}
     for row in result["rows"]:
@@ -304,7 +315,7 @@ def render_markdown(result: dict[str, Any], metrics: tuple[str, ...] | list[str]
         f"{','.join(str(s) for s in _seeds_of(result))}`",
         "",
     ]
-    return "\n".join(line for i, line in enumerate(lines) if line or (i and lines[i - 1]))
+    return lines
 
 
 def render_table_section(table: dict[str, Any]) -> list[str]:
@@ -428,7 +439,7 @@ def write_results_readme(results_dir: str | Path) -> Path:
 
 def table_text(table_toml: dict[str, Any]) -> dict[str, Any]:
     """The text a table's TOML (parsed) gives its results: {"table": {...}, "rows": {id: {...}}},
-    with the defaults of `attnmatch.reproduce.TableSpec` / `TableRow`."""
+    with the defaults of `attnmatch.research.reproduce.TableSpec` / `TableRow`."""
     return {
         "table": {
             "title": table_toml["title"],

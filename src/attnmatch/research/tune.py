@@ -623,15 +623,7 @@ def tune(
         direction = "maximize" if greater_is_better(metric) else "minimize"
         identity = {"experiment": config.to_dict(), "space": spec.to_dict(), "metric": metric}
         storage = _storage(run_dir)
-        study = optuna.create_study(
-            storage=storage, study_name=STUDY_NAME, direction=direction, load_if_exists=True
-        )
-        _check_identity(study, identity, run_dir)
-        retried = _retry_interrupted(study, storage)
-        done = sum(_counted(t) for t in study.get_trials(deepcopy=False))
-        earlier = f"; {done} done earlier" if done else ""
-        if retried:
-            earlier += f", {retried} interrupted (their parameters are tried again first)"
+        study, earlier = _open_study(optuna, storage, identity, direction, run_dir)
         console.print(
             f"tune: {len(spec.params)} parameters, {direction} dev {metric}, {trials} trials in "
             f"{visible(run_dir)}{earlier}; {jobs} process(es) x {base.train.threads} thread(s)",
@@ -639,19 +631,7 @@ def tune(
             markup=False,
             soft_wrap=True,
         )
-        n_before = len(study.trials)
-        searches = [
-            _Search(
-                run_dir=str(run_dir),
-                config=base.to_dict(),
-                spec=spec.to_dict(),
-                metric=metric,
-                trials=trials,
-                worker=w,
-                sampler_seed=spec.seed * 1_000_003 + 1_009 * w + n_before,
-            )
-            for w in range(jobs)
-        ]
+        searches = _searches(run_dir, base, spec, metric, trials, jobs, len(study.trials))
         if jobs == 1:
             run_worker(searches[0], console)
         else:
@@ -661,6 +641,47 @@ def tune(
     for note in result.notes:
         console.print(note, highlight=False, markup=False)
     return result
+
+
+def _open_study(
+    optuna: Any, storage: Any, identity: dict[str, Any], direction: str, run_dir: Path
+) -> tuple[Any, str]:
+    """The study in run_dir (new, or resumed if it was made for the same `identity`), its
+    interrupted trials queued again, and a note on what it holds already."""
+    study = optuna.create_study(
+        storage=storage, study_name=STUDY_NAME, direction=direction, load_if_exists=True
+    )
+    _check_identity(study, identity, run_dir)
+    retried = _retry_interrupted(study, storage)
+    done = sum(_counted(t) for t in study.get_trials(deepcopy=False))
+    earlier = f"; {done} done earlier" if done else ""
+    if retried:
+        earlier += f", {retried} interrupted (their parameters are tried again first)"
+    return study, earlier
+
+
+def _searches(
+    run_dir: Path,
+    base: ExperimentConfig,
+    spec: TuneSpec,
+    metric: str,
+    trials: int,
+    jobs: int,
+    n_before: int,
+) -> list[_Search]:
+    """What each of the `jobs` workers runs; each samples with a seed of its own."""
+    return [
+        _Search(
+            run_dir=str(run_dir),
+            config=base.to_dict(),
+            spec=spec.to_dict(),
+            metric=metric,
+            trials=trials,
+            worker=w,
+            sampler_seed=spec.seed * 1_000_003 + 1_009 * w + n_before,
+        )
+        for w in range(jobs)
+    ]
 
 
 def check_run_dir(run_dir: Path, resume: bool) -> None:

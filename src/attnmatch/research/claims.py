@@ -183,7 +183,7 @@ def load_claims(path: str | Path) -> ClaimsSpec:
 
 def table_row(system: str) -> tuple[Any, Any]:
     """The (TableSpec, TableRow) of "TABLE:ROW"."""
-    from attnmatch.reproduce import find_table, load_table
+    from attnmatch.research.reproduce import find_table, load_table
 
     table, row_id = split_system(system)
     spec = load_table(find_table(table))
@@ -198,7 +198,7 @@ def table_row(system: str) -> tuple[Any, Any]:
 def experiment(system: str, setting: Setting) -> Any:
     """The ExperimentConfig of `system` in `setting`."""
     from attnmatch.inputs import merge_inputs
-    from attnmatch.reproduce import experiment_for
+    from attnmatch.research.reproduce import experiment_for
     from attnmatch.training.config import ExperimentConfig
 
     spec, row = table_row(system)
@@ -211,7 +211,7 @@ def experiment(system: str, setting: Setting) -> Any:
 
 
 def run_folder(runs_dir: str | Path, setting: str, system: str, seed: int) -> Path:
-    from attnmatch.reproduce import inside
+    from attnmatch.research.reproduce import inside
 
     table, row = split_system(system)
     return inside(runs_dir, "claims", setting, table, row, f"seed-{seed}")
@@ -764,6 +764,20 @@ def render(result: dict[str, Any]) -> str:
     ]
     if result.get("summary"):
         lines += [" ".join(result["summary"].split()), ""]
+    lines += _render_settings(result)
+    if result.get("notes"):
+        lines += ["**Notes.**", ""] + [f"- {n}" for n in result["notes"]] + [""]
+    if result.get("targets"):
+        lines += _render_targets(result["targets"])
+    decided = [r for r in result["claims"] if r["verdict"] != "not run"]
+    if decided:
+        lines += _render_runs(decided)
+    return "\n".join(lines)
+
+
+def _render_settings(result: dict[str, Any]) -> list[str]:
+    """A section per inputs setting: a table of its claims and their verdicts."""
+    lines: list[str] = []
     for setting in result["settings"]:
         rows = [r for r in result["claims"] if r["setting"] == setting["name"]]
         lines += [f"## Inputs: {setting['label']}", ""]
@@ -790,64 +804,71 @@ def render(result: dict[str, Any]) -> str:
                 f"{r['p']:.4f} | **{r['verdict']}** |"
             )
         lines.append("")
-    if result.get("notes"):
-        lines += ["**Notes.**", ""] + [f"- {n}" for n in result["notes"]] + [""]
-    if result.get("targets"):
-        lines += [
-            "## Targets: the best attnmatch model per benchmark",
-            "",
-            "The best model is chosen by its dev mean among every reproduced row of `results/` "
-            "(trained rows on the benchmark's standard splits) and the systems above; its test "
-            "mean is reported once. *Zero-shot*: MiniLM (all-MiniLM-L6-v2, mean-pooled cosine) on "
-            "the same test files.",
-            "",
-            "| benchmark | metric | ours (dev-selected) | dev | test | seeds | paper | zero-shot "
-            "| target | met |",
-            "|---|---|---|---|---|---|---|---|---|---|",
-        ]
-        for t in result["targets"]:
-            best = t["best"] or {}
-            goal = _num(t["target"])
-            if t["beat"]:
-                goal += f" (`{t['beat']}`)"
-            paper = _num(t["paper"]) + (f" ({t['paper_source']})" if t["paper_source"] else "")
+    return lines
+
+
+def _render_targets(targets: list[dict[str, Any]]) -> list[str]:
+    """The best model per benchmark, against its target."""
+    lines = [
+        "## Targets: the best attnmatch model per benchmark",
+        "",
+        "The best model is chosen by its dev mean among every reproduced row of `results/` "
+        "(trained rows on the benchmark's standard splits) and the systems above; its test "
+        "mean is reported once. *Zero-shot*: MiniLM (all-MiniLM-L6-v2, mean-pooled cosine) on "
+        "the same test files.",
+        "",
+        "| benchmark | metric | ours (dev-selected) | dev | test | seeds | paper | zero-shot "
+        "| target | met |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for t in targets:
+        best = t["best"] or {}
+        goal = _num(t["target"])
+        if t["beat"]:
+            goal += f" (`{t['beat']}`)"
+        paper = _num(t["paper"]) + (f" ({t['paper_source']})" if t["paper_source"] else "")
+        lines.append(
+            f"| {t['benchmark']} | {t['metric']} | {best.get('label', '—')} "
+            f"(`{best.get('source', '—')}`) | {_num(best.get('dev'))} | "
+            f"{_num(best.get('test'))} | {best.get('seeds', '—')} | {paper} | "
+            f"{_num(t['zero_shot'])} | > {goal} | {'**yes**' if t['met'] else 'no'} |"
+        )
+    lines.append("")
+    return lines
+
+
+def _render_runs(decided: list[dict[str, Any]]) -> list[str]:
+    """Per system and setting: its seeds' test values, commits and devices."""
+    lines = [
+        "## Runs",
+        "",
+        "Per system and setting: the test values of its seeds, the commit(s) it was trained "
+        "at and the device.",
+        "",
+        "| setting | system | seeds | test per seed | commit | device |",
+        "|---|---|---|---|---|---|",
+    ]
+    seen = set()
+    for r in decided:
+        for side in ("a", "b"):
+            s = r[side]
+            key = (r["setting"], s["system"])
+            if key in seen:
+                continue
+            seen.add(key)
             lines.append(
-                f"| {t['benchmark']} | {t['metric']} | {best.get('label', '—')} "
-                f"(`{best.get('source', '—')}`) | {_num(best.get('dev'))} | "
-                f"{_num(best.get('test'))} | {best.get('seeds', '—')} | {paper} | "
-                f"{_num(t['zero_shot'])} | > {goal} | {'**yes**' if t['met'] else 'no'} |"
+                f"| {r['setting']} | `{s['system']}` | {', '.join(map(str, s['seeds']))} | "
+                f"{', '.join(f'{v:.4f}' for v in s['runs'])} | "
+                f"{', '.join(_short(c) for c in s['commits'])} | {', '.join(s['devices'])} |"
             )
-        lines.append("")
-    decided = [r for r in result["claims"] if r["verdict"] != "not run"]
-    if decided:
-        lines += ["## Runs", ""]
-        lines += [
-            "Per system and setting: the test values of its seeds, the commit(s) it was trained "
-            "at and the device.",
-            "",
-            "| setting | system | seeds | test per seed | commit | device |",
-            "|---|---|---|---|---|---|",
-        ]
-        seen = set()
-        for r in decided:
-            for side in ("a", "b"):
-                s = r[side]
-                key = (r["setting"], s["system"])
-                if key in seen:
-                    continue
-                seen.add(key)
-                lines.append(
-                    f"| {r['setting']} | `{s['system']}` | {', '.join(map(str, s['seeds']))} | "
-                    f"{', '.join(f'{v:.4f}' for v in s['runs'])} | "
-                    f"{', '.join(_short(c) for c in s['commits'])} | {', '.join(s['devices'])} |"
-                )
-        lines.append("")
-    return "\n".join(lines)
+    lines.append("")
+    return lines
 
 
 def write_results(result: dict[str, Any], results_dir: str | Path = "results") -> None:
-    from attnmatch.reproduce import inside
-    from attnmatch.results_index import dumps_json, write_results_readme
+    from attnmatch.research.reproduce import inside
+    from attnmatch.research.results_index import write_results_readme
+    from attnmatch.strict_json import dumps_json
 
     write_text_atomic(inside(results_dir, "claims.json"), dumps_json(result, indent=2) + "\n")
     write_text_atomic(inside(results_dir, "claims.md"), render(result))

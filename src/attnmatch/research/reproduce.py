@@ -31,11 +31,11 @@ is evaluated once with that model. Finished runs are reused (their folder is res
 interrupted reproduction continues where it stopped.
 
 Results: `results/<table>.json` (for machines, one schema for every table) and `<table>.md`,
-then `results/README.md` (an index of every table, `attnmatch.results_index`). Each row records the
-commit each of its runs was trained at (`commits`, one per seed) and each run's own training time
-(`train_time_s`: the sum of its epoch times over all its launches), read from the run's
-`result.json`: a finished run that is reused keeps the commit and time of its training, and the
-table's `commit` is the code that wrote the table.
+then `results/README.md` (an index of every table, `attnmatch.research.results_index`). Each
+row records the commit each of its runs was trained at (`commits`, one per seed) and each run's
+own training time (`train_time_s`: the sum of its epoch times over all its launches), read from
+the run's `result.json`: a finished run that is reused keeps the commit and time of its
+training, and the table's `commit` is the code that wrote the table.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ from attnmatch import configs
 from attnmatch.atomic import write_text_atomic
 from attnmatch.inputs import merge_inputs
 from attnmatch.models import get_preset, list_models, list_presets
-from attnmatch.results_index import dumps_json, render_markdown, write_results_readme
+from attnmatch.research.results_index import render_markdown, write_results_readme
+from attnmatch.strict_json import dumps_json
 from attnmatch.terminal import shown
 from attnmatch.training.config import ExperimentConfig
 from attnmatch.training.trainer import environment, train_seeds
@@ -206,18 +207,7 @@ def reproduce(
     env = environment()  # the code that runs is the code at the start
     spec = load_table(find_table(table))
     seeds = list(configs.check_seeds(seeds, "seeds") if seeds is not None else spec.seeds)
-    if rows is not None:
-        if not rows:
-            raise ValueError("rows: an empty list; give row ids, or None for every row")
-        twice = sorted({r for r in rows if rows.count(r) > 1})
-        if twice:
-            raise ValueError(f"rows: row id(s) {twice} given twice")
-    selected = [r for r in spec.rows if rows is None or r.id in rows]
-    if rows is not None and len(selected) != len(rows):
-        unknown = sorted(set(rows) - {r.id for r in spec.rows})
-        raise ValueError(
-            f"unknown row id(s) {unknown}; rows of {spec.table}: {[r.id for r in spec.rows]}"
-        )
+    selected = _selected_rows(spec, rows)
     for row in selected:  # before any training: every run folder stays inside runs_dir
         inside(runs_dir, spec.table, row.id)
     previous: dict[str, Any] | None = None
@@ -243,40 +233,7 @@ def reproduce(
         if not row_seeds:
             row_seeds = list(row.seeds)
         console.rule(f"[bold]{shown(f'{spec.table}: {row.label} ({row.id})')}, seeds {row_seeds}")
-        summary = train_seeds(
-            exp,
-            inside(runs_dir, spec.table, row.id),
-            row_seeds,
-            resume=True,
-            progress=progress,
-            console=console,
-        )
-        split_summary = summary["test"] if spec.split == "test" else summary["dev"]
-        metrics = spec.metrics_of(row)
-        provenance = [
-            run_provenance(_run_dir(run, inside(runs_dir, spec.table, row.id), seed))
-            for run, seed in zip(summary["runs"], row_seeds, strict=True)
-        ]
-        out_rows.append(
-            {
-                **_row_header(spec, row, exp),
-                "metrics": {m: split_summary[m] for m in metrics},
-                # Per-group values (e.g. SemEval "pearson/2015/images"), when the protocol has them.
-                "per_group": {m: v for m, v in split_summary.items() if "/" in m},
-                "dev": {m: summary["dev"][m] for m in metrics if m in summary["dev"]},
-                "paper": dict(row.paper),
-                "note": row.note,
-                "seeds": row_seeds,
-                "best_epochs": [r["best_epoch"] for r in summary["runs"]],
-                "train_pairs_per_s": [r["train_pairs_per_s"] for r in summary["runs"]],
-                "wall_time_s": [r["wall_time_s"] for r in summary["runs"]],
-                # Per run: the commit it was trained at and its own training time (a reused run
-                # keeps those of its training, not of this table's re-evaluation).
-                "commits": [p["commit"] for p in provenance],
-                "train_time_s": [p["train_time_s"] for p in provenance],
-                "experiment": exp.to_dict(),
-            }
-        )
+        out_rows.append(_train_row(spec, row, exp, row_seeds, runs_dir, progress, console))
     result = {
         "table": spec.table,
         "title": spec.title,
@@ -295,16 +252,77 @@ def reproduce(
             fresh.get(r.id) or kept[r.id] for r in spec.rows if r.id in fresh or r.id in kept
         ]
     if rows is None or update:  # partial reproductions overwrite nothing unless asked
-        results = Path(results_dir)
-        # JSON any parser reads: a metric that is not a number (e.g. NaN) is written as null.
-        write_text_atomic(
-            inside(results, f"{spec.table}.json"), dumps_json(result, indent=2) + "\n"
-        )
-        write_text_atomic(
-            inside(results, f"{spec.table}.md"), render_markdown(result, spec.metrics)
-        )
-        write_results_readme(results)
+        _write_result(result, spec, Path(results_dir))
     return result
+
+
+def _selected_rows(spec: TableSpec, rows: list[str] | None) -> list[TableRow]:
+    """The rows of `spec` named by `rows` (every row for None), in the table's order."""
+    if rows is not None:
+        if not rows:
+            raise ValueError("rows: an empty list; give row ids, or None for every row")
+        twice = sorted({r for r in rows if rows.count(r) > 1})
+        if twice:
+            raise ValueError(f"rows: row id(s) {twice} given twice")
+    selected = [r for r in spec.rows if rows is None or r.id in rows]
+    if rows is not None and len(selected) != len(rows):
+        unknown = sorted(set(rows) - {r.id for r in spec.rows})
+        raise ValueError(
+            f"unknown row id(s) {unknown}; rows of {spec.table}: {[r.id for r in spec.rows]}"
+        )
+    return selected
+
+
+def _train_row(
+    spec: TableSpec,
+    row: TableRow,
+    exp: ExperimentConfig,
+    row_seeds: list[int],
+    runs_dir: str | Path,
+    progress: bool,
+    console: Console,
+) -> dict[str, Any]:
+    """Trains `row` over its seeds (finished runs reused) and returns its results row."""
+    summary = train_seeds(
+        exp,
+        inside(runs_dir, spec.table, row.id),
+        row_seeds,
+        resume=True,
+        progress=progress,
+        console=console,
+    )
+    split_summary = summary["test"] if spec.split == "test" else summary["dev"]
+    metrics = spec.metrics_of(row)
+    provenance = [
+        run_provenance(_run_dir(run, inside(runs_dir, spec.table, row.id), seed))
+        for run, seed in zip(summary["runs"], row_seeds, strict=True)
+    ]
+    return {
+        **_row_header(spec, row, exp),
+        "metrics": {m: split_summary[m] for m in metrics},
+        # Per-group values (e.g. SemEval "pearson/2015/images"), when the protocol has them.
+        "per_group": {m: v for m, v in split_summary.items() if "/" in m},
+        "dev": {m: summary["dev"][m] for m in metrics if m in summary["dev"]},
+        "paper": dict(row.paper),
+        "note": row.note,
+        "seeds": row_seeds,
+        "best_epochs": [r["best_epoch"] for r in summary["runs"]],
+        "train_pairs_per_s": [r["train_pairs_per_s"] for r in summary["runs"]],
+        "wall_time_s": [r["wall_time_s"] for r in summary["runs"]],
+        # Per run: the commit it was trained at and its own training time (a reused run
+        # keeps those of its training, not of this table's re-evaluation).
+        "commits": [p["commit"] for p in provenance],
+        "train_time_s": [p["train_time_s"] for p in provenance],
+        "experiment": exp.to_dict(),
+    }
+
+
+def _write_result(result: dict[str, Any], spec: TableSpec, results: Path) -> None:
+    """results/<table>.json and .md, then the index results/README.md."""
+    # JSON any parser reads: a metric that is not a number (e.g. NaN) is written as null.
+    write_text_atomic(inside(results, f"{spec.table}.json"), dumps_json(result, indent=2) + "\n")
+    write_text_atomic(inside(results, f"{spec.table}.md"), render_markdown(result, spec.metrics))
+    write_results_readme(results)
 
 
 def _run_dir(run: dict[str, Any], default: Path, seed: int) -> Path:

@@ -34,7 +34,7 @@ from attnmatch.data.collate import bucketed_batches, collate
 from attnmatch.data.schema import Example
 from attnmatch.matcher import Matcher
 from attnmatch.models.contract import attention_maps, capabilities, model_config
-from attnmatch.results_index import dumps_json
+from attnmatch.strict_json import dumps_json
 
 PLOT_INSTALL_HINT = "install it with `pip install 'attnmatch[plot]'`"
 

@@ -1,0 +1,321 @@
+"""`attnmatch evaluate`, `rank` and `score`: a saved model (or a zero-shot encoder) on texts."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from enum import StrEnum
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from attnmatch.cli.console import _print_metrics, _warn, err, out
+from attnmatch.cli.files import _check_output_file, _reading, _writing
+from attnmatch.cli.options import (
+    _device,
+    _DeviceOption,
+    _parse_sets,
+    _Precision,
+    _PrecisionOption,
+    _run_tag,
+)
+from attnmatch.terminal import shown
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnmatch.matcher import Ranked
+
+
+def _warn_unknown(matcher: Any, texts: list[str], where: str) -> None:
+    """One-line warnings when many tokens of `texts` are unknown to the model's vocabulary
+    (`attnmatch.inputs.unknown_note`; silent for inputs that cannot tell) and when some texts
+    are longer than the model's bound (`attnmatch.inputs.truncation_note`)."""
+    from attnmatch.inputs import truncation_note, unknown_note
+
+    try:
+        note = unknown_note(matcher.inputs, texts, where)
+    except NotImplementedError:
+        note = None
+    if note:
+        _warn(note)
+    cut = (
+        truncation_note(matcher.inputs, texts, where)
+        if hasattr(matcher.inputs, "truncated")
+        else None
+    )
+    if cut:
+        _warn(cut)
+
+
+def evaluate(
+    model_dir: Annotated[
+        str, typer.Argument(help="A saved model directory, or an encoder (minilm-l6) zero-shot.")
+    ],
+    dataset: Annotated[str, typer.Option(help="NAME:SPLIT, e.g. wikiqa:test.")],
+    filtered: Annotated[
+        bool, typer.Option(help="WikiQA: also drop all-correct questions.")
+    ] = False,
+    dataset_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--dataset-option",
+            help="A dataset option KEY=VALUE (repeatable), e.g. source=xml, holdout=true.",
+        ),
+    ] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="Dataset folder (default: search).")] = None,
+    per_query: Annotated[
+        Path | None,
+        typer.Option(help="Write per-query (ranking) or per-set (SemEval) rows to this JSONL."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    device: _DeviceOption = "cpu",
+    precision: _PrecisionOption = _Precision.fp32,
+) -> None:
+    """Evaluate a saved model on a dataset split under its official protocol.
+
+    SemEval STS splits report Pearson per set and, as "pearson", the pair-weighted mean.
+    """
+    from attnmatch.matcher import load_matcher
+    from attnmatch.strict_json import dumps_json
+
+    options = _parse_sets(dataset_option or [], "--dataset-option")
+    if filtered:
+        options["filtered"] = True
+    if per_query is not None:
+        _check_output_file(per_query, "--per-query")
+    torch_device = _device(device, precision.value)
+    with _reading(model_dir):
+        matcher = load_matcher(model_dir).to(torch_device, precision=precision.value)
+    with _reading(f"--dataset {dataset}"):
+        report = matcher.evaluate(dataset, data_dir=data_dir, **options)
+    if per_query is not None:
+        from attnmatch.atomic import write_text_atomic
+
+        # Strict JSON lines: a value that is not a finite number (undefined) is null.
+        rows = "".join(dumps_json(r) + "\n" for r in report.per_query)
+        with _writing(per_query, "--per-query"):
+            write_text_atomic(per_query, rows)
+    if as_json:
+        # Strict JSON: a metric that is not a finite number (undefined) is null.
+        data = report.to_dict() | {"per_query": len(report.per_query)}
+        sys.stdout.write(dumps_json(data, indent=2) + "\n")
+        return
+    _print_metrics({dataset: report.metrics}, title=f"{model_dir} on {dataset} ({report.protocol})")
+    if "num_queries" in report.metrics:
+        out.print(f"{report.metrics['num_queries']} queries, {report.num_pairs} pairs")
+
+
+def _read_candidates(path: Path | None) -> tuple[list[str], list[int], str]:
+    """The candidates of a file, or of stdin when `path` is None or '-'
+    (`attnmatch.scoring.read_candidates`: UTF-8, a byte order mark dropped, blank lines
+    skipped), their 1-based line numbers in the file, and the name of the source."""
+    from attnmatch.scoring import read_candidates
+
+    texts, lines = read_candidates(path)
+    return texts, lines, "stdin" if path is None or str(path) == "-" else str(path)
+
+
+class _RankFormat(StrEnum):
+    table = "table"
+    json = "json"
+    trec = "trec"
+
+
+def rank(
+    model_dir: Annotated[
+        str, typer.Argument(help="A saved model directory, or an encoder (minilm-l6) zero-shot.")
+    ],
+    query: Annotated[str, typer.Option("--query", "-q", help="The query / question.")],
+    candidates: Annotated[
+        Path | None,
+        typer.Option(
+            "--candidates",
+            "-c",
+            help="One candidate per line (default: stdin; '-' also reads stdin).",
+        ),
+    ] = None,
+    top_k: Annotated[
+        int | None, typer.Option("--top-k", "-k", min=1, help="Show only the best K (K >= 1).")
+    ] = None,
+    output_format: Annotated[
+        _RankFormat | None,
+        typer.Option(
+            "--format",
+            help="table; json (one JSON object per line); trec (a TREC run: qid Q0 docid rank "
+            "score tag, docid = d<line number of the candidate>). Default: table.",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="The same as --format json.")] = False,
+    qid: Annotated[str, typer.Option(help="The query id of --format trec lines.")] = "1",
+    tag: Annotated[
+        str | None,
+        typer.Option(
+            help="The run tag of --format trec lines (default: the model directory's name, "
+            "the run's for RUN/model, or the encoder's name)."
+        ),
+    ] = None,
+    device: _DeviceOption = "cpu",
+    precision: _PrecisionOption = _Precision.fp32,
+) -> None:
+    """Rank candidates (one per line, from a file or stdin) for a query."""
+    from attnmatch.matcher import load_matcher
+
+    if as_json and output_format not in (None, _RankFormat.json):
+        raise typer.BadParameter(
+            f"--json and --format {output_format.value} disagree; give one", param_hint="--json"
+        )
+    fmt = _RankFormat.json if as_json else output_format or _RankFormat.table
+    run_tag = _run_tag(model_dir) if tag is None else tag
+    for option, value in (("--qid", qid), ("--tag", run_tag)):
+        _check_trec_field(value, option)
+    if not query.strip():
+        raise ValueError("the query is empty: pass --query 'some question'")
+    torch_device = _device(device, precision.value)
+    texts, lines, source = _read_candidates(candidates)
+    if not texts:
+        raise ValueError(f"no candidates in {source} (expected one non-empty line per candidate)")
+    with _reading(model_dir):
+        matcher = load_matcher(model_dir).to(torch_device, precision=precision.value)
+    _warn_unknown(matcher, [query, *texts], "the query and candidates")
+    ranked = matcher.rank(query, texts, top_k=top_k)
+    for r in ranked:  # never print a NaN: not a ranking, and not JSON
+        if not math.isfinite(r.score):
+            raise ValueError(
+                f"{source}:{lines[r.index]}: the model scored this candidate {r.score}, not a "
+                f"number: {model_dir} may be corrupt (retrain or re-download it)"
+            )
+    _print_ranked(ranked, lines, fmt, query=query, qid=qid, run_tag=run_tag)
+
+
+def _check_trec_field(value: str, option: str) -> None:
+    """A field of a TREC run line (`--qid`, `--tag`) is one printable word."""
+    if not value or len(value.split()) != 1 or value != value.strip() or not value.isprintable():
+        raise typer.BadParameter(
+            f"a TREC field must be one printable word without spaces, got {value!r}",
+            param_hint=option,
+        )
+
+
+def _print_ranked(
+    ranked: list[Ranked], lines: list[int], fmt: _RankFormat, *, query: str, qid: str, run_tag: str
+) -> None:
+    """The ranking on stdout: JSON lines, TREC run lines, or a table."""
+    if fmt is _RankFormat.json:
+        for i, r in enumerate(ranked, 1):
+            row = {"rank": i, "index": r.index, "line": lines[r.index], "score": float(r.score)}
+            sys.stdout.write(json.dumps(row | {"text": r.text}, allow_nan=False) + "\n")
+        return
+    if fmt is _RankFormat.trec:
+        for i, r in enumerate(ranked, 1):
+            sys.stdout.write(f"{qid} Q0 d{lines[r.index]} {i} {r.score:.8g} {run_tag}\n")
+        return
+    from rich.table import Table
+
+    table = Table(title=shown(f"query: {query}"))
+    table.add_column("rank", justify="right")
+    table.add_column("score", justify="right")
+    table.add_column("line", justify="right")
+    table.add_column("candidate")
+    for i, r in enumerate(ranked, 1):
+        table.add_row(str(i), f"{r.score:.4f}", str(lines[r.index]), shown(r.text))
+    out.print(table)
+
+
+def score(
+    model_dir: Annotated[
+        str, typer.Argument(help="A saved model directory, or an encoder (minilm-l6) zero-shot.")
+    ],
+    pairs_file: Annotated[
+        Path | None,
+        typer.Argument(
+            metavar="PAIRS",
+            show_default=False,
+            help="The pairs (default: stdin; '-' also reads stdin): TSV with a header naming "
+            "left and right (other columns are kept), headerless LEFT<TAB>RIGHT lines, or JSONL "
+            'objects with "left" and "right"; .gz is read as gzip.',
+        ),
+    ] = None,
+    pairs: Annotated[
+        Path | None, typer.Option("--pairs", "-p", help="The pairs file, as PAIRS.")
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Write the pairs with their score (and, for classification models, the "
+            "predicted label) to this TSV, or JSONL if it ends in .jsonl; default: print one "
+            "score per line.",
+        ),
+    ] = None,
+    device: _DeviceOption = "cpu",
+    precision: _PrecisionOption = _Precision.fp32,
+) -> None:
+    """Score text pairs; prints one score per line in input order, or writes a scored file (-o).
+
+    Scores are higher for better matches: relevance (ranking), log P(last class)
+    (classification), the predicted similarity (regression).
+    """
+    from attnmatch.matcher import load_matcher
+    from attnmatch.scoring import PairsFile, format_score, score_chunks, write_scored
+
+    if pairs_file is not None and pairs is not None:
+        raise typer.BadParameter("give the pairs once: as PAIRS or --pairs", param_hint="--pairs")
+    path = pairs_file if pairs_file is not None else pairs
+    if output is not None:
+        _check_output_file(output, "--output")
+        if path is not None and str(path) != "-" and _same_file(path, output):
+            raise typer.BadParameter(
+                f"{output} is the pairs file itself; write the scores to another file",
+                param_hint="--output",
+            )
+    torch_device = _device(device, precision.value)
+    with PairsFile(path) as records:
+        with _reading(model_dir):
+            matcher = load_matcher(model_dir).to(torch_device, precision=precision.value)
+
+        def warn(chunk: list[Any]) -> None:
+            texts = [t for r in chunk for t in (r.left, r.right)]
+            _warn_unknown(matcher, texts, "the pairs")
+
+        if output is None:
+            for chunk in score_chunks(matcher, records, on_first=warn):
+                sys.stdout.write("".join(format_score(v) + "\n" for v in chunk.scores))
+                sys.stdout.flush()
+            return
+        if not err.is_terminal:
+            with _writing(output, "--output"):
+                count = write_scored(matcher, records, output, on_first=warn)
+        else:
+            from rich.progress import MofNCompleteColumn, Progress, TimeElapsedColumn
+
+            columns = (*Progress.get_default_columns(), MofNCompleteColumn(), TimeElapsedColumn())
+            with (
+                Progress(*columns, console=err, transient=True) as bar,
+                _writing(output, "--output"),
+            ):
+                task = bar.add_task("scoring pairs", total=_count_lines(path))
+                count = write_scored(
+                    matcher, records, output, on_chunk=partial(bar.advance, task), on_first=warn
+                )
+    err.print(f"{count} pairs scored into {shown(output)}", highlight=False, soft_wrap=True)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether `a` and `b` name one existing file (writing b would replace the input a)."""
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _count_lines(path: Path | None) -> int | None:
+    """Lines of a plain file (an upper bound of its pairs, for a progress bar); None for stdin
+    and .gz files."""
+    if path is None or str(path) == "-" or path.name.endswith(".gz"):
+        return None
+    with path.open("rb") as f:
+        return sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))

@@ -1,0 +1,331 @@
+"""`attnmatch train`, `plot` and `demo`."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from attnmatch.cli.console import _number, _print_metrics, err, out
+from attnmatch.cli.files import _check_output_file, _check_output_folder, _reading, _writing
+from attnmatch.cli.options import (
+    _DEVICE_HELP,
+    _PRECISION_HELP,
+    _device,
+    _parse_sets,
+    _Precision,
+    _seeds,
+)
+from attnmatch.terminal import shown, visible
+
+
+class _Logger(StrEnum):
+    tensorboard = "tensorboard"
+
+
+class _TaskKind(StrEnum):
+    ranking = "ranking"
+    classification = "classification"
+    regression = "regression"
+
+
+# The options of `attnmatch train` whose help takes more than a line.
+_DatasetOption = Annotated[
+    str | None, typer.Option(help="Dataset name, e.g. wikiqa, or pairs (your own files).")
+]
+_DataDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="The dataset's folder (data.data_dir); for --dataset pairs, the folder of your "
+        "train.tsv, dev.tsv, test.tsv."
+    ),
+]
+_TaskOption = Annotated[
+    _TaskKind | None,
+    typer.Option(
+        help="The task of your own pairs (data.options.task; --dataset pairs only, default "
+        "ranking). Benchmarks know their task."
+    ),
+]
+_InputsOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Input representation: glove-6b-50d (or a vectors file), random, trigrams, or a "
+        "transformer (minilm-l6 or a Hugging Face model directory, frozen unless "
+        "--fine-tune); default: the model's own."
+    ),
+]
+_FineTuneOption = Annotated[
+    bool | None,
+    typer.Option(
+        help="Train the input layer too (e.g. fine-tune the transformer), or keep it "
+        "frozen; default: as the inputs say."
+    ),
+]
+_SeedsOption = Annotated[
+    str | None, typer.Option(help="N (seeds 1..N) or a list 1,2,3: one run each, mean ± std.")
+]
+_SetOption = Annotated[
+    list[str], typer.Option("--set", help="Override any config key: train.lr=0.01")
+]
+_OverwriteOption = Annotated[
+    bool,
+    typer.Option(
+        help="Delete the previous run in OUTPUT first (only a run folder: one with "
+        "result.json, log.jsonl, checkpoint/ or model/)."
+    ),
+]
+_TrainDeviceOption = Annotated[
+    str | None,
+    typer.Option(help=_DEVICE_HELP + " Default: train.device of the config (cpu)."),
+]
+_TrainPrecisionOption = Annotated[
+    _Precision | None,
+    typer.Option(help=_PRECISION_HELP + " Default: train.precision of the config (fp32)."),
+]
+_LogOption = Annotated[
+    list[_Logger],
+    typer.Option(
+        "--log",
+        help="Also log each epoch's scalars: tensorboard (OUTPUT/tensorboard/; the "
+        "tensorboard extra).",
+    ),
+]
+
+
+def train(
+    config: Annotated[
+        Path | None, typer.Argument(help="TOML experiment config (optional).")
+    ] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Run folder.")] = Path(
+        "runs/train"
+    ),
+    model: Annotated[str | None, typer.Option(help="Preset or model name, e.g. amvlstm_q.")] = None,
+    dataset: _DatasetOption = None,
+    data_dir: _DataDirOption = None,
+    task: _TaskOption = None,
+    inputs: _InputsOption = None,
+    fine_tune: _FineTuneOption = None,
+    epochs: Annotated[int | None, typer.Option(min=0, help="Maximum epochs.")] = None,
+    seeds: _SeedsOption = None,
+    set_: _SetOption = [],  # noqa: B006
+    resume: Annotated[bool, typer.Option(help="Continue an interrupted run in OUTPUT.")] = False,
+    overwrite: _OverwriteOption = False,
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+    device: _TrainDeviceOption = None,
+    precision: _TrainPrecisionOption = None,
+    log: _LogOption = [],  # noqa: B006
+) -> None:
+    """Train a model; the dev-selected model is saved to OUTPUT/model."""
+    seed_list = _seeds(seeds)  # options first: a bad one fails before torch loads
+    overrides = _parse_sets(set_)
+    if device is not None:
+        _device(device, (precision or _Precision.fp32).value)
+    _check_output_folder(output, "--output")
+    from attnmatch.training.distributed import world
+
+    out.quiet = not world().is_main  # under torchrun, rank 0 alone prints the results
+
+    flags = (
+        ("model", model),
+        ("data.dataset", dataset),
+        ("data.data_dir", None if data_dir is None else str(data_dir)),
+        ("data.options.task", None if task is None else task.value),
+        ("train.epochs", epochs),
+        ("train.device", device),
+        ("train.precision", None if precision is None else precision.value),
+    )
+    for key, value in flags:
+        if value is not None:
+            overrides = _merge_key(overrides, key, value)
+    exp = _experiment(config, overrides, task)
+    exp = exp.with_inputs(inputs, trainable=fine_tune)
+    tensorboard = _Logger.tensorboard in log
+    if tensorboard:  # before training: a missing package fails at once, with its install hint
+        from attnmatch.training.tensorboard import check_installed
+
+        check_installed()
+    runs = {"resume": resume, "overwrite": overwrite, "progress": progress}
+    _train_and_report(exp, output, seed_list, tensorboard=tensorboard, **runs)
+
+
+def _experiment(config: Path | None, overrides: dict[str, Any], task: _TaskKind | None) -> Any:
+    """The ExperimentConfig of `attnmatch train`: CONFIG (if any) with the options' overrides;
+    for your own pairs without a model, the default model for them (said on stderr)."""
+    from attnmatch import configs
+    from attnmatch.training import ExperimentConfig
+    from attnmatch.training.config import load_experiment
+
+    if config is None and "model" not in overrides and _own_pairs(overrides):
+        from attnmatch.training.config import OWN_DATA_FALLBACK, own_data_model
+
+        chosen, why = own_data_model()
+        err.print(why, highlight=False, markup=False)
+        overrides = _merge_key(overrides, "model", chosen)
+        if chosen == OWN_DATA_FALLBACK and "overlap_features" not in overrides:
+            overrides = _merge_key(overrides, "overlap_features", True)
+    if config is not None:
+        configs.load_toml(config)  # too large, not UTF-8, not TOML: one line naming the line
+        with _reading(config):
+            exp = load_experiment(config, overrides)
+    else:
+        exp = ExperimentConfig.from_dict(overrides)
+    if task is not None and exp.data.dataset != "pairs":
+        raise typer.BadParameter(
+            f"--task is for your own pairs (--dataset pairs); {exp.data.dataset} has its own task",
+            param_hint="--task",
+        )
+    return exp
+
+
+def _train_and_report(
+    exp: Any,
+    output: Path,
+    seed_list: list[int] | None,
+    *,
+    resume: bool,
+    overwrite: bool,
+    progress: bool,
+    tensorboard: bool,
+) -> None:
+    """Trains one run (or one per seed) into `output` and prints its metrics (or their mean
+    ± std over seeds)."""
+    from attnmatch.training import train as train_run
+    from attnmatch.training import train_seeds
+
+    run_title = f"{output}: {exp.model} on {_data_label(exp)}"
+    if seed_list:
+        summary = train_seeds(
+            exp,
+            output,
+            seed_list,
+            resume=resume,
+            overwrite=overwrite,
+            progress=progress,
+            console=err,
+            tensorboard=tensorboard,
+        )
+        _print_summary(summary, run_title)
+        return
+    result = train_run(
+        exp,
+        output,
+        resume=resume,
+        overwrite=overwrite,
+        progress=progress,
+        console=err,
+        tensorboard=tensorboard,
+    )
+    _print_metrics({"dev": result.dev, "test": result.test}, title=run_title)
+    _print_floors(result.floors)
+    out.print(f"model saved to [bold]{shown(result.model_dir)}[/bold]")
+
+
+def _own_pairs(overrides: dict[str, Any]) -> bool:
+    """Whether the command trains on the user's own pairs (--dataset pairs or pairs:FOLDER)."""
+    dataset = str(overrides.get("data", {}).get("dataset", ""))
+    return dataset.partition(":")[0] == "pairs"
+
+
+def _print_floors(floors: dict[str, dict[str, dict[str, float]]] | None) -> None:
+    """The no-training baselines of each split, in the metrics table's layout."""
+    if not floors:
+        return
+    rows: dict[str, dict[str, float] | None] = {
+        f"{split}: {name}": metrics
+        for split, by_name in floors.items()
+        for name, metrics in by_name.items()
+    }
+    _print_metrics(rows, title="floors: the same splits scored without training")
+
+
+def _data_label(exp: Any) -> str:
+    """What a run trained on: the dataset's name, and for your own pairs their folder."""
+    data = exp.data
+    if data.dataset == "pairs" and data.data_dir:
+        return f"pairs:{data.data_dir}"
+    return str(data.dataset)
+
+
+def _merge_key(data: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
+    from attnmatch import configs
+
+    node: dict[str, Any] = {}
+    root = node
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
+    return configs.merge(data, root)
+
+
+def _print_summary(summary: dict[str, Any], title: str) -> None:
+    from rich.table import Table
+
+    for split in ("dev", "test"):
+        stats = summary.get(split)
+        if not stats:
+            continue
+        seeds = ", ".join(str(s) for s in summary["seeds"])
+        table = Table(title=shown(f"{title}, {split}: mean ± std over seeds {seeds}"))
+        table.add_column("metric")
+        table.add_column("mean ± std", justify="right")
+        for name, s in stats.items():
+            if name != "num_queries":
+                table.add_row(shown(name), f"{_number(s['mean'])} ± {_number(s['std'])}")
+        out.print(table)
+
+
+def plot(
+    runs: Annotated[
+        list[Path], typer.Argument(help="Run folders, or multi-seed folders (seed-*/ runs).")
+    ],
+    output: Annotated[Path, typer.Option("--output", "-o", help="The PNG file.")] = Path(
+        "curves.png"
+    ),
+    metric: Annotated[
+        str | None,
+        typer.Option(help="The dev metric drawn (default: the metric each run selected on)."),
+    ] = None,
+) -> None:
+    """Draw training loss and the dev metric per epoch of runs (one line per seed + mean)."""
+    from attnmatch.training.curves import plot_runs, read_run
+
+    _check_output_file(output, "--output")
+    for run in runs:  # a bad RUN is an error of its own, not one of writing --output
+        read_run(run, metric)
+    with _writing(output, "--output"):
+        path = plot_runs(runs, output, metric=metric)
+    out.print(shown(f"wrote {path}"))
+
+
+def demo(
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Run folder (reused if present).")
+    ] = Path("runs/demo"),
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+) -> None:
+    """Train aMV-LSTM (Q) on bundled WikiQA with GloVe 6B 50d; compare with the paper."""
+    from attnmatch.training import ExperimentConfig
+    from attnmatch.training import train as train_run
+
+    _check_output_folder(output, "--output")
+    # The defaults are the recipe of benchmarks/tables/amvlstm_table3.toml, so this is its seed-1 run.
+    exp = ExperimentConfig.from_dict({"model": "amvlstm_q", "data": {"dataset": "wikiqa"}})
+    err.print("[bold]attnmatch demo[/bold]: aMV-LSTM (Q) on WikiQA (official split), GloVe 6B 50d")
+    result = train_run(exp, output, resume=True, progress=progress, console=err)
+    paper = {"ndcg@3": 0.651922, "ndcg@5": 0.694755, "map": 0.650664}
+    _print_metrics(
+        {"dev": result.dev, "test": result.test},
+        title="aMV-LSTM (Q) on WikiQA: ours (official split, dev-selected) vs the paper (their 80/10/10 split)",
+        paper=paper,
+    )
+    out.print(
+        f"model saved to [bold]{shown(result.model_dir)}[/bold] (best epoch {result.best_epoch}, {result.wall_time_s:.0f}s)"
+    )
+    print(  # plain print: a command to copy must not be wrapped
+        f"try: attnmatch rank {visible(result.model_dir)} --query 'how are glacier caves "
+        "formed?' --candidates examples/glacier.txt"
+    )
