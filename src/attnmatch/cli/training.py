@@ -308,24 +308,33 @@ def demo(
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
 ) -> None:
     """Train aMV-LSTM (Q) on bundled WikiQA with GloVe 6B 50d; compare with the paper."""
-    from attnmatch.training import ExperimentConfig
+    from attnmatch import demo as recipe
     from attnmatch.training import train as train_run
 
     _check_output_folder(output, "--output")
-    # The defaults are the recipe of benchmarks/tables/amvlstm_table3.toml, so this is its seed-1 run.
-    exp = ExperimentConfig.from_dict({"model": "amvlstm_q", "data": {"dataset": "wikiqa"}})
+    exp = recipe.demo_experiment()
     err.print("[bold]attnmatch demo[/bold]: aMV-LSTM (Q) on WikiQA (official split), GloVe 6B 50d")
-    result = train_run(exp, output, resume=True, progress=progress, console=err)
-    paper = {"ndcg@3": 0.651922, "ndcg@5": 0.694755, "map": 0.650664}
+    err.print(f"the seed-1 run of the recipe of {recipe.RECIPE}, shortened:", highlight=False)
+    for line in recipe.changes_lines():
+        err.print(line, highlight=False, markup=False)
+    earlier = output.is_dir() and any(output.iterdir())
+    try:
+        result = train_run(exp, output, resume=True, progress=progress, console=err)
+    except ValueError as e:  # e.g. the folder holds a run of an earlier demo recipe
+        if not earlier:
+            raise
+        raise ValueError(f"{e} (to train the demo again, remove {output})") from e
     _print_metrics(
         {"dev": result.dev, "test": result.test},
-        title="aMV-LSTM (Q) on WikiQA: ours (official split, dev-selected) vs the paper (their 80/10/10 split)",
-        paper=paper,
+        title=f"aMV-LSTM (Q) on WikiQA, {exp.train.epochs} epochs: ours (official split, "
+        "dev-selected) vs the paper (their 80/10/10 split, 400 epochs)",
+        paper=recipe.PAPER,
     )
     out.print(
         f"model saved to [bold]{shown(result.model_dir)}[/bold] (best epoch {result.best_epoch}, {result.wall_time_s:.0f}s)"
     )
-    print(  # plain print: a command to copy must not be wrapped
+    print(f"the full recipe: {recipe.FULL_RECIPE_COMMAND}")  # plain print: never wrapped
+    print(
         f"try: attnmatch rank {visible(result.model_dir)} --query 'how are glacier caves "
         "formed?' --candidates examples/glacier.txt"
     )
