@@ -10,7 +10,7 @@ presets (`--inputs` sets the same inputs for every model). For each model it pri
   bucketed, as the trainer does), after a warm-up, best of 3 passes over the timed batches;
 - one-epoch wall time: a full pass over the training sampler's epoch, including collation;
 - inference pairs/s: `Matcher.predict` over every dev + test pair (8,898) at batch 32 and 512,
-  on the model's inference path (whole-input `predict_encoded`, shared encodings) and on the
+  on the model's inference path (whole-input, `attnmatch.models.fast`; shared encodings) and on the
   plain path (`forward` per length-bucketed batch, every pair's own encoding), alternating in
   one process (best of 3), with their ratio and the largest output difference.
 
@@ -62,7 +62,7 @@ import torch
 
 from attnmatch.data.collate import bucketed_batches, collate
 from attnmatch.data.encoding import EncodedPairs
-from attnmatch.devices import grad_scaler
+from attnmatch.devices import autocast, grad_scaler
 from attnmatch.inputs import inputs_config_to_dict, parse_inputs
 from attnmatch.matcher import Matcher
 from attnmatch.models import get_preset, list_models, list_presets
@@ -144,21 +144,32 @@ def concat(a: EncodedPairs, b: EncodedPairs) -> EncodedPairs:
     )
 
 
+def forward_per_batch(matcher: Matcher, data: EncodedPairs) -> np.ndarray:
+    """`Matcher.predict` on its plain path: `forward` per length-bucketed batch, on the
+    matcher's device and precision, whether or not the model has a whole-input path."""
+    model = matcher.model.eval()
+    outputs = np.empty((len(data), model.config.num_outputs), dtype=np.float32)
+    with torch.inference_mode(), autocast(matcher.device, matcher.precision):
+        for idx in bucketed_batches(data, matcher.batch_size):
+            outputs[idx] = model(collate(data, idx).to(matcher.device)).float().cpu().numpy()
+    return outputs
+
+
 def inference_rows(
     matcher: Matcher, data: EncodedPairs, repeats: int = 3, batch_sizes: tuple[int, ...] = (32, 512)
 ) -> dict[str, float]:
     """`Matcher.predict` pairs/s at each batch size on the model's inference path (its
-    whole-input `predict_encoded` and shared encodings, where it has them) and on the plain
-    path (`forward` per bucketed batch, every pair's own encoding), alternating in each repeat
-    (best of `repeats`), with the largest difference between their outputs."""
+    whole-input path in `attnmatch.models.fast` and shared encodings, where it has them) and on
+    the plain path (`forward` per bucketed batch, every pair's own encoding), alternating in each
+    repeat (best of `repeats`), with the largest difference between their outputs."""
     model = matcher.model
-    flags = [f for f in ("encoded_inference", "share_encodings") if hasattr(model, f)]
+    sharing = hasattr(model, "share_encodings")
 
     def run(fast: bool) -> tuple[float, np.ndarray]:
-        for flag in flags:
-            setattr(model, flag, fast)
+        if sharing:
+            model.share_encodings = fast
         start = time.perf_counter()
-        out = matcher.predict(data)
+        out = matcher.predict(data) if fast else forward_per_batch(matcher, data)
         return time.perf_counter() - start, out
 
     row: dict[str, float] = {}
@@ -174,8 +185,8 @@ def inference_rows(
         row[f"plain_{batch_size}"] = len(data) / best[False]
         diff = float(np.abs(outputs[True] - outputs[False]).max())
         row["max_abs_diff"] = max(row.get("max_abs_diff", 0.0), diff)
-    for flag in flags:
-        setattr(model, flag, True)
+    if sharing:
+        model.share_encodings = True
     return row
 
 

@@ -284,7 +284,7 @@ def test_distinct_rows_on_cuda_equal_the_cpu_ones() -> None:
 
 @pytest.mark.parametrize("name", ENCODED)
 def test_whole_input_inference_on_cpu_equals_forward_on_cuda(name: str, no_tf32: None) -> None:
-    """`Matcher.predict` on the CPU takes the model's whole-input path (`predict_encoded`); on
+    """`Matcher.predict` on the CPU takes the model's whole-input path (`models/fast/`); on
     CUDA it runs `forward` per batch. Both give the same outputs in the input order, hard cases
     (empty and 1-token texts, repeated answers) included."""
     from attnmatch.models import model_type_of

@@ -61,6 +61,7 @@ from attnmatch.models.contract import (
     model_config,
     unwrap,
 )
+from attnmatch.models.fast import inference_for
 from attnmatch.nn.overlap import WithOverlapFeatures
 from attnmatch.tasks import Predictions, RankingTask, Task
 
@@ -670,15 +671,12 @@ def _no_ids(texts: Sequence[str]) -> list[np.ndarray]:
 def _encoded_inference(
     model: nn.Module, device: torch.device, precision: str
 ) -> Callable[[EncodedPairs, int], torch.Tensor] | None:
-    """The model's own whole-input inference path, `predict_encoded(data, batch_size) -> (N,
-    num_outputs)` (MV-LSTM), where it applies: on the CPU, in float32, with the model's
-    `encoded_inference` on."""
-    encoded = getattr(model, "predict_encoded", None)
-    if not callable(encoded) or not getattr(model, "encoded_inference", False):
-        return None
+    """The whole-input inference path registered for the model's class (`attnmatch.models.fast`),
+    `run(data, batch_size) -> (N, num_outputs)`, where it applies: on the CPU, in float32, with
+    the model on the CPU."""
     if device.type != "cpu" or module_device(model).type != "cpu" or precision != "fp32":
         return None
-    return encoded  # type: ignore[no-any-return]
+    return inference_for(model)
 
 
 def _zero_shot_task(task: Task | None, calibration: Calibration | None) -> Task:

@@ -201,7 +201,7 @@ def share_small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def plain_outputs(model: torch.nn.Module, data: EncodedPairs) -> torch.Tensor:
     """`forward` on each pair alone, in eval mode without autograd: the reference of the
-    whole-input inference paths (`predict_encoded`)."""
+    whole-input inference paths (`attnmatch.models.fast`)."""
     model.eval()
     with torch.no_grad():
         return torch.cat([model(collate(data, np.array([i]))) for i in range(len(data))])

@@ -218,15 +218,6 @@ HOOKS = frozenset(
     }
 )
 
-# (file under src/attnmatch, hook) of probes that code being rewritten still holds: the
-# service's model listing and explain (to ask `Matcher.explains` and `Matcher.num_outputs`)
-# and the lookup of MV-LSTM's CPU inference path (to become a registered fast path). An entry
-# that no longer occurs fails the test below: remove it.
-STILL_PROBED = {
-    ("matcher.py", "predict_encoded"),
-    ("matcher.py", "encoded_inference"),
-}
-
 
 def _probes(tree: ast.AST) -> list[tuple[int, str]]:
     """(line, what) of each getattr/hasattr of a hook name and each callable(getattr(...))."""
@@ -249,20 +240,12 @@ def _probes(tree: ast.AST) -> list[tuple[int, str]]:
 def test_no_code_probes_a_model_for_its_hooks() -> None:
     """Capabilities are declared at registration and asked of the contract; a getattr or
     hasattr of a hook name, or callable(getattr(...)), is a probe."""
-    probes: dict[tuple[str, str], list[int]] = {}
-    for path in sorted(SRC.rglob("*.py")):
-        where = path.relative_to(SRC).as_posix()
-        for line, what in _probes(ast.parse(path.read_text(encoding="utf-8"))):
-            probes.setdefault((where, what), []).append(line)
-    unexpected = sorted(
-        f"{f}:{line}: {what}"
-        for (f, what), lines in probes.items()
-        if (f, what) not in STILL_PROBED
-        for line in lines
-    )
-    assert not unexpected, f"probes for model hooks: {unexpected}"
-    gone = sorted(f"{f}: {what}" for f, what in STILL_PROBED if (f, what) not in probes)
-    assert not gone, f"no longer probed, remove from STILL_PROBED: {gone}"
+    probes = [
+        f"{path.relative_to(SRC).as_posix()}:{line}: {what}"
+        for path in sorted(SRC.rglob("*.py"))
+        for line, what in _probes(ast.parse(path.read_text(encoding="utf-8")))
+    ]
+    assert not probes, f"probes for model hooks: {probes}"
 
 
 def test_the_probe_finder_finds_probes() -> None:

@@ -1,4 +1,4 @@
-"""HCRN's whole-input inference path (`HCRN.predict_encoded`, `Matcher.predict` on the CPU)
+"""HCRN's whole-input inference path (`models/fast/hcrn.py`, `Matcher.predict` on the CPU)
 against the plain path: `forward` on one pair at a time."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 import torch
 
-import attnmatch.models.hcrn as hcrn
+import attnmatch.models.fast.hcrn as fast_hcrn
 import attnmatch.nn.recurrent as recurrent
+from attnmatch.models.fast.hcrn import affinity_factor, predict_hcrn
 from attnmatch.models.hcrn import HCRN, Affinity
 
 from .conftest import plain_outputs, ranking_data, tiny_model
@@ -43,7 +44,7 @@ def _model(name: str, overrides: dict[str, Any]) -> HCRN:
 @pytest.mark.parametrize(
     ("batch_size", "window", "chunk"), [(1, 1, 1), (7, 16, 3), (64, 2048, 64), (64, 2048, 5)]
 )
-def test_predict_encoded_equals_forward(
+def test_whole_input_inference_equals_forward(
     name: str,
     overrides: dict[str, Any],
     batch_size: int,
@@ -53,16 +54,16 @@ def test_predict_encoded_equals_forward(
 ) -> None:
     # Several windows (the same question in each), text chunks, right-text chunks and matched
     # chunks of a few texts, and dense groups from 2 sequences up, so both BiLSTM paths run.
-    monkeypatch.setattr(hcrn, "_WINDOW", window)
-    monkeypatch.setattr(hcrn, "_TEXT_CHUNK", chunk)
-    monkeypatch.setattr(hcrn, "_MATCH_CHUNK", max(chunk, 2))
-    monkeypatch.setattr(hcrn, "_RIGHT_CHUNK", chunk + 2)
+    monkeypatch.setattr(fast_hcrn, "_WINDOW", window)
+    monkeypatch.setattr(fast_hcrn, "_TEXT_CHUNK", chunk)
+    monkeypatch.setattr(fast_hcrn, "_MATCH_CHUNK", max(chunk, 2))
+    monkeypatch.setattr(fast_hcrn, "_RIGHT_CHUNK", chunk + 2)
     monkeypatch.setattr(recurrent, "_DENSE_GROUP_MIN", 2)
     torch.manual_seed(0)
     model = _model(name, overrides)
     data = ranking_data(40, seed=3)
     with torch.inference_mode():
-        fast = model.predict_encoded(data, batch_size)
+        fast = predict_hcrn(model, data, batch_size)
     assert fast.shape == (40, model.config.num_outputs)
     torch.testing.assert_close(fast, plain_outputs(model, data), atol=1e-5, rtol=1e-5)
 
@@ -77,5 +78,6 @@ def test_affinity_factors_multiply_to_the_affinity(kind: str) -> None:
     g = torch.Generator().manual_seed(1)
     a, b = torch.randn(2, 3, 4, generator=g), torch.randn(2, 5, 4, generator=g)
     with torch.no_grad():
-        product = aff.factor(a, "left") @ aff.factor(b, "right").transpose(1, 2)
+        left, right = affinity_factor(aff, a, "left"), affinity_factor(aff, b, "right")
+        product = left @ right.transpose(1, 2)
         torch.testing.assert_close(product, aff(a, b), atol=1e-5, rtol=1e-5)

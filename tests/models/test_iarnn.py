@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from attnmatch.losses import auxiliary_loss, rank_hinge_loss
-from attnmatch.models.iarnn import IARNN, _ContextGRU, reverse_padded
+from attnmatch.models.iarnn import IARNN, reverse_padded
+from attnmatch.nn.context_gru import _ContextGRU
 from attnmatch.nn.similarity import similarity
 
 from .conftest import VOCAB, make_batch, random_pairs, tiny_model

@@ -199,10 +199,10 @@ def test_training_with_encoder_dropout_encodes_every_pair(monkeypatch: pytest.Mo
     import attnmatch.models.mvlstm as mvlstm
 
     def fail(*args: object) -> None:
-        raise AssertionError("distinct_sides called with dropout in the encoder")
+        raise AssertionError("encode_distinct_pairs called with dropout in the encoder")
 
-    monkeypatch.setattr(mvlstm, "distinct_sides", fail)
+    monkeypatch.setattr(mvlstm, "encode_distinct_pairs", fail)
     model = tiny_model("mvlstm", encoder={"dropout": 0.2}).train()  # per-pair draws
     assert model(_ranking_batch()).shape == (8, 1)
-    with pytest.raises(AssertionError, match="distinct_sides"):
+    with pytest.raises(AssertionError, match="encode_distinct_pairs"):
         model.eval()(_ranking_batch())

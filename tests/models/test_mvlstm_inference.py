@@ -1,4 +1,4 @@
-"""MV-LSTM's whole-input inference path (`MVLSTM.predict_encoded`, `Matcher.predict` on the
+"""MV-LSTM's whole-input inference path (`models/fast/mvlstm.py`, `Matcher.predict` on the
 CPU) and the BiLSTM by exact length against the plain paths: `forward` one batch at a time, and
 `nn.LSTM` one unpadded sequence at a time."""
 
@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-import attnmatch.models._windows as _windows
+import attnmatch.models.fast._windows as _windows
 import attnmatch.nn.recurrent as recurrent
+from attnmatch.models.fast.mvlstm import predict_mvlstm
 from attnmatch.nn.recurrent import BiRNN, bilstm_by_length
 
 from .conftest import plain_outputs, ranking_data, tiny_model
@@ -30,7 +31,7 @@ CONFIGS: list[dict[str, Any]] = [
 
 @pytest.mark.parametrize("overrides", CONFIGS)
 @pytest.mark.parametrize(("batch_size", "window"), [(1, 1), (7, 16), (64, 2048)])
-def test_predict_encoded_equals_forward(
+def test_whole_input_inference_equals_forward(
     overrides: dict[str, Any], batch_size: int, window: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Small windows (several windows, the same question in each) and dense groups from 2
@@ -42,7 +43,7 @@ def test_predict_encoded_equals_forward(
     model = tiny_model("mvlstm", num_outputs=num_outputs, **overrides).eval()
     data = ranking_data(40, seed=3)
     with torch.inference_mode():
-        fast = model.predict_encoded(data, batch_size)
+        fast = predict_mvlstm(model, data, batch_size)
     assert fast.shape == (40, num_outputs)
     torch.testing.assert_close(fast, plain_outputs(model, data), atol=1e-5, rtol=1e-5)
 

@@ -1,4 +1,4 @@
-"""Windows of pairs for whole-input inference (attnmatch.models._windows)."""
+"""Windows of pairs for whole-input inference (attnmatch.models.fast._windows)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-import attnmatch.models._windows as _windows
-from attnmatch.models._windows import (
+import attnmatch.models.fast._windows as _windows
+from attnmatch.models.fast._windows import (
     batch_rows,
     inference_windows,
     run_windows,
     window_texts,
 )
+from attnmatch.models.fast.mvlstm import predict_mvlstm
 
 from .conftest import plain_outputs, ranking_data, tiny_model
 
@@ -85,7 +86,7 @@ def test_run_windows_on_two_threads_equals_one_and_restores_the_setting(
         for threads in (1, 2):
             torch.set_num_threads(threads)
             with torch.inference_mode():
-                outputs[threads] = model.predict_encoded(data, 4)
+                outputs[threads] = predict_mvlstm(model, data, 4)
             assert torch.get_num_threads() == threads
     finally:
         torch.set_num_threads(before)

@@ -29,12 +29,8 @@ Decisions (the draft is silent):
   blocks are self-attention encoders and H_A is pooled.
 - Dropout (`dropout`) on the input, each sub-layer's output, the attention weights and the
   prediction MLP; default 0, the best on SICK entailment dev (with 0.1 the model underfits).
-- `Matcher.predict` on the CPU in float32 runs `predict_encoded` instead of `forward` per batch:
-  the pairs sorted by length, what depends on one text only (token vectors, the first block's
-  self-attention encoder and its cross-attention projections; without cross-attention every
-  block and the pooling) computed once per distinct text of a window of pairs, and the rest
-  per batch with the same weights rearranged (see `predict_encoded`); equal to `forward` up to
-  float rounding (`encoded_inference = False` switches it off).
+- `Matcher.predict` on the CPU runs `models/fast/damm.py` instead (the same outputs up to float
+  rounding).
 
 Dims: B batch, L / R lengths, E word vector size, d model size, h heads, C outputs.
 """
@@ -43,33 +39,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import Literal
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from attnmatch.configs import check_dropout, check_positive
-from attnmatch.data.encoding import EncodedPairs
 from attnmatch.data.schema import PairBatch
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.models._registry import register_model, register_preset
-from attnmatch.models._windows import (
-    WindowTexts,
-    batch_rows,
-    inference_windows,
-    run_windows,
-    window_texts,
-)
 from attnmatch.nn.coattention import enhance
 from attnmatch.nn.masking import masked_max
-
-# Distinct texts of a window encoded together, each group cut to its longest text.
-_TEXT_GROUP = 256
-# Pairs matched together at most, whatever the batch size: the intermediate tensors of more
-# pairs leave the cache (see `predict_encoded`).
-_PAIR_GROUP = 64
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,43 +125,6 @@ def multi_head_attention(
     return out.transpose(1, 2).flatten(2)  # (B, L, d)
 
 
-def _key_bias(mask: torch.Tensor) -> torch.Tensor:
-    """Additive attention mask: 0 on real keys, -inf on padding. An empty text keeps its first
-    position, as `forward` on that pair alone attends to its single padded position.
-
-    Shape: mask (B, T) -> (B, 1, 1, T)
-    """
-    keep = mask.clone()
-    keep[:, 0] = True
-    bias = torch.zeros(keep.shape).masked_fill_(~keep, float("-inf"))  # (B, T)
-    return bias[:, None, None, :]
-
-
-def _aligned_rows(weight: torch.Tensor, d: int) -> torch.Tensor:
-    """Weights over the alignment [h; c; h - c; h * c] as weights over [h; c; h * c].
-
-    Shape: weight (..., 4d) -> (..., 3d)
-    """
-    w_h, w_c, w_diff, w_prod = weight.split(d, dim=-1)  # (..., d) each
-    return torch.cat([w_h + w_diff, w_c - w_diff, w_prod], dim=-1)  # (..., 3d)
-
-
-class _InferenceWeights(NamedTuple):
-    """The weights of `DAMM.predict_encoded`, rearranged once per call.
-
-    Attributes:
-        projections: per block boundary, the 4d -> d projection over [h; c; h * c]: weight
-            (d, 3d) and bias (d,).
-        cnn: every TextCNN kernel offset as one product: (D, sum(widths) * filters), columns
-            (width, offset, filter); D = 3d over [h; c; h * c], or d without cross-attention.
-        cnn_biases: per kernel size, (filters,).
-    """
-
-    projections: list[tuple[torch.Tensor, torch.Tensor | None]]
-    cnn: torch.Tensor
-    cnn_biases: list[torch.Tensor]
-
-
 def sinusoidal_positions(length: int, dim: int, device: torch.device) -> torch.Tensor:
     """Vaswani et al. (2017) position encodings. Shape: -> (length, dim)"""
     pos = torch.arange(length, device=device, dtype=torch.float32).unsqueeze(1)  # (T, 1)
@@ -234,42 +178,6 @@ class _SubLayers(nn.Module):
         m = self.norm_attention(x + att) if self.residual else att  # (B, L, d)
         h = self.drop(self.ffn(m))  # (B, L, d)
         return self.norm_ffn(m + h) if self.residual else h  # (B, L, d)
-
-    def project(self, x: torch.Tensor) -> torch.Tensor:
-        """[query; key; value] of x in one product (inference).
-
-        Shape: x (B, T, d) -> (B, T, 3d)
-        """
-        weight = torch.cat([self.query.weight, self.key_value.weight])  # (3d, d)
-        bias = torch.cat([self.query.bias, self.key_value.bias])  # (3d,)
-        return F.linear(x, weight, bias)  # (B, T, 3d)
-
-    def attend(
-        self, x: torch.Tensor, q: torch.Tensor, kv: torch.Tensor, key_bias: torch.Tensor
-    ) -> torch.Tensor:
-        """`forward` in eval mode from projections: queries `q` of x, [key; value] `kv` of the
-        memory, `key_bias` 0 on the keys attended to and -inf elsewhere (inference).
-
-        Shape: x (B, L, d), q (B, L, d), kv (B, R, 2d), key_bias (B, 1, 1, R) -> (B, L, d)
-        """
-        k, v = kv.chunk(2, dim=-1)  # (B, R, d) each
-        att = F.scaled_dot_product_attention(
-            self._split(q), self._split(k), self._split(v), attn_mask=key_bias
-        )  # (B, h, L, d/h)
-        if not self.residual:
-            return self.ffn(att.transpose(1, 2).flatten(2))  # (B, L, d)
-        # The residual sums read the heads in place and the second layer's product adds
-        # into m + b2: no copy of either.
-        m = torch.empty(x.shape)  # (B, L, d)
-        heads = att.transpose(1, 2)  # (B, L, h, d/h)
-        torch.add(x.view(heads.shape), heads, out=m.view(heads.shape))  # x + att
-        m = self.norm_attention(m)  # (B, L, d)
-        first, act, second = self.ffn[0], self.ffn[1], self.ffn[2]
-        assert isinstance(second, nn.Linear)
-        g = act(first(m))  # (B, L, d')
-        out = m + second.bias  # (B, L, d)
-        out.view(-1, out.shape[-1]).addmm_(g.view(-1, g.shape[-1]), second.weight.T)
-        return self.norm_ffn(out)  # (B, L, d)
 
 
 class _Block(nn.Module):
@@ -351,8 +259,6 @@ class DAMM(nn.Module):
             nn.Dropout(config.dropout),
             nn.Linear(config.mlp_hidden, config.num_outputs),
         )
-        # `Matcher.predict` on the CPU runs `predict_encoded` (off: `forward` per batch).
-        self.encoded_inference = True
 
     def _input(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         x = self.input_projection(self.token_encoder(ids, mask))  # (B, T, d)
@@ -375,170 +281,6 @@ class DAMM(nn.Module):
         v_a, v_b = self._pool(a, a_mask), self._pool(b, b_mask)  # (B, P) each
         v = enhance(v_a, v_b)  # (B, 4P)
         return self.mlp(self.drop(v))  # (B, C)
-
-    def predict_encoded(self, data: EncodedPairs, batch_size: int) -> torch.Tensor:
-        """Outputs for every pair of `data`, in its order: the inference path of
-        `Matcher.predict` on the CPU. Run it in eval mode under `torch.inference_mode`.
-
-        The pairs are taken in length-sorted windows (`attnmatch.models._windows`). What depends
-        on one text only is computed once per distinct text of a window, in groups of similar
-        length: the token vectors and input projection, then with cross-attention the first
-        block's self-attention encoder and the cross-attention queries, keys and values of its
-        output; without cross-attention every block and the pooling. The rest runs
-        `min(batch_size, 64)` pairs at a time (`_PAIR_GROUP`: the tensors of more pairs leave
-        the cache; the outputs do not depend on it). Every query, key and value comes from one product; the alignment
-        [h; c; h - c; h * c] is never built for a product: the projection between blocks and the
-        TextCNN read [h; c; h * c] with their weights rearranged, every kernel offset of the
-        TextCNN in one product whose shifted sums are max-pooled before the bias and ReLU (both
-        monotone). The outputs equal `forward`'s on each pair alone up to float rounding
-        (tests/models/test_damm_inference.py). An empty text attends to its one padded position,
-        as `forward` on its pair alone has it (in a padded batch `forward` spreads it over the
-        batch's padding).
-
-        Shape:
-            -> (N, num_outputs) float32
-        """
-        weights = self._inference_weights()
-        outputs = torch.empty(len(data), self.config.num_outputs)  # (N, C)
-
-        def window(pairs: np.ndarray) -> None:  # (W,) pair indices
-            left = window_texts(data, data.left[pairs])  # U_l texts
-            right = window_texts(data, data.right[pairs])  # U_r texts
-            states_l = self._encode_texts(left, weights)  # (U_l, L, 4d) or (U_l, P)
-            states_r = self._encode_texts(right, weights)  # (U_r, R, 4d) or (U_r, P)
-            for rows in batch_rows(len(pairs), min(batch_size, _PAIR_GROUP)):  # (b,)
-                if self.config.cross_attention:
-                    s_a, a_mask = left.gather(states_l, rows)  # (b, L', 4d), (b, L')
-                    s_b, b_mask = right.gather(states_r, rows)  # (b, R', 4d), (b, R')
-                    v_a, v_b = self._match(s_a, a_mask, s_b, b_mask, weights)  # (b, P) each
-                else:
-                    v_a = states_l.index_select(0, torch.from_numpy(left.rows[rows]))  # (b, P)
-                    v_b = states_r.index_select(0, torch.from_numpy(right.rows[rows]))  # (b, P)
-                outputs[torch.from_numpy(pairs[rows])] = self.mlp(enhance(v_a, v_b))  # (b, C)
-
-        run_windows(window, inference_windows(data, batch_size))
-        return outputs
-
-    def _block_list(self) -> list[_Block]:
-        return [block for block in self.blocks if isinstance(block, _Block)]
-
-    def _inference_weights(self) -> _InferenceWeights:
-        d = self.config.hidden_size
-        projections: list[tuple[torch.Tensor, torch.Tensor | None]] = [
-            (_aligned_rows(p.weight, d), p.bias)
-            for p in self.projections
-            if isinstance(p, nn.Linear)
-        ]
-        columns, biases = [], []
-        for conv in self.text_cnn.convs:
-            assert isinstance(conv, nn.Conv1d) and conv.bias is not None
-            biases.append(conv.bias)
-            weight = conv.weight  # (F, D, w)
-            if self.config.cross_attention:
-                weight = _aligned_rows(weight.transpose(1, 2), d).transpose(1, 2)  # (F, 3d, w)
-            columns += [weight[:, :, j].T for j in range(weight.shape[-1])]  # (3d, F) each
-        return _InferenceWeights(projections, torch.cat(columns, dim=1), biases)
-
-    def _encode_texts(self, texts: WindowTexts, weights: _InferenceWeights) -> torch.Tensor:
-        """The one-text part of a window's distinct texts: with cross-attention the first block's
-        self-attention output h and its cross-attention [q; k; v] (padding left at zero),
-        without it the pooled vector.
-
-        Shape: -> (U, T, 4d) or (U, P)
-        """
-        d, cross = self.config.hidden_size, self.config.cross_attention
-        count, steps = texts.mask.shape
-        out = torch.empty(count, steps, 4 * d) if cross else None
-        pooled = []
-        for first in range(0, count, _TEXT_GROUP):
-            group = slice(first, first + _TEXT_GROUP)
-            t = max(int(texts.lengths[group].max()), 1)  # the group's longest text
-            mask = texts.mask[group, :t]  # (u, t)
-            x = self._input(texts.ids[group, :t], mask)  # (u, t, d)
-            bias = _key_bias(mask)  # (u, 1, 1, t)
-            if out is not None:
-                block = self._block_list()[0]
-                assert block.cross is not None
-                h = self._self_attend(block.self_attention, x, bias)  # (u, t, d)
-                out[group, :t] = torch.cat([h, block.cross.project(h)], dim=-1)  # (u, t, 4d)
-                out[group, t:] = 0.0  # padding
-                continue
-            for block in self._block_list():
-                x = self._self_attend(block.self_attention, x, bias)  # (u, t, d)
-            pooled.append(self._pool_encoded(x, x, mask, weights))  # (u, P)
-        return out if out is not None else torch.cat(pooled)
-
-    @staticmethod
-    def _self_attend(layer: _SubLayers, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        """The self-attention encoder in eval mode. Shape: x (B, T, d) -> (B, T, d)"""
-        d = x.shape[-1]
-        qkv = layer.project(x)  # (B, T, 3d)
-        return layer.attend(x, qkv[..., :d], qkv[..., d:], bias)
-
-    def _match(
-        self,
-        s_a: torch.Tensor,
-        a_mask: torch.Tensor,
-        s_b: torch.Tensor,
-        b_mask: torch.Tensor,
-        weights: _InferenceWeights,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The blocks from the first cross-attention on, then the pooling, for a batch of pairs.
-
-        Shape: s_a (B, L, 4d), s_b (B, R, 4d) from `_encode_texts` -> (B, P), (B, P)
-        """
-        d = self.config.hidden_size
-        bias_a, bias_b = _key_bias(a_mask), _key_bias(b_mask)  # (B, 1, 1, L), (B, 1, 1, R)
-        h_a, p_a = s_a[..., :d], s_a[..., d:]  # (B, L, d), (B, L, 3d)
-        h_b, p_b = s_b[..., :d], s_b[..., d:]  # (B, R, d), (B, R, 3d)
-        c_a, c_b = h_a, h_b  # the cross-attention outputs, from block 0 on
-        for k, block in enumerate(self._block_list()):
-            assert block.cross is not None
-            if k:  # the previous alignment projected to d, then this block's self-attention
-                weight, bias = weights.projections[k - 1]  # (d, 3d), (d,)
-                x_a = F.linear(torch.cat([h_a, c_a, h_a * c_a], -1), weight, bias)  # (B, L, d)
-                x_b = F.linear(torch.cat([h_b, c_b, h_b * c_b], -1), weight, bias)  # (B, R, d)
-                h_a = self._self_attend(block.self_attention, x_a, bias_a)  # (B, L, d)
-                h_b = self._self_attend(block.self_attention, x_b, bias_b)  # (B, R, d)
-                p_a, p_b = block.cross.project(h_a), block.cross.project(h_b)  # (B, ., 3d)
-            c_a = block.cross.attend(h_a, p_a[..., :d], p_b[..., d:], bias_b)  # (B, L, d)
-            c_b = block.cross.attend(h_b, p_b[..., :d], p_a[..., d:], bias_a)  # (B, R, d)
-        return self._pool_encoded(h_a, c_a, a_mask, weights), self._pool_encoded(
-            h_b, c_b, b_mask, weights
-        )
-
-    def _pool_encoded(
-        self, h: torch.Tensor, c: torch.Tensor, mask: torch.Tensor, weights: _InferenceWeights
-    ) -> torch.Tensor:
-        """`_pool` of the alignment [h; c; h - c; h * c] (of h alone without cross-attention).
-
-        Shape: h, c (B, T, d), mask (B, T) -> (B, P)
-        """
-        real = mask.unsqueeze(-1)  # (B, T, 1)
-        if self.config.cross_attention:
-            prod = h * c  # (B, T, d)
-            parts = [h, c, h - c, prod]
-            y = torch.cat([h, c, prod], dim=-1) @ weights.cnn  # (B, T, sum(w) F)
-        else:
-            parts = [h]
-            y = h @ weights.cnn  # (B, T, sum(w) F)
-        pooled = [masked_max(part, real, dim=1) for part in parts]  # (B, d) each
-        y = y.masked_fill_(~real, 0.0)  # padding reads as zeros, as `TextCNN` has it
-        steps, filters = y.shape[1], self.config.cnn_filters
-        lengths = mask.sum(dim=1, keepdim=True)  # (B, 1)
-        column = 0
-        for width, bias in zip(self.text_cnn.widths, weights.cnn_biases, strict=True):
-            window = y[..., column : column + filters]  # (B, T, F): offset 0
-            if width > 1:
-                window = window.clone()
-            for j in range(1, min(width, steps)):  # window t sums offset j at position t + j
-                start = column + j * filters
-                window[:, : steps - j] += y[:, j:, start : start + filters]
-            column += width * filters
-            valid = torch.arange(steps) < (lengths - width + 1).clamp(min=1)  # (B, T)
-            top = masked_max(window, valid.unsqueeze(-1), dim=1)  # (B, F)
-            pooled.append(F.relu(top + bias))  # (B, F)
-        return torch.cat(pooled, dim=-1)  # (B, P)
 
 
 register_preset(

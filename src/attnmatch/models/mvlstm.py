@@ -25,13 +25,10 @@ Deviations from the paper / decisions (see docs/models.md, aMV-LSTM):
 - `mlp_hidden` adds tanh hidden layers before the output layer (default none: eq. 3 exactly).
 - The paper trained on a random 80/10/10 WikiQA split; we use the official split.
 - On the CPU each distinct text of a batch is encoded once (a question's candidates share its
-  token vectors, gate and BiLSTM states; `attnmatch.nn.distinct`), then broadcast to the pairs:
-  the same outputs up to float rounding; in training too when the token encoder draws no
-  dropout. `share_encodings = False` runs every pair's own. On a GPU every pair's own runs.
-- `Matcher.predict` on the CPU in float32 runs `predict_encoded` instead of `forward` per batch:
-  the pairs sorted by length, each distinct text of a window of pairs encoded once (BiLSTM by
-  exact length, states normalised once), then k-max and the output layer per batch; equal to
-  `forward` up to float rounding (`encoded_inference = False` switches it off).
+  token vectors, gate and BiLSTM states; `attnmatch.nn.distinct.encode_distinct_pairs`), then
+  broadcast to the pairs: the same outputs up to float rounding; in training too when the token
+  encoder draws no dropout. `share_encodings = False` runs every pair's own. On a GPU every
+  pair's own runs. `Matcher.predict` on the CPU runs `models/fast/mvlstm.py` instead.
 
 Dims: B batch, L left length, R right length, E embedding size, H hidden size per direction,
 C interaction channels, k pooled values per channel.
@@ -42,25 +39,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnmatch.data.encoding import EncodedPairs
 from attnmatch.data.schema import PairBatch
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.models._registry import register_model, register_preset
-from attnmatch.models._windows import (
-    WindowTexts,
-    batch_rows,
-    inference_windows,
-    run_windows,
-    window_texts,
-)
-from attnmatch.nn.distinct import distinct_sides
+from attnmatch.nn.distinct import encode_distinct_pairs
 from attnmatch.nn.masking import masked_kmax, masked_softmax
-from attnmatch.nn.recurrent import BiRNN, bilstm_by_length, encode_pair
+from attnmatch.nn.recurrent import BiRNN, encode_pair
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,24 +138,7 @@ class Interaction(nn.Module):
             self.linear_left = nn.Linear(dim, slices)  # the V[u; v] + b term, split by side
             self.linear_right = nn.Linear(dim, slices, bias=False)
 
-    def prepare(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        """One side's states as `forward(..., prepared=True)` reads them: for the cosine, each
-        state (each direction's with "separate") scaled to unit length; else `x` itself.
-        Written into `out` when given (a tensor of x's shape; no copy made).
-
-        Shape:
-            x: (B, T, D) -> (B, T, D)
-        """
-        if self.kind != "cosine":
-            return x if out is None else out.copy_(x)
-        if self.directions == "separate":
-            halves = x.unflatten(-1, (2, -1))  # (B, T, 2, H)
-            into = None if out is None else out.unflatten(-1, (2, -1))  # a view of `out`
-            return F.normalize(halves, dim=-1, eps=1e-8, out=into).flatten(-2)  # (B, T, D)
-        return F.normalize(x, dim=-1, eps=1e-8, out=out)
-
-    def forward(self, u: torch.Tensor, v: torch.Tensor, *, prepared: bool = False) -> torch.Tensor:
-        """`prepared`: u and v come from `prepare` (each text's states normalised once)."""
+    def forward(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         if self.kind == "tensor":
             bilinear = torch.einsum("bld,cde,bre->bclr", u, self.weight, v)  # (B, C, L, R)
             linear = self.linear_left(u).transpose(1, 2).unsqueeze(-1) + self.linear_right(
@@ -179,7 +150,7 @@ class Interaction(nn.Module):
             v = torch.stack(v.chunk(2, dim=-1), dim=1)  # (B, 2, R, H)
         else:
             u, v = u.unsqueeze(1), v.unsqueeze(1)  # (B, 1, L, D), (B, 1, R, D)
-        if self.kind == "cosine" and not prepared:
+        if self.kind == "cosine":
             # u.v / (|u| |v|), each norm at least 1e-8 as in F.normalize: dividing the L x R
             # cells costs less (and so does its backward) than normalising the L + R states.
             norm_u = u.norm(dim=-1).clamp_min(1e-8)  # (B, C, L)
@@ -224,38 +195,20 @@ class MVLSTM(nn.Module):
         self.mlp = nn.Sequential(*layers)
         # In eval mode, encode each distinct text of a batch once (benchmarks switch it off).
         self.share_encodings = True
-        # `Matcher.predict` on the CPU runs `predict_encoded` (off: `forward` per batch).
-        self.encoded_inference = True
 
     def _encode(self, batch: PairBatch) -> dict[str, torch.Tensor]:
         """Gate weights, BiLSTM states and the interaction (B, C, L, R)."""
-        # On the CPU only (`distinct_sides`): on a GPU sharing costs more than it saves, and
-        # the gradient of the shared copies (index_add_) would add in no fixed order there.
-        share = self.share_encodings and not (self.training and _draws_per_row(self.token_encoder))
-        if share:
-            # Each distinct text once (a question's candidates share its encoding), then
-            # broadcast to the pairs; equal to the plain path up to float rounding (see
-            # attnmatch.nn.distinct). In CPU training too when the encoder draws no dropout: the
-            # gradients of a text's copies add up. The features' dropout stays per pair.
-            left, right = distinct_sides(  # U_l, U_r distinct texts (where sharing pays)
-                batch.left_ids, batch.left_mask, batch.right_ids, batch.right_mask
-            )
-            out = self._encode_texts(
-                left.select(batch.left_ids),
-                left.select(batch.left_mask),
-                right.select(batch.right_ids),
-                right.select(batch.right_mask),
-            )
+        sides = (batch.left_ids, batch.left_mask, batch.right_ids, batch.right_mask)
+        # Each distinct text once, broadcast to the pairs (the CPU only: see nn/distinct.py);
+        # in training too unless the encoder draws dropout, the gradients of a text's copies
+        # adding up. The features' dropout stays per pair.
+        if self.share_encodings and not (self.training and _draws_per_row(self.token_encoder)):
+            left, right = encode_distinct_pairs(self._encode_texts, *sides)
         else:
-            out = self._encode_texts(
-                batch.left_ids, batch.left_mask, batch.right_ids, batch.right_mask
-            )
-        if share:
-            for key in out:
-                out[key] = (left if key.startswith("left") else right).expand(out[key])  # (B, ...)
-        sim = self.interaction(out["left_states"], out["right_states"])  # (B, C, L, R)
-        out["interaction"] = sim
-        return out
+            left, right = self._encode_texts(*sides)
+        out = left | right
+        out["interaction"] = self.interaction(out["left_states"], out["right_states"])
+        return out  # interaction: (B, C, L, R)
 
     def _encode_texts(
         self,
@@ -263,23 +216,24 @@ class MVLSTM(nn.Module):
         left_mask: torch.Tensor,
         right_ids: torch.Tensor,
         right_mask: torch.Tensor,
-    ) -> dict[str, torch.Tensor]:
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """Gate weights and BiLSTM states of each row of each side; the sides' row counts may
         differ (B_l, B_r)."""
         left = self.token_encoder(left_ids, left_mask)  # (B_l, L, E)
         right = self.token_encoder(right_ids, right_mask)  # (B_r, R, E)
-        out: dict[str, torch.Tensor] = {}
+        out_l: dict[str, torch.Tensor] = {}
+        out_r: dict[str, torch.Tensor] = {}
         if self.left_gate is not None:
-            left, out["left_gate"] = self.left_gate(left, left_mask)  # (B_l, L, E), (B_l, L)
+            left, out_l["left_gate"] = self.left_gate(left, left_mask)  # (B_l, L, E), (B_l, L)
         if self.right_gate is not None:
-            right, out["right_gate"] = self.right_gate(right, right_mask)  # (B_r, R, E), (B_r, R)
+            right, out_r["right_gate"] = self.right_gate(right, right_mask)  # (B_r, R, E), (B_r, R)
         if self.config.shared_encoder:
             states = encode_pair(self.left_rnn, left, left_mask, right, right_mask)
-            out["left_states"], out["right_states"] = states  # (B_l, L, 2H), (B_r, R, 2H)
+            out_l["left_states"], out_r["right_states"] = states  # (B_l, L, 2H), (B_r, R, 2H)
         else:
-            out["left_states"] = self.left_rnn(left, left_mask)  # (B_l, L, 2H)
-            out["right_states"] = self.right_rnn(right, right_mask)  # (B_r, R, 2H)
-        return out
+            out_l["left_states"] = self.left_rnn(left, left_mask)  # (B_l, L, 2H)
+            out_r["right_states"] = self.right_rnn(right, right_mask)  # (B_r, R, 2H)
+        return out_l, out_r
 
     def forward(self, batch: PairBatch) -> torch.Tensor:
         sim = self._encode(batch)["interaction"]  # (B, C, L, R)
@@ -299,66 +253,6 @@ class MVLSTM(nn.Module):
         pooled = masked_kmax(sim.reshape(b * c, -1), cell_mask.reshape(b * c, -1), self.config.k)
         features = self.dropout(pooled.reshape(b, c * self.config.k))  # (B, C*k)
         return self.mlp(features)  # (B, num_outputs)
-
-    def predict_encoded(self, data: EncodedPairs, batch_size: int) -> torch.Tensor:
-        """Outputs for every pair of `data`, in its order: the inference path of
-        `Matcher.predict` on the CPU. Run it in eval mode under `torch.inference_mode`.
-
-        The pairs are taken in length-sorted windows (`attnmatch.models._windows`). Each
-        distinct text of a window is encoded once: token vectors, gate, BiLSTM states (by exact
-        length, `bilstm_by_length`), normalised for the cosine; then the window's pairs are
-        scored `batch_size` at a time from those states. The outputs equal `forward`'s on the
-        same pairs up to float rounding (tests/models/test_mvlstm_inference.py).
-
-        Shape:
-            -> (N, num_outputs) float32
-        """
-        outputs = torch.empty(len(data), self.config.num_outputs)  # (N, num_outputs)
-        run_windows(
-            lambda pairs: self._predict_window(data, pairs, batch_size, outputs),
-            inference_windows(data, batch_size),
-        )
-        return outputs
-
-    def _predict_window(
-        self, data: EncodedPairs, pairs: np.ndarray, batch_size: int, outputs: torch.Tensor
-    ) -> None:
-        """Scores one window's pairs into their rows of `outputs`.
-
-        Shape:
-            pairs: (W,) pair indices, outputs: (N, num_outputs)
-        """
-        left = window_texts(data, data.left[pairs])  # U_l texts
-        right = window_texts(data, data.right[pairs])  # U_r texts
-        left_x = self._gated(left, self.left_gate)  # (U_l, L, E)
-        right_x = self._gated(right, self.right_gate)  # (U_r, R, E)
-        prepare = self.interaction.prepare  # each state normalised once, for the cosine
-        if self.config.shared_encoder:
-            states = bilstm_by_length(
-                self.left_rnn, [(left_x, left.lengths), (right_x, right.lengths)], prepare
-            )
-        else:
-            states = bilstm_by_length(
-                self.left_rnn, [(left_x, left.lengths)], prepare
-            ) + bilstm_by_length(self.right_rnn, [(right_x, right.lengths)], prepare)
-        left_states, right_states = states  # (U_l, L, 2H), (U_r, R, 2H)
-        for rows in batch_rows(len(pairs), batch_size):  # (b,)
-            u, left_mask = left.gather(left_states, rows)  # (b, L', 2H), (b, L')
-            v, right_mask = right.gather(right_states, rows)  # (b, R', 2H), (b, R')
-            sim = self.interaction(u, v, prepared=True)  # (b, C, L', R')
-            scores = self._score(sim, left_mask, right_mask)  # (b, num_outputs)
-            outputs[torch.from_numpy(pairs[rows])] = scores
-
-    def _gated(self, texts: WindowTexts, gate: AttentionGate | None) -> torch.Tensor:
-        """Token vectors of a window's distinct texts, through the side's gate if any.
-
-        Shape:
-            -> (U, T, E)
-        """
-        x = self.token_encoder(texts.ids, texts.mask)  # (U, T, E)
-        if gate is not None:
-            x, _ = gate(x, texts.mask)  # (U, T, E)
-        return x
 
     def attention(self, batch: PairBatch) -> dict[str, torch.Tensor]:
         """Gate weights ("left_gate"/"right_gate", (B, T)) and the interaction (B, C, L, R)."""

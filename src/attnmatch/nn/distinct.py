@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 import torch
@@ -38,6 +38,9 @@ SHARE_AT_MOST = 0.75  # distinct texts / rows
 # sharing gained nothing even with a question's candidates together (1.00-1.03x), and the search
 # costs ~3% of such a batch.
 SHARE_MIN_ROWS = 64
+
+# What `encode_distinct_pairs` broadcasts: one tensor per side, or named tensors.
+_Out = TypeVar("_Out", torch.Tensor, dict[str, torch.Tensor])
 
 
 class DistinctRows(NamedTuple):
@@ -188,18 +191,17 @@ def _hash_weights(width: int, which: int) -> np.ndarray:
 
 
 def encode_distinct_pairs(
-    encode: Callable[
-        [torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]
-    ],
+    encode: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], tuple[_Out, _Out]],
     left_ids: torch.Tensor,
     left_mask: torch.Tensor,
     right_ids: torch.Tensor,
     right_mask: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> tuple[_Out, _Out]:
     """`encode` over each side's distinct texts, its outputs broadcast back to the pairs.
 
     `encode(left_ids, left_mask, right_ids, right_mask) -> (left_out, right_out)` must compute
     each row's output from that row alone; the two sides may then have different row counts.
+    Each side's output is a tensor or a dict of tensors (each broadcast, in the dict's order).
 
     Shape:
         left_ids, left_mask: (B, L); right_ids, right_mask: (B, R)
@@ -212,7 +214,14 @@ def encode_distinct_pairs(
         right.select(right_ids),
         right.select(right_mask),
     )  # (U_l, ...), (U_r, ...)
-    return left.expand(left_out), right.expand(right_out)
+    return _expand(left, left_out), _expand(right, right_out)
+
+
+def _expand(rows: DistinctRows, out: _Out) -> _Out:
+    """`rows.expand` of a tensor or of each tensor of a dict: (U, ...) -> (B, ...)."""
+    if isinstance(out, dict):
+        return {key: rows.expand(value) for key, value in out.items()}
+    return rows.expand(out)
 
 
 def distinct_sides(

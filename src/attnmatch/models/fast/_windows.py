@@ -1,6 +1,6 @@
 """Whole-input inference: windows of pairs and each window's distinct texts.
 
-A model's `predict_encoded(data, batch_size)` (the CPU inference path of `Matcher.predict`)
+A whole-input inference path (`attnmatch.models.fast`, the CPU path of `Matcher.predict`)
 sorts every pair of `data` by (right length, left length), as `bucketed_batches` does, takes
 them in windows of `max(batch_size, INFERENCE_WINDOW)` pairs, encodes each distinct text of a
 window once (known by its index in `data.texts`: no hashing, no search) and then matches the
