@@ -20,16 +20,6 @@ ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / demo.RECIPE
 
 
-def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, dict) and value:
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
 def _table() -> dict[str, Any]:
     return tomllib.loads(TABLE.read_text(encoding="utf-8"))
 
@@ -52,8 +42,8 @@ def _resolved(config: ExperimentConfig) -> ExperimentConfig:
 
 
 def test_demo_differs_from_the_recipe_only_in_its_changes() -> None:
-    ours = _flatten(_resolved(demo.demo_experiment()).to_dict())
-    recipe = _flatten(_resolved(_recipe()).to_dict())
+    ours = configs.flatten(_resolved(demo.demo_experiment()).to_dict())
+    recipe = configs.flatten(_resolved(_recipe()).to_dict())
     assert ours.keys() == recipe.keys()
     differ = {key for key in ours if ours[key] != recipe[key]}
     assert differ == {c.key for c in demo.CHANGES}

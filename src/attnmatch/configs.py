@@ -265,3 +265,15 @@ def check_dropout(value: float, name: str = "dropout") -> None:
     """Raises ValueError unless 0 <= value < 1."""
     if not 0.0 <= value < 1.0:
         raise ValueError(f"{name} must be in [0, 1), got {value}")
+
+
+def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config dict as {"train.lr": 0.001, ...}: one dotted key per leaf (an empty
+    table is a leaf)."""
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and value:
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from safetensors import safe_open
 
-from attnmatch import __version__
+from attnmatch import __version__, configs
 from attnmatch.atomic import is_leftover, sweep_folder, write_error, write_text_atomic
 from attnmatch.matcher import Matcher
 from attnmatch.training.checkpoint import (
@@ -500,16 +500,6 @@ def _train_state(saved: dict[str, Any], state_file: Path) -> TrainState:
     return state
 
 
-def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, dict) and value:
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
 _MAY_CHANGE = frozenset({"train.epochs", "train.device"})
 
 
@@ -524,8 +514,8 @@ def check_resumable(saved: dict[str, Any], current: dict[str, Any]) -> None:
             "kept input settings in [embeddings] and [data] (now [inputs]); its model/ still "
             "loads, but the run cannot continue: train it again in a new folder"
         )
-    a, b = _flatten(saved), _flatten(current)
-    defaults = _flatten(ExperimentConfig().to_dict())
+    a, b = configs.flatten(saved), configs.flatten(current)
+    defaults = configs.flatten(ExperimentConfig().to_dict())
     changed = sorted(
         k for k in set(a) | set(b) if a.get(k, defaults.get(k)) != b.get(k) and k not in _MAY_CHANGE
     )
