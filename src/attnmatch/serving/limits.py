@@ -95,6 +95,7 @@ class LimitedHttpTools(HttpToolsProtocol):  # type: ignore[misc, valid-type]
         self._in_headers = True  # until the current request's headers are complete
         self._header_bytes = 0  # bytes received while in the headers
         self._header_count = 0
+        self._header_size = 0  # the request's headers so far, as parsed
         self._header_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -140,6 +141,9 @@ class LimitedHttpTools(HttpToolsProtocol):  # type: ignore[misc, valid-type]
         self._header_count += 1
         if self._header_count > self.limits.max_headers:
             raise _HeaderLimit(f"more than {self.limits.max_headers} request headers")
+        self._header_size += len(name) + len(value) + 4  # ": " and CRLF
+        if len(self.url) + self._header_size > self.limits.max_header_bytes:
+            raise _HeaderLimit(self._too_large())
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
@@ -149,7 +153,8 @@ class LimitedHttpTools(HttpToolsProtocol):  # type: ignore[misc, valid-type]
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
-        self._in_headers, self._header_bytes, self._header_count = True, 0, 0
+        self._in_headers, self._header_bytes = True, 0
+        self._header_count = self._header_size = 0
 
     # ----------------------------------------------------------------- internals
 
