@@ -42,15 +42,69 @@ def _model_specs(specs: list[str]) -> list[tuple[str, str]]:
     return named
 
 
+_Models = Annotated[
+    list[str],
+    typer.Argument(
+        metavar="MODEL...",
+        help="Model folders, encoders (minilm-l6) or lexical scorers (bm25), each optionally "
+        "NAME=SPEC; the first is the default model.",
+    ),
+]
+
+_Workers = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        max=64,
+        help="Processes behind the one port, each with its own copy of the models.",
+    ),
+]
+
+_MaxConcurrent = Annotated[
+    int,
+    typer.Option(
+        "--max-concurrent-requests",
+        min=1,
+        help="Requests in progress at once, per worker; beyond it a 429 with Retry-After.",
+    ),
+]
+
+_ApiKey = Annotated[
+    str | None,
+    typer.Option(
+        envvar="ATTNMATCH_API_KEY",
+        show_envvar=True,
+        help="Require 'Authorization: Bearer KEY' on every request but /healthz and /readyz "
+        "(the environment variable keeps the key out of the process list).",
+    ),
+]
+
+_AllowedHosts = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allowed-host",
+        help="A Host header value to serve (repeat it; '*' any, '*.example.com' a domain). "
+        "Default: the loopback names when --host is a loopback address, else any.",
+    ),
+]
+
+_HeaderTimeout = Annotated[
+    float,
+    typer.Option(
+        "--header-timeout", min=0.1, max=3600, help="Seconds to send a request's headers."
+    ),
+]
+
+_KeepAliveTimeout = Annotated[
+    float,
+    typer.Option(
+        "--keep-alive-timeout", min=0.1, max=3600, help="Seconds an idle connection stays."
+    ),
+]
+
+
 def serve(
-    models: Annotated[
-        list[str],
-        typer.Argument(
-            metavar="MODEL...",
-            help="Model folders, encoders (minilm-l6) or lexical scorers (bm25), each optionally "
-            "NAME=SPEC; the first is the default model.",
-        ),
-    ],
+    models: _Models,
     host: Annotated[
         str, typer.Option(help="The address to listen on (the default: this machine only).")
     ] = "127.0.0.1",
@@ -77,51 +131,12 @@ def serve(
             "core, shared among the workers); 1 leaves a core to the HTTP side on a small machine.",
         ),
     ] = None,
-    workers: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            max=64,
-            help="Processes behind the one port, each with its own copy of the models.",
-        ),
-    ] = 1,
-    max_concurrent_requests: Annotated[
-        int,
-        typer.Option(
-            "--max-concurrent-requests",
-            min=1,
-            help="Requests in progress at once, per worker; beyond it a 429 with Retry-After.",
-        ),
-    ] = 512,
-    api_key: Annotated[
-        str | None,
-        typer.Option(
-            envvar="ATTNMATCH_API_KEY",
-            show_envvar=True,
-            help="Require 'Authorization: Bearer KEY' on every request but /healthz and /readyz "
-            "(the environment variable keeps the key out of the process list).",
-        ),
-    ] = None,
-    allowed_hosts: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--allowed-host",
-            help="A Host header value to serve (repeat it; '*' any, '*.example.com' a domain). "
-            "Default: the loopback names when --host is a loopback address, else any.",
-        ),
-    ] = None,
-    header_timeout: Annotated[
-        float,
-        typer.Option(
-            "--header-timeout", min=0.1, max=3600, help="Seconds to send a request's headers."
-        ),
-    ] = 10,
-    keep_alive_timeout: Annotated[
-        float,
-        typer.Option(
-            "--keep-alive-timeout", min=0.1, max=3600, help="Seconds an idle connection stays."
-        ),
-    ] = 5,
+    workers: _Workers = 1,
+    max_concurrent_requests: _MaxConcurrent = 512,
+    api_key: _ApiKey = None,
+    allowed_hosts: _AllowedHosts = None,
+    header_timeout: _HeaderTimeout = 10,
+    keep_alive_timeout: _KeepAliveTimeout = 5,
 ) -> None:
     """Serve models over HTTP: rank, score, classify, explain, TEI /rerank and a web page."""
     _check_installed()
@@ -154,17 +169,7 @@ def serve(
     for name, spec in specs:  # with workers, loaded here once to fail early with a clear line
         with _reading(spec):
             loaded.update(load_models([(name, spec)], torch_device, precision.value))
-    shown_host = f"[{host}]" if ":" in host else host
-    processes = f" ({workers} worker processes)" if workers > 1 else ""
-    err.print(
-        shown(
-            f"serving {', '.join(loaded)} on http://{shown_host}:{port}{processes} (Ctrl-C stops)"
-        ),
-        highlight=False,
-        soft_wrap=True,
-    )
-    if host not in _LOOPBACK and api_key is None:
-        _warn(f"listening on {host} without --api-key: anyone who reaches it can use it")
+    _announce(list(loaded), host, port, workers, api_key is not None)
     if workers > 1:
         loaded.clear()  # each worker loads its own
     run(
@@ -178,6 +183,21 @@ def serve(
         limits=limits,
         loaded=loaded or None,
     )
+
+
+def _announce(names: list[str], host: str, port: int, workers: int, keyed: bool) -> None:
+    """Where the server listens, on stderr, and a warning when any machine may use it."""
+    shown_host = f"[{host}]" if ":" in host else host
+    processes = f" ({workers} worker processes)" if workers > 1 else ""
+    err.print(
+        shown(
+            f"serving {', '.join(names)} on http://{shown_host}:{port}{processes} (Ctrl-C stops)"
+        ),
+        highlight=False,
+        soft_wrap=True,
+    )
+    if host not in _LOOPBACK and not keyed:
+        _warn(f"listening on {host} without --api-key: anyone who reaches it can use it")
 
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
