@@ -1,8 +1,9 @@
 # attnmatch serve on CPU, as a non-root user, with a model directory mounted at /model:
 #   docker build -t attnmatch .
 #   docker run --rm -p 8000:8000 -v "$PWD/runs/demo/model:/model:ro" attnmatch
-# The server binds to 0.0.0.0 inside the container (it prints a warning: there is no
-# authentication); publish the port only where a trusted network or a proxy guards it.
+# The server binds to 0.0.0.0 inside the container (it prints a warning unless a key is set:
+# `docker run -e ATTNMATCH_API_KEY=...` requires `Authorization: Bearer ...`); publish the port
+# only where a trusted network or a proxy guards it.
 FROM python:3.11-slim
 
 ENV PIP_NO_CACHE_DIR=1 PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1

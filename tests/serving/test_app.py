@@ -402,8 +402,10 @@ def test_serve_loads_the_models_and_runs_uvicorn(
 
     def run(server: uvicorn.Server) -> None:  # instead of listening
         seen["config"] = server.config
-        with TestClient(server.config.app) as c:
+        with TestClient(server.config.app, base_url="http://localhost") as c:
             seen["ready"] = c.get("/readyz").json()
+        with TestClient(server.config.app) as c:  # Host: testserver, not a loopback name
+            seen["other host"] = c.get("/readyz").status_code
 
     monkeypatch.setattr(uvicorn.Server, "run", run)
     outcome = run_cli(
@@ -416,3 +418,6 @@ def test_serve_loads_the_models_and_runs_uvicorn(
     assert seen["ready"] == {"status": "ready", "models": ["lex", "overlap"]}
     settings = config.app.state.settings
     assert (settings.batching, settings.threads) == (False, 1)
+    assert seen["other host"] == 400
+    assert settings.allowed_hosts == ("localhost", "127.0.0.1", "[::1]")
+    assert config.http == "attnmatch.serving.limits:LimitedHttpTools"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-import sys
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -42,15 +42,69 @@ def _model_specs(specs: list[str]) -> list[tuple[str, str]]:
     return named
 
 
+_Models = Annotated[
+    list[str],
+    typer.Argument(
+        metavar="MODEL...",
+        help="Model folders, encoders (minilm-l6) or lexical scorers (bm25), each optionally "
+        "NAME=SPEC; the first is the default model.",
+    ),
+]
+
+_Workers = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        max=64,
+        help="Processes behind the one port, each with its own copy of the models.",
+    ),
+]
+
+_MaxConcurrent = Annotated[
+    int,
+    typer.Option(
+        "--max-concurrent-requests",
+        min=1,
+        help="Requests in progress at once, per worker; beyond it a 429 with Retry-After.",
+    ),
+]
+
+_ApiKey = Annotated[
+    str | None,
+    typer.Option(
+        envvar="ATTNMATCH_API_KEY",
+        show_envvar=True,
+        help="Require 'Authorization: Bearer KEY' on every request but /healthz and /readyz "
+        "(the environment variable keeps the key out of the process list).",
+    ),
+]
+
+_AllowedHosts = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allowed-host",
+        help="A Host header value to serve (repeat it; '*' any, '*.example.com' a domain). "
+        "Default: the loopback names when --host is a loopback address, else any.",
+    ),
+]
+
+_HeaderTimeout = Annotated[
+    float,
+    typer.Option(
+        "--header-timeout", min=0.1, max=3600, help="Seconds to send a request's headers."
+    ),
+]
+
+_KeepAliveTimeout = Annotated[
+    float,
+    typer.Option(
+        "--keep-alive-timeout", min=0.1, max=3600, help="Seconds an idle connection stays."
+    ),
+]
+
+
 def serve(
-    models: Annotated[
-        list[str],
-        typer.Argument(
-            metavar="MODEL...",
-            help="Model folders, encoders (minilm-l6) or lexical scorers (bm25), each optionally "
-            "NAME=SPEC; the first is the default model.",
-        ),
-    ],
+    models: _Models,
     host: Annotated[
         str, typer.Option(help="The address to listen on (the default: this machine only).")
     ] = "127.0.0.1",
@@ -74,52 +128,90 @@ def serve(
         typer.Option(
             min=1,
             help="torch's intra-op threads for the forward passes (default: torch's, one per "
-            "core); 1 leaves a core to the HTTP side on a small machine.",
+            "core, shared among the workers); 1 leaves a core to the HTTP side on a small machine.",
         ),
     ] = None,
+    workers: _Workers = 1,
+    max_concurrent_requests: _MaxConcurrent = 512,
+    api_key: _ApiKey = None,
+    allowed_hosts: _AllowedHosts = None,
+    header_timeout: _HeaderTimeout = 10,
+    keep_alive_timeout: _KeepAliveTimeout = 5,
 ) -> None:
     """Serve models over HTTP: rank, score, classify, explain, TEI /rerank and a web page."""
     _check_installed()
-    import uvicorn
-
-    from attnmatch.matcher import load_matcher
-    from attnmatch.serving import ServeSettings, create_app
+    from attnmatch.serving import ServeSettings
+    from attnmatch.serving.limits import HttpLimits
+    from attnmatch.serving.server import load_models, run
 
     if not math.isfinite(max_wait_ms):
         raise typer.BadParameter(f"{max_wait_ms} is not a number of ms", param_hint="--max-wait-ms")
+    if api_key is not None and (
+        not api_key.isascii() or not api_key.isprintable() or " " in api_key
+    ):
+        raise typer.BadParameter(
+            "the key is printable ASCII without spaces", param_hint="--api-key"
+        )
     torch_device = _device(device, precision.value)
     settings = ServeSettings(
         max_batch_pairs=max_batch,
         max_wait_ms=max_wait_ms,
         batching=not no_batching,
-        threads=threads,
+        threads=threads if threads is not None or workers == 1 else _threads_per_worker(workers),
+        max_concurrent_requests=max_concurrent_requests,
+        api_key=api_key,
+        allowed_hosts=tuple(allowed_hosts) if allowed_hosts else _default_hosts(host),
     )
+    limits = HttpLimits(header_timeout_s=header_timeout, keep_alive_s=keep_alive_timeout)
     _check_can_listen(host, port)  # a clear line now rather than uvicorn's log after loading
+    specs = _model_specs(models)
     loaded = {}
-    for name, spec in _model_specs(models):
+    for name, spec in specs:  # with workers, loaded here once to fail early with a clear line
         with _reading(spec):
-            loaded[name] = load_matcher(spec).to(torch_device, precision=precision.value)
-    app_ = create_app(loaded, settings=settings)
-    _log_requests()
+            loaded.update(load_models([(name, spec)], torch_device, precision.value))
+    _announce(list(loaded), host, port, workers, api_key is not None)
+    if workers > 1:
+        loaded.clear()  # each worker loads its own
+    run(
+        specs,
+        host=host,
+        port=port,
+        workers=workers,
+        device=torch_device,
+        precision=precision.value,
+        settings=settings,
+        limits=limits,
+        loaded=loaded or None,
+    )
+
+
+def _announce(names: list[str], host: str, port: int, workers: int, keyed: bool) -> None:
+    """Where the server listens, on stderr, and a warning when any machine may use it."""
     shown_host = f"[{host}]" if ":" in host else host
+    processes = f" ({workers} worker processes)" if workers > 1 else ""
     err.print(
-        shown(f"serving {', '.join(loaded)} on http://{shown_host}:{port} (Ctrl-C stops)"),
+        shown(
+            f"serving {', '.join(names)} on http://{shown_host}:{port}{processes} (Ctrl-C stops)"
+        ),
         highlight=False,
         soft_wrap=True,
     )
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        _warn(
-            f"listening on {host}: the API has no authentication; anyone who reaches it can use it"
-        )
-    config = uvicorn.Config(
-        app_,
-        host=host,
-        port=port,
-        access_log=False,  # the attnmatch.serve logger writes one JSON line per request
-        timeout_graceful_shutdown=10,
-        log_level="warning",
-    )
-    uvicorn.Server(config).run()
+    if host not in _LOOPBACK and not keyed:
+        _warn(f"listening on {host} without --api-key: anyone who reaches it can use it")
+
+
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _default_hosts(host: str) -> tuple[str, ...]:
+    """The Host values served by default: the loopback names on a loopback address (a page
+    elsewhere cannot reach the server through a DNS name rebound to 127.0.0.1), else any."""
+    return ("localhost", "127.0.0.1", "[::1]") if host in _LOOPBACK else ("*",)
+
+
+def _threads_per_worker(workers: int) -> int:
+    """torch's intra-op threads of each of `workers` processes: the cores shared out."""
+    return max(1, (os.cpu_count() or 1) // workers)
 
 
 def _check_installed() -> None:
@@ -147,16 +239,3 @@ def _check_can_listen(host: str, port: int) -> None:
     except (OSError, UnicodeError) as e:
         reason = getattr(e, "strerror", None) or str(e)
         raise OSError(f"cannot listen on {host}:{port}: {reason} (--host, --port)") from None
-
-
-def _log_requests() -> None:
-    """The `attnmatch.serve` logger writes one JSON line per request on stderr."""
-    import logging
-
-    access = logging.getLogger("attnmatch.serve")
-    if not access.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        access.addHandler(handler)
-        access.setLevel(logging.INFO)
-        access.propagate = False

@@ -14,9 +14,12 @@ as one JSON line on the `attnmatch.serve` logger.
 
 from __future__ import annotations
 
+import asyncio
+import hmac
 import json
 import logging
 import math
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
@@ -36,7 +39,9 @@ from prometheus_client import (
     Counter,
     Histogram,
     generate_latest,
+    multiprocess,
 )
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from attnmatch.matcher import Matcher
 from attnmatch.serving.batching import Batcher
@@ -81,27 +86,63 @@ class ServeSettings:
         max_wait_ms: how long a request waits for others to share its forward pass.
         batching: False: every request runs its own forward pass.
         max_candidates: the most candidates (rank, rerank) or pairs (score, classify) of one
-            request; more is a 413.
+            request; more is a 413. None: as many as the body holds (a request larger than
+            `max_batch_pairs` is split into forward passes of that many pairs).
         max_request_bytes: the largest request body; larger is a 413.
         max_text_chars: the longest text (query, candidate, left, right); longer is a 413.
         threads: torch's intra-op threads on each model's thread (`torch.set_num_threads` there);
             None leaves torch's own setting. Under load the event loop needs a core too, so on a
             small machine 1 is often faster than torch's default of one per core.
+        max_concurrent_requests: the most requests in progress at once (the probes and
+            /metrics aside); beyond it a 429 with `Retry-After`. Per process.
+        api_key: when set, every request but the probes (/healthz, /readyz) needs the header
+            `Authorization: Bearer API_KEY`; a missing or wrong key is a 401.
+        allowed_hosts: the Host header values served (Starlette's `TrustedHostMiddleware`:
+            "*" any, "*.example.com" a domain's hosts); another is a 400.
+        body_timeout_s: seconds to receive a request's body once its headers are in; slower is
+            a 408.
     """
 
     max_batch_pairs: int = 256
     max_wait_ms: float = 5
     batching: bool = True
-    max_candidates: int = 1000
+    max_candidates: int | None = None
     max_request_bytes: int = 1_000_000
     max_text_chars: int = 32_768
     threads: int | None = None
+    max_concurrent_requests: int = 512
+    api_key: str | None = None
+    allowed_hosts: tuple[str, ...] = ("*",)
+    body_timeout_s: float = 30.0
 
     def __post_init__(self) -> None:
-        for name in ("max_batch_pairs", "max_candidates", "max_request_bytes", "max_text_chars"):
+        names = (
+            "max_batch_pairs",
+            "max_request_bytes",
+            "max_text_chars",
+            "max_concurrent_requests",
+        )
+        for name in names:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        count = self.max_candidates
+        if count is not None and (
+            isinstance(count, bool) or not isinstance(count, int) or count < 1
+        ):
+            raise ValueError(f"max_candidates must be an integer >= 1 or None, got {count!r}")
+        key = self.api_key
+        if key is not None and (
+            not key or not key.isascii() or not key.isprintable() or " " in key
+        ):
+            raise ValueError("api_key must be printable ASCII without spaces")
+        if not self.allowed_hosts or any(
+            not h or not isinstance(h, str) for h in self.allowed_hosts
+        ):
+            raise ValueError(f"allowed_hosts must be host names, got {self.allowed_hosts!r}")
+        body = self.body_timeout_s
+        if isinstance(body, bool) or not isinstance(body, int | float) or not 0 < body < math.inf:
+            raise ValueError(f"body_timeout_s must be a number of seconds > 0, got {body!r}")
         threads = self.threads
         if threads is not None and (
             isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
@@ -139,13 +180,22 @@ class _Metrics:
             registry=self.registry,
         )
 
+    def exposition(self) -> bytes:
+        """The metrics in Prometheus' text format: this app's registry, or, under
+        `attnmatch serve --workers N` (`PROMETHEUS_MULTIPROC_DIR` set), the sum over all the
+        worker processes (prometheus_client's multiprocess mode)."""
+        if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            return generate_latest(self.registry)
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return generate_latest(registry)
+
 
 class _Observe:
-    """Outermost ASGI layer: counts, times and logs every HTTP request (one JSON line), and
-    refuses bodies over `max_request_bytes` with 413 before anything reads them."""
+    """Outermost ASGI layer: counts, times and logs every HTTP request (one JSON line)."""
 
-    def __init__(self, app: ASGIApp, metrics: _Metrics, max_bytes: int) -> None:
-        self.app, self.metrics, self.max_bytes = app, metrics, max_bytes
+    def __init__(self, app: ASGIApp, metrics: _Metrics) -> None:
+        self.app, self.metrics = app, metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -162,11 +212,7 @@ class _Observe:
             await send(message)
 
         try:
-            body = await self._read_limited(scope, receive)
-            if body is None:
-                await _send_json(send_status, 413, {"detail": self._too_large()})
-            else:
-                await self.app(scope, _replay(body, receive), send_status)
+            await self.app(scope, receive, send_status)
         finally:
             path = scope.get("path", "")
             endpoint = path if path in _ENDPOINTS else "other"
@@ -183,8 +229,74 @@ class _Observe:
             }
             log.info(json.dumps(record, ensure_ascii=True))
 
-    def _too_large(self) -> str:
-        return f"the request body is larger than the limit of {self.max_bytes} bytes"
+
+_PROBES = ("/healthz", "/readyz")  # never refused for a key or for load
+_UNQUEUED = (*_PROBES, "/metrics")  # not counted against max_concurrent_requests
+
+
+class _Admit:
+    """Refuses a request without the API key (401) and one beyond `max_concurrent_requests`
+    in progress (429 with `Retry-After`), before its body is read."""
+
+    def __init__(self, app: ASGIApp, api_key: str | None, max_concurrent: int) -> None:
+        self.app, self.max_concurrent = app, max_concurrent
+        self.expected = None if api_key is None else b"Bearer " + api_key.encode()
+        self.in_progress = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or path in _PROBES:
+            await self.app(scope, receive, send)
+            return
+        if self.expected is not None and not self._authorized(scope):
+            detail = "missing or wrong API key: send the header 'Authorization: Bearer API_KEY'"
+            await _send_json(send, 401, {"detail": detail}, [(b"www-authenticate", b"Bearer")])
+            return
+        if path in _UNQUEUED:
+            await self.app(scope, receive, send)
+            return
+        if self.in_progress >= self.max_concurrent:
+            detail = (
+                f"the server is busy: {self.in_progress} requests in progress, the limit of "
+                "--max-concurrent-requests; retry later"
+            )
+            await _send_json(send, 429, {"detail": detail}, [(b"retry-after", b"1")])
+            return
+        self.in_progress += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_progress -= 1
+
+    def _authorized(self, scope: Scope) -> bool:
+        assert self.expected is not None
+        given = [v for k, v in scope.get("headers", []) if k == b"authorization"]
+        return len(given) == 1 and hmac.compare_digest(given[0], self.expected)
+
+
+class _BodyLimit:
+    """Reads the whole body before the app does: 413 over `max_bytes` (by Content-Length or as
+    read), 408 when it takes longer than `timeout_s`."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int, timeout_s: float) -> None:
+        self.app, self.max_bytes, self.timeout_s = app, max_bytes, timeout_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                body = await self._read_limited(scope, receive)
+        except TimeoutError:
+            detail = f"the request body took longer than {self.timeout_s:g} s to arrive"
+            await _send_json(send, 408, {"detail": detail}, [(b"connection", b"close")])
+            return
+        if body is None:
+            detail = f"the request body is larger than the limit of {self.max_bytes} bytes"
+            await _send_json(send, 413, {"detail": detail})
+            return
+        await self.app(scope, _replay(body, receive), send)
 
     async def _read_limited(self, scope: Scope, receive: Receive) -> bytes | None:
         """The whole body, or None when it is over the limit (by Content-Length or as read)."""
@@ -224,9 +336,12 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-async def _send_json(send: Send, status: int, content: Any) -> None:
+async def _send_json(
+    send: Send, status: int, content: Any, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
     body = json.dumps(content).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += extra or []
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -239,7 +354,9 @@ def _json(content: Any) -> Response:
 
 
 def _one_line(text: object) -> str:
-    return " ".join(str(text).split())
+    """`text` on one line, with anything UTF-8 cannot encode (a lone surrogate) escaped."""
+    line = " ".join(str(text).split())
+    return line if line.isascii() else line.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _field(loc: tuple[Any, ...] | list[Any]) -> str:
@@ -305,8 +422,21 @@ def create_app(models: dict[str, Matcher], *, settings: ServeSettings | None = N
     app.state.registry = metrics.registry
     _add_error_handlers(app)
     _add_routes(app, service)
-    app.add_middleware(_Observe, metrics=metrics, max_bytes=settings.max_request_bytes)
+    _add_middleware(app, settings, metrics)
     return app
+
+
+def _add_middleware(app: FastAPI, settings: ServeSettings, metrics: _Metrics) -> None:
+    """The layers before the routes, outermost first: metrics and log, allowed hosts, API key
+    and concurrency, the body's size and time."""
+    app.add_middleware(
+        _BodyLimit, max_bytes=settings.max_request_bytes, timeout_s=settings.body_timeout_s
+    )
+    app.add_middleware(
+        _Admit, api_key=settings.api_key, max_concurrent=settings.max_concurrent_requests
+    )
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(settings.allowed_hosts))
+    app.add_middleware(_Observe, metrics=metrics)
 
 
 def _batchers(
@@ -326,9 +456,26 @@ def _batchers(
             batching=settings.batching,
             on_batch=metrics.batch.labels(name).observe,
             on_thread_start=set_threads,
+            join=_joined,
         )
         for name, matcher in models.items()
     }
+
+
+def _joined(parts: list[Predictions]) -> Predictions:
+    """The predictions of consecutive parts of one request's pairs, as one."""
+    first = parts[0]
+
+    def cat(arrays: list[Any]) -> Any:
+        return None if arrays[0] is None else np.concatenate(arrays)
+
+    return Predictions(
+        scores=np.concatenate([p.scores for p in parts]),
+        relevance=cat([p.relevance for p in parts]),
+        labels=None if first.labels is None else [x for p in parts for x in p.labels or []],
+        probabilities=cat([p.probabilities for p in parts]),
+        class_names=first.class_names,
+    )
 
 
 def _add_error_handlers(app: FastAPI) -> None:
@@ -414,7 +561,7 @@ class _Service:
 
     def check_count(self, field: str, count: int) -> None:
         limit = self.settings.max_candidates
-        if count > limit:
+        if limit is not None and count > limit:
             raise _TooLarge(f"{field}: {count} items, over the limit of {limit} per request")
 
     def check_text(self, field: str, text: str) -> None:
@@ -455,7 +602,7 @@ class _Service:
         return {"status": "ready", "models": list(self.models)}
 
     async def prometheus(self) -> Response:
-        return Response(generate_latest(self.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        return Response(self.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     async def list_models(self) -> JSONResponse:
         rows = [

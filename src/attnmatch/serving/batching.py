@@ -11,7 +11,9 @@ request its own rows of the result.
 Why: a forward over 64 pairs costs far less than 64 forwards over one pair (the matrix products
 are wider, the Python overhead is paid once), so under load the throughput grows with the
 batch while a lone request waits at most `max_wait_ms` more. A request larger than
-`max_batch_pairs` runs alone (the Matcher cuts it into its own inference batches). If a batch
+`max_batch_pairs` is split into parts of `max_batch_pairs` pairs, queued one after another (so
+other requests share the model between them) and joined by `join`; without `join` it runs alone
+(the Matcher cuts it into its own inference batches). If a batch
 fails, each of its requests is retried alone, so one request's error never fails another's.
 With `batching=False` every request runs alone (the baseline of `benchmarks/serve_load.py`).
 """
@@ -58,6 +60,8 @@ class Batcher(Generic[R]):
         on_batch: called with the number of pairs of every call of `run` (metrics).
         on_thread_start: called once on the model's thread when it starts, before any `run`
             (e.g. to set torch's intra-op threads for that thread).
+        join: the results of consecutive parts of one request's pairs as one; given, a request
+            over `max_batch_pairs` is queued in parts of that many pairs.
 
     Example:
         >>> batcher = Batcher(matcher.predict_pairs, max_batch_pairs=256, max_wait_ms=5)
@@ -73,6 +77,7 @@ class Batcher(Generic[R]):
         batching: bool = True,
         on_batch: Callable[[int], None] | None = None,
         on_thread_start: Callable[[], None] | None = None,
+        join: Callable[[list[R]], R] | None = None,
     ) -> None:
         if isinstance(max_batch_pairs, bool) or not isinstance(max_batch_pairs, int):
             raise ValueError(f"max_batch_pairs must be an integer >= 1, got {max_batch_pairs!r}")
@@ -86,6 +91,7 @@ class Batcher(Generic[R]):
         self.batching = batching
         self._on_batch = on_batch
         self._on_thread_start = on_thread_start
+        self._join = join
         self._executor: ThreadPoolExecutor | None = None  # made on first use, again after aclose
         self._worker: _Worker[R] | None = None
         self.forwards = 0  # calls of `run` so far
@@ -94,6 +100,13 @@ class Batcher(Generic[R]):
         """`run(pairs)`, computed together with the pairs of concurrent requests."""
         if not self.batching:
             return await self.call(self._forward, pairs)
+        size = self.max_batch_pairs
+        if self._join is not None and len(pairs) > size:
+            parts = [await self._queued(pairs[i : i + size]) for i in range(0, len(pairs), size)]
+            return self._join(parts)
+        return await self._queued(pairs)
+
+    async def _queued(self, pairs: Pairs) -> R:
         worker = self._ensure_worker()
         future: asyncio.Future[R] = worker.loop.create_future()
         worker.queue.put_nowait(_Request(pairs, future, worker.loop.time()))

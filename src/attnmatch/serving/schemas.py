@@ -10,9 +10,26 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
-Pair = tuple[StrictStr, StrictStr]
+
+def _encodable(text: str) -> str:
+    """`text`, when UTF-8 can encode it: JSON's escapes let a client send a lone surrogate
+    (`"\\ud800"`), which no answer, log or tokenizer can hold; such a text is a 422 naming its
+    field rather than a 500 when the answer echoes it."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(
+                f"character {e.start} is a lone surrogate (\\u{ord(text[e.start]):04x}), "
+                "which UTF-8 cannot encode"
+            ) from None
+    return text
+
+
+Text = Annotated[StrictStr, AfterValidator(_encodable)]
+Pair = tuple[Text, Text]
 
 
 class _Strict(BaseModel):
@@ -22,25 +39,25 @@ class _Strict(BaseModel):
 class RankRequest(_Strict):
     """`POST /v1/rank`: candidates for one query, best first."""
 
-    model: StrictStr | None = None
-    query: StrictStr
-    candidates: Annotated[list[StrictStr], Field(min_length=1)]
+    model: Text | None = None
+    query: Text
+    candidates: Annotated[list[Text], Field(min_length=1)]
     top_k: Annotated[StrictInt, Field(ge=1)] | None = None
 
 
 class PairsRequest(_Strict):
     """`POST /v1/score` and `POST /v1/classify`: (left, right) pairs."""
 
-    model: StrictStr | None = None
+    model: Text | None = None
     pairs: Annotated[list[Pair], Field(min_length=1)]
 
 
 class ExplainRequest(_Strict):
     """`POST /v1/explain`: one pair whose attention maps to return."""
 
-    model: StrictStr | None = None
-    left: StrictStr
-    right: StrictStr
+    model: Text | None = None
+    left: Text
+    right: Text
 
 
 class RerankRequest(BaseModel):
@@ -49,9 +66,9 @@ class RerankRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    query: StrictStr
-    texts: Annotated[list[StrictStr], Field(min_length=1)]
+    query: Text
+    texts: Annotated[list[Text], Field(min_length=1)]
     return_text: StrictBool = False
     truncate: StrictBool | None = None
-    truncation_direction: StrictStr | None = None
+    truncation_direction: Text | None = None
     raw_scores: StrictBool = False

@@ -1,0 +1,106 @@
+"""Running the app on uvicorn: one process, or `workers` processes behind one port.
+
+With `workers > 1`, uvicorn starts that many processes on one listening socket (the kernel
+spreads the connections); each loads its own copy of the models (`worker_app`, from the plan in
+the `ATTNMATCH_SERVE_PLAN` environment variable) and batches its own requests. The Prometheus
+metrics are written by every worker into one folder (prometheus_client's multiprocess mode,
+`PROMETHEUS_MULTIPROC_DIR`, a temporary folder made here) and `/metrics` sums them, whichever
+worker answers. Why processes: the model's Python and the event loop share one interpreter lock,
+so one process uses little more than one core (docs/serving.md, "More than one core").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import sys
+import tempfile
+from typing import Any
+
+from attnmatch.matcher import Matcher, load_matcher
+from attnmatch.serving.app import ServeSettings, create_app
+from attnmatch.serving.limits import HttpLimits, protocol_options, use_limits
+
+PLAN_ENV = "ATTNMATCH_SERVE_PLAN"
+
+
+def load_models(specs: list[tuple[str, str]], device: Any, precision: str) -> dict[str, Matcher]:
+    """name -> the Matcher of each (name, spec), on `device` in `precision`."""
+    return {name: load_matcher(spec).to(device, precision=precision) for name, spec in specs}
+
+
+def run(
+    specs: list[tuple[str, str]],
+    *,
+    host: str,
+    port: int,
+    workers: int,
+    device: Any,
+    precision: str,
+    settings: ServeSettings,
+    limits: HttpLimits,
+    loaded: dict[str, Matcher] | None = None,
+) -> None:
+    """Serves the models `specs` (name, spec) on host:port until stopped (Ctrl-C, SIGTERM).
+
+    `loaded`: the models already loaded (one process serves them; with `workers > 1` each worker
+    loads its own).
+    """
+    import uvicorn
+
+    common: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "access_log": False,  # the attnmatch.serve logger writes one JSON line per request
+        "timeout_graceful_shutdown": 10,
+        "log_level": "warning",
+        **protocol_options(limits),
+    }
+    log_requests()
+    if workers == 1:
+        models = loaded if loaded is not None else load_models(specs, device, precision)
+        uvicorn.Server(uvicorn.Config(create_app(models, settings=settings), **common)).run()
+        return
+    plan = {
+        "models": specs,
+        "device": str(device),
+        "precision": precision,
+        "settings": dataclasses.asdict(settings),
+        "limits": dataclasses.asdict(limits),
+    }
+    with tempfile.TemporaryDirectory(prefix="attnmatch-metrics-") as metrics_dir:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+        os.environ[PLAN_ENV] = json.dumps(plan)
+        try:
+            uvicorn.run(
+                "attnmatch.serving.server:worker_app", factory=True, workers=workers, **common
+            )
+        finally:
+            del os.environ["PROMETHEUS_MULTIPROC_DIR"], os.environ[PLAN_ENV]
+
+
+def worker_app() -> Any:
+    """The app of one worker process, built from the plan `run` left in the environment."""
+    import torch
+
+    plan = json.loads(os.environ[PLAN_ENV])
+    use_limits(HttpLimits(**plan["limits"]))
+    settings = plan["settings"]
+    settings["allowed_hosts"] = tuple(settings["allowed_hosts"])
+    specs = [(name, spec) for name, spec in plan["models"]]
+    log_requests()
+    models = load_models(specs, torch.device(plan["device"]), plan["precision"])
+    return create_app(models, settings=ServeSettings(**settings))
+
+
+def log_requests() -> None:
+    """The `attnmatch.serve` logger writes one JSON line per request on stderr."""
+    access = logging.getLogger("attnmatch.serve")
+    if not access.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        access.addHandler(handler)
+        access.setLevel(logging.INFO)
+        access.propagate = False
