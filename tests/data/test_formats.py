@@ -81,6 +81,7 @@ def test_own_data_trains_identically_from_tsv_csv_jsonl_and_parquet(
     reference = runs["tsv"]
     assert reference.dev and reference.test
     first = weights(reference.model_dir)
+    reference_data = json.loads((reference.model_dir / "metrics.json").read_text())["data"]
     for fmt, run in runs.items():
         assert (run.dev, run.test, run.best_epoch) == (
             reference.dev,
@@ -90,6 +91,8 @@ def test_own_data_trains_identically_from_tsv_csv_jsonl_and_parquet(
         assert [h["train_loss"] for h in run.history] == [
             h["train_loss"] for h in reference.history
         ], fmt
+        card_data = json.loads((run.model_dir / "metrics.json").read_text())["data"]
+        assert card_data == reference_data, fmt  # the card's hashes: the rows, not the file
         other = weights(run.model_dir)
         assert all(other[k].equal(first[k]) for k in first), fmt  # type: ignore[attr-defined]
 

@@ -259,6 +259,7 @@ def _finish(
     )
     metrics = {
         "dataset": exp.config.data.dataset,
+        "data": split_fingerprints(exp),
         "protocols": {
             "dev": dev.protocol if dev else None,
             "test": test.protocol if test else None,
@@ -276,6 +277,16 @@ def _finish(
     }
     run.write_result(result, metrics)
     return result
+
+
+def split_fingerprints(exp: Experiment) -> dict[str, dict[str, Any]]:
+    """Each split's pairs, groups and SHA-256 as read (`model_card.fingerprint`), for the
+    metrics and the model card."""
+    from attnmatch.model_card import fingerprint
+
+    splits = {"train": exp.fit_examples}
+    splits |= {name: s.examples for name, s in (("dev", exp.dev), ("test", exp.test)) if s}
+    return {name: fingerprint(examples) for name, examples in splits.items() if examples}
 
 
 FLOOR_ENCODER_PAIRS = 5000  # the zero-shot encoder floor on larger splits costs minutes of CPU
