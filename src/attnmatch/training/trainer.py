@@ -45,6 +45,7 @@ from attnmatch.training.loop import (
 )
 from attnmatch.training.optim import make_optimizer
 from attnmatch.training.run_dir import RunDir, TrainResult, TrainState, environment
+from attnmatch.training.trackers import epoch_logs
 
 
 @contextmanager
@@ -80,6 +81,7 @@ def train(
     experiment: Experiment | None = None,
     on_epoch: EpochCallback | None = None,
     tensorboard: bool = False,
+    log: Sequence[str] = (),
 ) -> TrainResult:
     """Trains `config` into `output_dir` (layout: `attnmatch.training.run_dir`).
 
@@ -90,7 +92,10 @@ def train(
             from the config.
         on_epoch: called after each epoch with its log entry (`loop.fit`); may raise to stop.
         tensorboard: also write each epoch's scalars to output_dir/tensorboard/
-            (`attnmatch.training.tensorboard`; needs the tensorboard package).
+            (`attnmatch.training.tensorboard`; needs the tensorboard package); the same as
+            "tensorboard" in `log`.
+        log: experiment trackers that record each epoch: "tensorboard", "mlflow", "wandb"
+            (`attnmatch.training.trackers`; each needs its package).
 
     Raises:
         FileExistsError: output_dir holds a previous run and neither `resume` nor `overwrite`
@@ -119,23 +124,24 @@ def train(
         exp.matcher.to(device, precision=config.train.precision)  # before the optimiser
         optimizer = _optimizer(exp)
         state = _first_state(exp, optimizer, run, resume, console)
-        if tensorboard and distributed.world().is_main:
-            from attnmatch.training.tensorboard import with_tensorboard
-
-            on_epoch = with_tensorboard(run.path, on_epoch)
-        if optimizer is not None:
-            fit(
-                exp,
-                optimizer,
-                state,
-                run,
-                console=console,
-                progress=progress,
-                wall_start=start,
-                on_epoch=on_epoch,
-            )
-            if (stalled := never_improved(exp, state)) is not None:
-                console.print(stalled, highlight=False, markup=False)
+        trackers = (*log, *(("tensorboard",) if tensorboard else ()))
+        if not distributed.world().is_main:
+            trackers = ()
+        logging = epoch_logs(trackers, run.path, config.to_dict(), on_epoch)
+        with logging as logged:
+            if optimizer is not None:
+                fit(
+                    exp,
+                    optimizer,
+                    state,
+                    run,
+                    console=console,
+                    progress=progress,
+                    wall_start=start,
+                    on_epoch=logged,
+                )
+                if (stalled := never_improved(exp, state)) is not None:
+                    console.print(stalled, highlight=False, markup=False)
         result = _shared_result(partial(_finish, exp, state, run, start, console))
         assert result is not None
         return result
@@ -330,6 +336,7 @@ def train_seeds(
     progress: bool = True,
     console: Console | None = None,
     tensorboard: bool = False,
+    log: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Trains one run per seed into output_dir/seed-<s>/ and summarises mean ± std.
     `resume` and `overwrite` apply to each seed's folder (see `train`).
@@ -352,6 +359,7 @@ def train_seeds(
                 progress=progress,
                 console=console,
                 tensorboard=tensorboard,
+                log=log,
             )
         )
     summary = {
