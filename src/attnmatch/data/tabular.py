@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import csv
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -42,6 +42,7 @@ SUFFIXES: tuple[str, ...] = (
     ".parquet",
 )
 Row = tuple[int, dict[str, Any]]  # (line or spreadsheet row number, {column: value})
+Rows = Generator[Row, None, None]
 PAIR_COLUMNS = ("left", "right", "label", "group")  # what `columns` may rename
 PARQUET_BATCH_ROWS = 4096  # rows converted to Python at a time
 
@@ -55,7 +56,7 @@ def table_kind(path: str | Path) -> TableKind | None:
     return "parquet" if name.endswith(".parquet") else None
 
 
-def read_table(path: str | Path, *, what: str = "pairs file") -> tuple[list[str], Iterator[Row]]:
+def read_table(path: str | Path, *, what: str = "pairs file") -> tuple[list[str], Rows]:
     """The columns and rows of a CSV, JSONL or parquet file (the format from its name).
 
     Rows are read lazily; iterate them to the end (or close the iterator) to close the file.
@@ -79,7 +80,7 @@ def read_table(path: str | Path, *, what: str = "pairs file") -> tuple[list[str]
     raise ValueError(f"{path}: not a .csv, .jsonl or .parquet file")
 
 
-def _csv_table(path: Path, what: str) -> tuple[list[str], Iterator[Row]]:
+def _csv_table(path: Path, what: str) -> tuple[list[str], Rows]:
     lines = open_text(path, what=what)
     reader = csv.reader(lines, strict=True)
     try:
@@ -108,7 +109,7 @@ def _csv_row(path: Path, reader: Any) -> tuple[int, list[str]] | None:
             return start, row
 
 
-def _csv_rows(path: Path, lines: Any, reader: Any, header: list[str]) -> Iterator[Row]:
+def _csv_rows(path: Path, lines: Any, reader: Any, header: list[str]) -> Rows:
     with lines:
         while (found := _csv_row(path, reader)) is not None:
             start, row = found
@@ -120,7 +121,7 @@ def _csv_rows(path: Path, lines: Any, reader: Any, header: list[str]) -> Iterato
             yield start, dict(zip(header, row, strict=True))
 
 
-def _jsonl_table(path: Path, what: str) -> tuple[list[str], Iterator[Row]]:
+def _jsonl_table(path: Path, what: str) -> tuple[list[str], Rows]:
     lines = open_text(path, what=what)
     try:
         first = _next_object(path, lines)
@@ -146,7 +147,7 @@ def _next_object(path: Path, lines: Any) -> Row | None:
     return None
 
 
-def _jsonl_rows(path: Path, lines: Any, header: list[str], first: Row) -> Iterator[Row]:
+def _jsonl_rows(path: Path, lines: Any, header: list[str], first: Row) -> Rows:
     with lines:
         row: Row | None = first
         while row is not None:
@@ -160,7 +161,7 @@ def _jsonl_rows(path: Path, lines: Any, header: list[str], first: Row) -> Iterat
             row = _next_object(path, lines)
 
 
-def _parquet_table(path: Path) -> tuple[list[str], Iterator[Row]]:
+def _parquet_table(path: Path) -> tuple[list[str], Rows]:
     try:
         import pyarrow.parquet as pq
     except ImportError as e:
@@ -177,7 +178,7 @@ def _parquet_table(path: Path) -> tuple[list[str], Iterator[Row]]:
     return header, _parquet_rows(path, file, header)
 
 
-def _parquet_rows(path: Path, file: Any, header: list[str]) -> Iterator[Row]:
+def _parquet_rows(path: Path, file: Any, header: list[str]) -> Rows:
     row = 2  # spreadsheet numbering: the header is row 1
     try:
         for batch in file.iter_batches(batch_size=PARQUET_BATCH_ROWS):
