@@ -41,7 +41,7 @@ _DataDirOption = Annotated[
     Path | None,
     typer.Option(
         help="The dataset's folder (data.data_dir); for --dataset pairs, the folder of your "
-        "train.tsv, dev.tsv, test.tsv."
+        "train.tsv, dev.tsv, test.tsv (or .csv, .jsonl, .parquet)."
     ),
 ]
 _TaskOption = Annotated[
