@@ -51,6 +51,9 @@ def test_a_trained_model_has_a_card_that_agrees_with_its_metrics(tmp_path: Path)
     dev_map = metrics["dev"]["map"]
     assert f"| map | {dev_map:.4f} | {metrics['test']['map']:.4f} |" in text
     assert f"/ {bm25:.4f} |" in text
+    speed = metrics["speed"]
+    assert speed["pairs"] == metrics["data"]["test"]["pairs"] and speed["pairs_per_s"] > 0
+    assert f"{speed['pairs_per_s']} pairs/s on cpu with {speed['threads']} thread(s)" in text
     assert Matcher.load(result.model_dir).metrics == metrics  # the card is not read back
 
 

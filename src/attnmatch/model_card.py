@@ -279,9 +279,18 @@ def _value(value: Any) -> str:
 
 def _speed_section(metrics: dict[str, Any]) -> str:
     speed = metrics.get("speed")
-    if not isinstance(speed, dict) or not speed:
+    if not isinstance(speed, dict) or not isinstance(speed.get("pairs_per_s"), int | float):
         return "## Speed\n\nNot measured for this model."
-    return "## Speed\n\n" + "\n".join(f"- {k}: {v}" for k, v in speed.items())
+    threads = speed.get("threads")
+    one = (
+        "one CPU thread" if threads == 1 and speed.get("device") == "cpu" else "not one CPU thread"
+    )
+    return (
+        f"## Speed\n\n{speed['pairs_per_s']} pairs/s on {speed.get('device', 'unknown')} with "
+        f"{threads} thread(s) ({one}), {speed.get('measured', 'measured once')}, over "
+        f"{speed.get('pairs')} pairs: a single measurement, noisy on a shared machine; "
+        "`attnmatch score` on your own pairs measures it where the model will run."
+    )
 
 
 def _use_section(facts: dict[str, Any]) -> str:

@@ -234,9 +234,11 @@ def _finish(
         best.inputs.enable_cache(input_layer(best.model))  # shares the run's cache when frozen
     exp_best = dataclasses.replace(exp, matcher=best)
     dev = evaluate_split(exp_best, exp.dev) if exp.dev is not None else None
-    test = None
+    test, speed = None, None
     if exp.test is not None:
+        began = time.perf_counter()
         outputs = best.predict(exp.test.data)
+        speed = _speed(len(exp.test.data), time.perf_counter() - began, best)
         test = report_from_outputs(outputs, exp.test.data, exp.test.protocol, task=best.task)
         # Per-item results (per query or pair), for paired tests between runs
         # (attnmatch.research.claims).
@@ -280,9 +282,24 @@ def _finish(
         "device": str(exp.matcher.device),
         "wall_time_s": result.wall_time_s,
         "train_time_s": result.train_time_s,
+        "speed": speed,
     }
     run.write_result(result, metrics)
     return result
+
+
+def _speed(pairs: int, seconds: float, matcher: Matcher) -> dict[str, Any] | None:
+    """How fast the test split was scored, for the model card: one pass, as it happened (no
+    warm-up, on whatever else the machine ran)."""
+    if pairs == 0 or seconds <= 0:
+        return None
+    return {
+        "pairs_per_s": round(pairs / seconds, 1),
+        "pairs": pairs,
+        "device": str(matcher.device),
+        "threads": torch.get_num_threads(),
+        "measured": "scoring the test split once, at the end of training",
+    }
 
 
 def split_fingerprints(exp: Experiment) -> dict[str, dict[str, Any]]:
