@@ -179,6 +179,7 @@ def test_save_then_load_gives_identical_scores(model_dir: Path, tmp_path: Path) 
     original = Matcher.load(model_dir)
     saved = original.save(tmp_path / "copy")
     assert sorted(p.name for p in saved.iterdir()) == [
+        "README.md",
         "config.json",
         "metrics.json",
         "model.safetensors",

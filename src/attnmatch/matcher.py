@@ -38,6 +38,7 @@ from attnmatch.configs import ConfigError
 from attnmatch.data.collate import bucketed_batches, collate
 from attnmatch.data.encoding import EncodedPairs, encode_examples
 from attnmatch.data.schema import Example
+from attnmatch.data.tabular import table_columns
 from attnmatch.devices import (
     Precision,
     autocast,
@@ -380,14 +381,16 @@ class Matcher:
         seed: int = 1,
         output_dir: str | Path | None = None,
         progress: bool = False,
+        columns: dict[str, str] | None = None,
         **train_options: Any,
     ) -> Matcher:
         """Trains a model and returns it as a Matcher (see `attnmatch.training.fit_matcher`).
 
         Args:
-            train, dev: lists of (left, right, label) tuples, pandas DataFrames with columns
-                left, right, label (and optionally group), or a dataset name ("wikiqa"). With
-                no dev split nothing is selected: the last epoch is kept.
+            train, dev: lists of (left, right, label) tuples, pandas DataFrames or Hugging Face
+                `datasets.Dataset`s with columns left, right, label (and optionally group), or
+                a dataset name ("wikiqa"). With no dev split nothing is selected: the last
+                epoch is kept.
             model: a preset or model type; default: for your own pairs the fine-tuned MiniLM
                 bi-encoder ("minilm_bi_encoder") when the minilm extra is installed, else
                 and for a dataset name "amvlstm_q".
@@ -405,6 +408,8 @@ class Matcher:
                 among them device ("cpu", "cuda", "cuda:N", "auto") and precision ("fp32",
                 "bf16", "fp16"): the returned Matcher is on that device, in that precision.
             output_dir: the run folder (a temporary one by default).
+            columns: for a DataFrame or Dataset whose columns are named otherwise, {our
+                name: theirs}, e.g. {"left": "question", "right": "answer"}.
         """
         from attnmatch.training.api import fit_matcher
 
@@ -419,6 +424,7 @@ class Matcher:
             output_dir=output_dir,
             progress=progress,
             train_options=train_options,
+            columns=columns,
         )
 
     def save(self, path: str | Path, *, metrics: dict[str, Any] | None = None) -> Path:
@@ -520,16 +526,26 @@ class Matcher:
         self._finite(predictions.scores, "score")
         return predictions
 
-    def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+    def score(
+        self, pairs: Sequence[tuple[str, str]] | Any, *, columns: dict[str, str] | None = None
+    ) -> np.ndarray:
         """One score per (left, right) pair, higher = better match.
 
         Ranking models: their relevance score. Classification models: log P(last class) (e.g.
         "duplicate", "paraphrase"). Regression models: the predicted similarity, on the
         training data's scale (e.g. 0-5 for STS).
 
+        Args:
+            pairs: (left, right) tuples, or a pandas DataFrame or `datasets.Dataset` with
+                columns left and right (other columns ignored).
+            columns: the table's names for left and right, e.g. {"left": "question"}.
+
         Returns:
             (N,) float32.
         """
+        table = table_columns(pairs, "pairs", required=("left", "right"), columns=columns)
+        if table is not None:
+            pairs = list(zip(table["left"], table["right"], strict=True))
         if len(pairs) == 0:
             return np.zeros(0, dtype=np.float32)
         return self.predict_pairs(pairs).scores

@@ -5,6 +5,8 @@
     vocab.json         word-vector inputs: the vocabulary, or
     tokenizer.json     transformer inputs: the sub-word tokenizer (Hugging Face format)
     metrics.json       how the model was trained and evaluated (optional)
+    README.md          the model card, generated from config.json and metrics.json
+                       (`attnmatch.model_card`; Hugging Face Hub metadata), never read back
 
 Writes are atomic: the folder appears complete or not at all. Every file is strict JSON (a
 metric that is not a finite number is written as null). Directories of the first format
@@ -29,7 +31,7 @@ import safetensors.torch
 import torch
 from torch import nn
 
-from attnmatch import __version__, configs
+from attnmatch import __version__, configs, model_card
 from attnmatch.atomic import atomic_directory, write_text_atomic
 from attnmatch.inputs import migrate_v1
 from attnmatch.strict_json import MAX_JSON_DEPTH as MAX_JSON_DEPTH  # the depth read_json allows
@@ -101,6 +103,8 @@ def write(
         _save_weights(model, tmp / "model.safetensors")
         if metrics:
             (tmp / "metrics.json").write_text(_metrics_json(metrics), encoding="utf-8")
+        card = model_card.render(full, json.loads(_metrics_json(metrics or {})))
+        (tmp / model_card.FILE).write_text(card, encoding="utf-8")
     return path
 
 
@@ -131,8 +135,11 @@ def _save_weights(model: nn.Module, file: Path) -> None:
 
 
 def write_metrics(path: str | Path, metrics: dict[str, Any]) -> None:
-    """Replaces a model directory's metrics.json atomically."""
-    write_text_atomic(Path(path) / "metrics.json", _metrics_json(metrics))
+    """Replaces a model directory's metrics.json, then its model card, atomically each."""
+    path, text = Path(path), _metrics_json(metrics)
+    write_text_atomic(path / "metrics.json", text)
+    card = model_card.render(read_json(path / "config.json"), json.loads(text))
+    write_text_atomic(path / model_card.FILE, card)
 
 
 def _metrics_json(metrics: dict[str, Any]) -> str:

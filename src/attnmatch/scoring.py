@@ -4,7 +4,9 @@ Input, a file (`.gz` is read transparently) or stdin, UTF-8, one pair per line:
 
 - TSV with a header line naming the columns `left` and `right`; other columns are kept;
 - headerless `LEFT<TAB>RIGHT` lines;
-- JSONL: one object per line with string values under "left" and "right"; other keys are kept.
+- JSONL: one object per line with string values under "left" and "right"; other keys are kept;
+- CSV with a header (`.csv`, `.csv.gz`) or parquet (`.parquet`), by the file's name, with
+  columns `left` and `right` (others kept), read by `attnmatch.data.tabular` (`table_records`).
 
 Blank lines are skipped, a UTF-8 byte order mark is dropped, and every error names the file and
 line (`pairs.tsv:7: ...`; `attnmatch.data.textfile` reads the files). JSON is strict: `NaN`,
@@ -30,7 +32,7 @@ from __future__ import annotations
 import io
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,8 +42,10 @@ from typing import Any, Literal
 import numpy as np
 
 from attnmatch.atomic import open_text_atomic
+from attnmatch.data.tabular import read_table, table_kind, text_value
 from attnmatch.data.textfile import (
     GZIP_MAGIC,
+    DatasetFormatError,
     TextLines,
     check_file,
     open_text,
@@ -74,7 +78,8 @@ class ScoredChunk:
 class PairsFile:
     """Pair records read lazily from a file or stdin (formats in the module docstring).
 
-    The format is decided by the file name (`.jsonl`, `.jsonl.gz`: JSONL) or else by the first
+    A `.csv` (`.csv.gz`) or `.parquet` name is read by `table_records`. Otherwise the format
+    is decided by the file name (`.jsonl`, `.jsonl.gz`: JSONL) or else by the first
     non-blank line: an object (`{`, no tab) means JSONL, a line whose tab-separated fields include
     `left` and `right` is a TSV header, anything else is a headerless `LEFT<TAB>RIGHT` pair. Use
     it as a context manager, which closes the file.
@@ -90,6 +95,14 @@ class PairsFile:
 
     def __init__(self, path: str | Path | None) -> None:
         self._stack = ExitStack()
+        self._table: Generator[PairRecord, None, None] | None = None
+        self.format: Literal["tsv", "tsv-header", "jsonl", "table"] = "tsv"
+        self.columns: list[str] = []  # TSV header: every column; JSONL: the first object's keys
+        if path is not None and table_kind(path) in ("csv", "parquet"):  # by name, not content
+            self.source, self.format = str(path), "table"  # CSV or parquet
+            self.columns, self._table = table_records(path)
+            self._stack.callback(self._table.close)
+            return
         if path is None or str(path) == "-":
             lines = _stdin_lines(
                 "no pairs: pass a file (PAIRS or --pairs) or pipe LEFT<TAB>RIGHT lines on stdin"
@@ -99,8 +112,6 @@ class PairsFile:
         self.source = lines.name
         self._stack.enter_context(lines)
         self._lines = _numbered_lines(lines)
-        self.format: Literal["tsv", "tsv-header", "jsonl"] = "tsv"
-        self.columns: list[str] = []  # TSV header: every column; JSONL: the first object's keys
         self._pending: tuple[int, str] | None = None
         try:
             self._read_format()
@@ -133,6 +144,9 @@ class PairsFile:
         return [c for c in self.columns if c not in ("left", "right")]
 
     def __iter__(self) -> Iterator[PairRecord]:
+        if self._table is not None:
+            yield from self._table
+            return
         if self._pending is not None:
             yield self._parse(*self._pending)
             self._pending = None
@@ -184,6 +198,31 @@ class PairsFile:
                     f'{where}: "{key}" must be a string, got {type(obj[key]).__name__}'
                 )
         return obj
+
+
+def table_records(path: str | Path) -> tuple[list[str], Generator[PairRecord, None, None]]:
+    """The columns and pair records of a CSV (with a header) or parquet file: text columns
+    `left` and `right`, the others kept as they are (`attnmatch.data.tabular`).
+
+    Raises:
+        DatasetFormatError: a header without left or right; later, while reading, a row that
+            does not fit it or a left or right that is not text (naming file, line, column).
+    """
+    path = Path(path)
+    columns, rows = read_table(path)
+    if missing := [c for c in ("left", "right") if c not in columns]:
+        rows.close()
+        raise DatasetFormatError(
+            f"{path}:1: the header lacks column(s) {missing}; it has {', '.join(columns)}"
+        )
+
+    def records() -> Generator[PairRecord, None, None]:
+        for line, row in rows:
+            left = text_value(path, line, "left", row.pop("left"))
+            right = text_value(path, line, "right", row.pop("right"))
+            yield PairRecord(left, right, row, line)
+
+    return columns, records()
 
 
 def _stdin_lines(terminal: str) -> TextLines:

@@ -188,14 +188,16 @@ def _pairs_info(folder: Path | None) -> None:
     """`datasets info pairs`: the rules of your own pairs (and what a folder holds)."""
     from attnmatch.data.datasets import pairs
     from attnmatch.data.labels import RULE
+    from attnmatch.data.tabular import SUFFIXES
 
     columns = ", ".join(pairs.COLUMNS)
     out.print(f"[bold]pairs[/bold]: {pairs.TITLE} (task: any)", highlight=False)
     lines = {
         "use": "attnmatch train --dataset pairs:FOLDER; attnmatch evaluate MODEL --dataset "
         "pairs:FOLDER[:SPLIT] (default split test)",
-        "files": "train.tsv (required), dev.tsv, test.tsv, or any <split>.tsv; .tsv.gz is read "
-        "too; UTF-8, tab-separated, no quoting; blank lines skipped",
+        "files": "train.tsv (required), dev.tsv, test.tsv, or any <split>.tsv; .tsv.gz, .csv "
+        "(with a header), .csv.gz, .jsonl, .jsonl.gz and .parquet are read too, one file a split; "
+        "UTF-8, TSV without quoting; blank lines skipped",
         "columns": f"a header naming {columns} and optionally group (the query id; default the "
         "left text), in any order; any other column is an error",
         "task": f"option task=auto reads it from train's labels: {RULE}; '1.0' is 1",
@@ -208,8 +210,8 @@ def _pairs_info(folder: Path | None) -> None:
         out.print(f"[bold]{key}[/bold]: {shown(text)}", highlight=False)
     if folder is None:
         return
-    present = sorted(p.name for p in folder.glob("*.tsv*") if p.name.endswith((".tsv", ".tsv.gz")))
-    files = ", ".join(present) or "no .tsv files"
+    present = sorted(p.name for p in folder.iterdir() if p.name.endswith(SUFFIXES))
+    files = ", ".join(present) or "no pairs files"
     out.print(f"[bold]local folder[/bold]: {shown(folder)}: {shown(files)}")
     if pairs.split_path(folder, pairs.TRAIN) is not None:
         scheme, _ = pairs.label_scheme(folder, pairs.TRAIN, pairs.resolve_options({}))

@@ -23,6 +23,8 @@ from attnmatch.terminal import shown, visible
 
 class _Logger(StrEnum):
     tensorboard = "tensorboard"
+    mlflow = "mlflow"
+    wandb = "wandb"
 
 
 class _TaskKind(StrEnum):
@@ -39,7 +41,7 @@ _DataDirOption = Annotated[
     Path | None,
     typer.Option(
         help="The dataset's folder (data.data_dir); for --dataset pairs, the folder of your "
-        "train.tsv, dev.tsv, test.tsv."
+        "train.tsv, dev.tsv, test.tsv (or .csv, .jsonl, .parquet)."
     ),
 ]
 _TaskOption = Annotated[
@@ -89,8 +91,10 @@ _LogOption = Annotated[
     list[_Logger],
     typer.Option(
         "--log",
-        help="Also log each epoch's scalars: tensorboard (OUTPUT/tensorboard/; the "
-        "tensorboard extra).",
+        help="Also log each epoch's scalars and the config to a tracker: tensorboard "
+        "(OUTPUT/tensorboard/), mlflow (MLFLOW_TRACKING_URI, else OUTPUT/mlruns/), wandb "
+        "(WANDB_MODE=offline works without a network); repeat for several. Each needs its "
+        "extra.",
     ),
 ]
 
@@ -142,13 +146,13 @@ def train(
             overrides = _merge_key(overrides, key, value)
     exp = _experiment(config, overrides, task)
     exp = exp.with_inputs(inputs, trainable=fine_tune)
-    tensorboard = _Logger.tensorboard in log
-    if tensorboard:  # before training: a missing package fails at once, with its install hint
-        from attnmatch.training.tensorboard import check_installed
+    trackers = tuple(dict.fromkeys(logger.value for logger in log))
+    if trackers:  # before training: a missing package fails at once, with its install hint
+        from attnmatch.training.trackers import check_installed
 
-        check_installed()
+        check_installed(trackers)
     runs = {"resume": resume, "overwrite": overwrite, "progress": progress}
-    _train_and_report(exp, output, seed_list, tensorboard=tensorboard, **runs)
+    _train_and_report(exp, output, seed_list, log=trackers, **runs)
 
 
 def _experiment(config: Path | None, overrides: dict[str, Any], task: _TaskKind | None) -> Any:
@@ -188,7 +192,7 @@ def _train_and_report(
     resume: bool,
     overwrite: bool,
     progress: bool,
-    tensorboard: bool,
+    log: tuple[str, ...],
 ) -> None:
     """Trains one run (or one per seed) into `output` and prints its metrics (or their mean
     ± std over seeds)."""
@@ -205,7 +209,7 @@ def _train_and_report(
             overwrite=overwrite,
             progress=progress,
             console=err,
-            tensorboard=tensorboard,
+            log=log,
         )
         _print_summary(summary, run_title)
         return
@@ -216,7 +220,7 @@ def _train_and_report(
         overwrite=overwrite,
         progress=progress,
         console=err,
-        tensorboard=tensorboard,
+        log=log,
     )
     _print_metrics({"dev": result.dev, "test": result.test}, title=run_title)
     _print_floors(result.floors)

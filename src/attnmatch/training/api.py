@@ -17,6 +17,7 @@ from attnmatch.data.datasets import Split
 from attnmatch.data.datasets.pairs import evaluation_examples
 from attnmatch.data.labels import Labels, LabelScheme, choose_task, read_labels
 from attnmatch.data.schema import Example
+from attnmatch.data.tabular import table_columns
 from attnmatch.inputs import parse_inputs
 from attnmatch.matcher import Matcher
 from attnmatch.models import default_inputs
@@ -26,17 +27,19 @@ from attnmatch.training.experiment import experiment_from_splits
 from attnmatch.training.trainer import train as train_run
 
 
-def read_pairs(data: Any, name: str) -> tuple[list[tuple[str, str, str]], Labels]:
-    """(left, right, label[, group]) tuples, or a DataFrame with columns left, right, label (and
-    optionally group), as `(left, right, group)` triples and their labels (`read_labels`:
-    numbers, or class names such as "duplicate"). Ranking groups default to the left text."""
-    if hasattr(data, "to_dict") and hasattr(data, "columns"):  # a pandas DataFrame
-        missing = {"left", "right", "label"} - set(data.columns)
-        if missing:
-            raise ValueError(f"{name}: the DataFrame lacks column(s) {sorted(missing)}")
-        has_group = "group" in data.columns
-        cols = ["left", "right", "label"] + (["group"] if has_group else [])
-        data = list(data[cols].itertuples(index=False, name=None))
+def read_pairs(
+    data: Any, name: str, columns: dict[str, str] | None = None
+) -> tuple[list[tuple[str, str, str]], Labels]:
+    """(left, right, label[, group]) tuples, or a pandas DataFrame or Hugging Face
+    `datasets.Dataset` with columns left, right, label (and optionally group; `columns` maps
+    them to the table's own names), as `(left, right, group)` triples and their labels
+    (`read_labels`: numbers, or class names such as "duplicate"). Ranking groups default to the
+    left text."""
+    table = table_columns(
+        data, name, required=("left", "right", "label"), optional=("group",), columns=columns
+    )
+    if table is not None:
+        data = list(zip(*table.values(), strict=True))
     texts: list[tuple[str, str, str]] = []
     raw_labels: list[object] = []
     for i, row in enumerate(data):
@@ -54,10 +57,15 @@ def read_pairs(data: Any, name: str) -> tuple[list[tuple[str, str, str]], Labels
     return texts, read_labels(raw_labels, [f"{name}: row {i}" for i in range(len(texts))])
 
 
-def as_examples(data: Any, name: str, scheme: LabelScheme | None = None) -> list[Example]:
+def as_examples(
+    data: Any,
+    name: str,
+    scheme: LabelScheme | None = None,
+    columns: dict[str, str] | None = None,
+) -> list[Example]:
     """`data` (see `read_pairs`) as Examples labelled by `scheme` (class indices for
     classification); without a scheme, labels must be numbers (ints when integral)."""
-    return _labelled(*read_pairs(data, name), scheme, name)
+    return _labelled(*read_pairs(data, name, columns), scheme, name)
 
 
 def _labelled(
@@ -112,6 +120,7 @@ def fit_matcher(
     output_dir: str | Path | None,
     progress: bool,
     train_options: dict[str, Any],
+    columns: dict[str, str] | None = None,
 ) -> Matcher:
     """`Matcher.fit` (its docstring has the arguments)."""
     train_settings = {"seed": seed, **train_options}
@@ -135,10 +144,10 @@ def fit_matcher(
     with _caller_rng_kept():  # training seeds the global generators; the caller's come back
         if output_dir is None:  # a temporary run folder; the Matcher is kept in memory
             with tempfile.TemporaryDirectory(prefix="attnmatch-fit-") as tmp:
-                matcher = _fit(train, dev, base, task, Path(tmp), progress)
+                matcher = _fit(train, dev, base, task, Path(tmp), progress, columns)
                 matcher.path = None
                 return matcher
-        return _fit(train, dev, base, task, Path(output_dir), progress)
+        return _fit(train, dev, base, task, Path(output_dir), progress, columns)
 
 
 @contextmanager
@@ -154,18 +163,26 @@ def _caller_rng_kept() -> Iterator[None]:
 
 
 def _fit(
-    train: Any, dev: Any, base: dict[str, Any], task: str | None, out: Path, progress: bool
+    train: Any,
+    dev: Any,
+    base: dict[str, Any],
+    task: str | None,
+    out: Path,
+    progress: bool,
+    columns: dict[str, str] | None,
 ) -> Matcher:
     if isinstance(train, str):  # a registered dataset, its standard splits
         config = _config(base, DataConfig(dataset=train))
         return _trained(config, train_run(config, out, progress=progress).model_dir)
-    texts, labels = read_pairs(train, "train")
+    texts, labels = read_pairs(train, "train", columns)
     scheme = choose_task(labels, [group for _, _, group in texts], task=task or "auto")
     train_split = _split(_labelled(texts, labels, scheme, "train"), "train", scheme)
     dev_split = None
     if dev is not None:
         # ranking: questions with their answers only are ranked among all the answers
-        dev_examples, _ = evaluation_examples(as_examples(dev, "dev", scheme), scheme, "dev")
+        dev_examples, _ = evaluation_examples(
+            as_examples(dev, "dev", scheme, columns), scheme, "dev"
+        )
         dev_split = _split(dev_examples, "dev", scheme)
     config = _config(base, DataConfig(dataset="pairs", test_split=None))
     exp = experiment_from_splits(config, train_split, dev_split, None)

@@ -45,6 +45,7 @@ from attnmatch.training.loop import (
 )
 from attnmatch.training.optim import make_optimizer
 from attnmatch.training.run_dir import RunDir, TrainResult, TrainState, environment
+from attnmatch.training.trackers import epoch_logs
 
 
 @contextmanager
@@ -80,6 +81,7 @@ def train(
     experiment: Experiment | None = None,
     on_epoch: EpochCallback | None = None,
     tensorboard: bool = False,
+    log: Sequence[str] = (),
 ) -> TrainResult:
     """Trains `config` into `output_dir` (layout: `attnmatch.training.run_dir`).
 
@@ -90,7 +92,10 @@ def train(
             from the config.
         on_epoch: called after each epoch with its log entry (`loop.fit`); may raise to stop.
         tensorboard: also write each epoch's scalars to output_dir/tensorboard/
-            (`attnmatch.training.tensorboard`; needs the tensorboard package).
+            (`attnmatch.training.tensorboard`; needs the tensorboard package); the same as
+            "tensorboard" in `log`.
+        log: experiment trackers that record each epoch: "tensorboard", "mlflow", "wandb"
+            (`attnmatch.training.trackers`; each needs its package).
 
     Raises:
         FileExistsError: output_dir holds a previous run and neither `resume` nor `overwrite`
@@ -119,23 +124,24 @@ def train(
         exp.matcher.to(device, precision=config.train.precision)  # before the optimiser
         optimizer = _optimizer(exp)
         state = _first_state(exp, optimizer, run, resume, console)
-        if tensorboard and distributed.world().is_main:
-            from attnmatch.training.tensorboard import with_tensorboard
-
-            on_epoch = with_tensorboard(run.path, on_epoch)
-        if optimizer is not None:
-            fit(
-                exp,
-                optimizer,
-                state,
-                run,
-                console=console,
-                progress=progress,
-                wall_start=start,
-                on_epoch=on_epoch,
-            )
-            if (stalled := never_improved(exp, state)) is not None:
-                console.print(stalled, highlight=False, markup=False)
+        trackers = (*log, *(("tensorboard",) if tensorboard else ()))
+        if not distributed.world().is_main:
+            trackers = ()
+        logging = epoch_logs(trackers, run.path, config.to_dict(), on_epoch)
+        with logging as logged:
+            if optimizer is not None:
+                fit(
+                    exp,
+                    optimizer,
+                    state,
+                    run,
+                    console=console,
+                    progress=progress,
+                    wall_start=start,
+                    on_epoch=logged,
+                )
+                if (stalled := never_improved(exp, state)) is not None:
+                    console.print(stalled, highlight=False, markup=False)
         result = _shared_result(partial(_finish, exp, state, run, start, console))
         assert result is not None
         return result
@@ -228,9 +234,11 @@ def _finish(
         best.inputs.enable_cache(input_layer(best.model))  # shares the run's cache when frozen
     exp_best = dataclasses.replace(exp, matcher=best)
     dev = evaluate_split(exp_best, exp.dev) if exp.dev is not None else None
-    test = None
+    test, speed = None, None
     if exp.test is not None:
+        began = time.perf_counter()
         outputs = best.predict(exp.test.data)
+        speed = _speed(len(exp.test.data), time.perf_counter() - began, best)
         test = report_from_outputs(outputs, exp.test.data, exp.test.protocol, task=best.task)
         # Per-item results (per query or pair), for paired tests between runs
         # (attnmatch.research.claims).
@@ -259,6 +267,7 @@ def _finish(
     )
     metrics = {
         "dataset": exp.config.data.dataset,
+        "data": split_fingerprints(exp),
         "protocols": {
             "dev": dev.protocol if dev else None,
             "test": test.protocol if test else None,
@@ -273,9 +282,34 @@ def _finish(
         "device": str(exp.matcher.device),
         "wall_time_s": result.wall_time_s,
         "train_time_s": result.train_time_s,
+        "speed": speed,
     }
     run.write_result(result, metrics)
     return result
+
+
+def _speed(pairs: int, seconds: float, matcher: Matcher) -> dict[str, Any] | None:
+    """How fast the test split was scored, for the model card: one pass, as it happened (no
+    warm-up, on whatever else the machine ran)."""
+    if pairs == 0 or seconds <= 0:
+        return None
+    return {
+        "pairs_per_s": round(pairs / seconds, 1),
+        "pairs": pairs,
+        "device": str(matcher.device),
+        "threads": torch.get_num_threads(),
+        "measured": "scoring the test split once, at the end of training",
+    }
+
+
+def split_fingerprints(exp: Experiment) -> dict[str, dict[str, Any]]:
+    """Each split's pairs, groups and SHA-256 as read (`model_card.fingerprint`), for the
+    metrics and the model card."""
+    from attnmatch.model_card import fingerprint
+
+    splits = {"train": exp.fit_examples}
+    splits |= {name: s.examples for name, s in (("dev", exp.dev), ("test", exp.test)) if s}
+    return {name: fingerprint(examples) for name, examples in splits.items() if examples}
 
 
 FLOOR_ENCODER_PAIRS = 5000  # the zero-shot encoder floor on larger splits costs minutes of CPU
@@ -319,6 +353,7 @@ def train_seeds(
     progress: bool = True,
     console: Console | None = None,
     tensorboard: bool = False,
+    log: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Trains one run per seed into output_dir/seed-<s>/ and summarises mean ± std.
     `resume` and `overwrite` apply to each seed's folder (see `train`).
@@ -341,6 +376,7 @@ def train_seeds(
                 progress=progress,
                 console=console,
                 tensorboard=tensorboard,
+                log=log,
             )
         )
     summary = {

@@ -1,10 +1,14 @@
-"""Your own pairs: a folder of `<split>.tsv` (or `<split>.tsv.gz`) files; only train is required.
+"""Your own pairs: a folder of `<split>.tsv` files (or `.csv`, `.jsonl`, `.parquet`, and
+`.tsv.gz`, `.csv.gz`, `.jsonl.gz`); only train is required, one file per split.
 
-Format: UTF-8, tab-separated, quoting off (a field may hold quotes, never a tab or a newline).
-The header names the columns `left`, `right`, `label` and optionally `group` (the query id;
-without it the left text groups the pairs), in any order; any other column, or one named twice,
-is an error. Blank lines are skipped; a UTF-8 byte order mark is dropped; every error names the
-file and line (`attnmatch.data.textfile` reads the files).
+TSV: UTF-8, tab-separated, quoting off (a field may hold quotes, never a tab or a newline).
+CSV (with a header), JSONL (an object per line) and parquet are read by `attnmatch.data.tabular`.
+The columns (a CSV, TSV or parquet header; a JSONL object's keys) are `left`, `right`, `label`
+and optionally `group` (the query id; without it the left text groups the pairs), in any order;
+any other column, or one named twice, is an error. Blank lines are skipped; a UTF-8 byte order
+mark is dropped; every error names the file and line (a parquet row is numbered as in a
+spreadsheet, the header being row 1) and, for a value, the column. A JSONL or parquet label may
+be a number or text, a group an integer or text; the texts are text.
 
 A pair is its group and its two texts (spaces normalised). The same pair twice in one file with
 two labels is an error naming both lines; the same pair twice with the same label is read once
@@ -33,7 +37,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,11 +59,12 @@ from attnmatch.data.labels import (
     read_labels,
 )
 from attnmatch.data.schema import Example
+from attnmatch.data.tabular import SUFFIXES, read_table, table_kind, text_value
 from attnmatch.data.textfile import check_file
 from attnmatch.tasks import Task
 
 NAME = "pairs"
-TITLE = "your own pairs: a folder of <split>.tsv files"
+TITLE = "your own pairs: a folder of <split>.tsv (.csv, .jsonl, .parquet) files"
 COLUMNS = ("left", "right", "label")
 OPTIONAL_COLUMNS = ("group",)
 OPTIONS: dict[str, Any] = {"task": "auto", "min_score": None, "max_score": None, "holdout_seed": 0}
@@ -115,20 +120,23 @@ class PairsSplit:
 
 
 def split_path(folder: str | Path, split: str) -> Path | None:
-    """`folder/<split>.tsv` or `folder/<split>.tsv.gz`, whichever exists (None: neither).
+    """`folder/<split>.tsv` (or one of the other `tabular.SUFFIXES`: `.tsv.gz`, `.csv`,
+    `.jsonl`, `.parquet`, ...), whichever exists (None: none).
 
     Raises:
-        DatasetFormatError: both exist (which one is meant is unclear).
+        DatasetFormatError: two exist (which one is meant is unclear).
         IsADirectoryError: one of them is a folder.
     """
     root = Path(folder).expanduser()
-    plain, gz = root / f"{split}.tsv", root / f"{split}.tsv.gz"
-    for path in (plain, gz):
+    candidates = [root / f"{split}{suffix}" for suffix in SUFFIXES]
+    for path in candidates:
         if path.is_dir():
             raise IsADirectoryError(f"{path} is a folder; expected the {split} file")
-    if plain.is_file() and gz.is_file():
-        raise DatasetFormatError(f"{plain} and {gz} both exist; keep one")
-    return plain if plain.is_file() else gz if gz.is_file() else None
+    found = [path for path in candidates if path.is_file()]
+    if len(found) > 1:
+        both = "both" if len(found) == 2 else "all"
+        raise DatasetFormatError(f"{' and '.join(map(str, found))} {both} exist; keep one")
+    return found[0] if found else None
 
 
 def read_pairs_file(path: str | Path) -> PairsFile:
@@ -151,26 +159,22 @@ def _read_pairs_file(name: str, resolved: str, size: int, mtime_ns: int) -> Pair
     lefts: list[str] = []
     rights: list[str] = []
     groups: list[str] = []
-    raw_labels: list[str] = []
+    raw_labels: list[object] = []
     lines: list[int] = []
-    with open_text(path) as f:
-        header = _header(path, f.readline())
-        col = {c: i for i, c in enumerate(header)}
-        for lineno, line in enumerate(f, start=2):
-            if not line.strip():
-                continue
-            fields = tsv_fields(line, header, path=path, lineno=lineno)
-            left, right = fields[col["left"]], fields[col["right"]]
-            if not left.strip() or not right.strip():
-                raise DatasetFormatError(f"{path}:{lineno}: empty left or right text")
-            group = fields[col["group"]] if "group" in col else left
-            if not group.strip():
-                raise DatasetFormatError(f"{path}:{lineno}: empty group")
-            lefts.append(left)
-            rights.append(right)
-            groups.append(group)
-            raw_labels.append(fields[col["label"]])
-            lines.append(lineno)
+    header, rows = _rows(path)
+    for lineno, row in rows:
+        left = text_value(path, lineno, "left", row["left"])
+        right = text_value(path, lineno, "right", row["right"])
+        if not left.strip() or not right.strip():
+            raise DatasetFormatError(f"{path}:{lineno}: empty left or right text")
+        group = text_value(path, lineno, "group", row["group"]) if "group" in row else left
+        if not group.strip():
+            raise DatasetFormatError(f"{path}:{lineno}: empty group")
+        lefts.append(left)
+        rights.append(right)
+        groups.append(group)
+        raw_labels.append(row["label"])
+        lines.append(lineno)
     if not lines:
         raise DatasetFormatError(f"{path}: no pairs after the header")
     try:
@@ -181,7 +185,38 @@ def _read_pairs_file(name: str, resolved: str, size: int, mtime_ns: int) -> Pair
     if repeated:
         lefts, rights, groups = _pick(lefts, keep), _pick(rights, keep), _pick(groups, keep)
         labels, lines = _pick(labels, keep), _pick(lines, keep)
-    return PairsFile(path, lefts, rights, groups, labels, lines, "group" in col, repeated)
+    return PairsFile(path, lefts, rights, groups, labels, lines, "group" in header, repeated)
+
+
+def _rows(path: Path) -> tuple[list[str], Iterator[tuple[int, dict[str, Any]]]]:
+    """A pairs file's checked columns and its rows `(line, {column: value})`, read by the
+    reader of its extension (TSV here, the others by `attnmatch.data.tabular`)."""
+    if table_kind(path) in (None, "tsv"):
+        return _tsv_rows(path)
+    header, rows = read_table(path)
+    _header(path, header, "")
+    return header, rows
+
+
+def _tsv_rows(path: Path) -> tuple[list[str], Iterator[tuple[int, dict[str, Any]]]]:
+    f = open_text(path)
+    try:
+        first = f.readline()
+        if not first:
+            raise DatasetFormatError(f"{path}: empty file; the first line must name the columns")
+        header = _header(path, first.rstrip("\r\n").split("\t"), " (tab-separated)")
+    except BaseException:
+        f.close()
+        raise
+
+    def rows() -> Iterator[tuple[int, dict[str, Any]]]:
+        with f:
+            for lineno, line in enumerate(f, start=2):
+                if line.strip():
+                    fields = tsv_fields(line, header, path=path, lineno=lineno)
+                    yield lineno, dict(zip(header, fields, strict=True))
+
+    return header, rows()
 
 
 def _pick(values: list[Any], keep: list[int]) -> list[Any]:
@@ -247,15 +282,13 @@ def check_queries(file: PairsFile) -> None:
             )
 
 
-def _header(path: Path, line: str) -> list[str]:
+def _header(path: Path, header: list[str], separated: str) -> list[str]:
+    """`header`, checked against the pairs columns (`separated` says how a TSV's are)."""
     allowed = f"{', '.join(COLUMNS)} and optionally {', '.join(OPTIONAL_COLUMNS)}"
-    if not line:
-        raise DatasetFormatError(f"{path}: empty file; the first line must name the columns")
-    header = line.rstrip("\r\n").split("\t")
     for name in header:
         if name not in COLUMNS + OPTIONAL_COLUMNS:
             raise DatasetFormatError(
-                f"{path}:1: unknown column {name!r}; the columns are {allowed} (tab-separated)"
+                f"{path}:1: unknown column {name!r}; the columns are {allowed}{separated}"
             )
     if duplicated := sorted(c for c, n in Counter(header).items() if n > 1):
         raise DatasetFormatError(f"{path}:1: column(s) {duplicated} named twice")
@@ -307,7 +340,7 @@ def label_scheme(
         path = split_path(folder, split)
         if path is None:
             raise DatasetNotFoundError(_missing(folder, split))
-        notes = (f"{split}: no {reference}.tsv in {folder}: the task is read from {path.name}",)
+        notes = (f"{split}: no {reference} file in {folder}: the task is read from {path.name}",)
     file = read_pairs_file(path)
     try:
         scheme = choose_task(
@@ -424,10 +457,16 @@ def _repeats_note(split: str, file: PairsFile) -> str:
 def _missing(folder: str | Path, split: str) -> str:
     root = Path(folder).expanduser()
     if root.is_file():
-        return f"pairs: {folder} is a file; pairs:FOLDER names the folder that holds {split}.tsv"
+        return (
+            f"pairs: {folder} is a file; pairs:FOLDER names the folder that holds {split}.tsv "
+            "(or .csv, .jsonl, .parquet)"
+        )
     if not root.is_dir():
         return f"pairs: folder not found: {folder}"
-    return f"pairs: no {split}.tsv (or {split}.tsv.gz) in {folder}"
+    return (
+        f"pairs: no {split}.tsv (or {split}.tsv.gz) in {folder}, nor {split}.csv, "
+        f"{split}.jsonl or {split}.parquet"
+    )
 
 
 def hold_out(
