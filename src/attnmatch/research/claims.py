@@ -1,4 +1,4 @@
-"""`attnmatch reproduce claims`: each paper's claims decided with seeds and paired tests.
+"""`attnmatch reproduce claims`: each paper's claims decided with seeds and a seed-aware test.
 
 The claims live in `benchmarks/claims.toml`. A claim says that system A beats system B
 (``relation = ">"``) or is at least as good (``">="``) on one metric; each system is a row of a
@@ -7,19 +7,26 @@ seed in every setting (the table's own inputs, or another input such as a frozen
 run selected on dev and evaluated once on test, and each run keeps its per-item test results
 (`<run>/test_items.json`: each query's average precision, each pair's prediction).
 
-The decision, per claim and setting:
+Each system's results are kept in the repository, one gzip JSON file per system
+(`results/claims/<setting>/<table>/<row>.json.gz`, `system_file`): written whenever its runs have
+all finished, read when they are not under `runs/`. So `--no-train` decides every claim again
+from a clone; when a system has neither, nothing is written and the missing files are named.
+
+The decision, per claim and setting (`attnmatch.research.claims_stats`):
 
 - each system's mean over seeds, with a 95% t-interval over seeds;
-- the paired difference A - B over the test items: for metrics that are means over items (MAP,
-  MRR, accuracy), each item's value is first averaged over seeds; for Pearson, the statistic is
-  the mean over seeds of Pearson(A) minus that of B (pair-weighted over sets for SemEval STS);
-- its p-value by a paired randomisation test (the two systems' values, or predictions, swapped
-  item by item; two-sided; `resamples` draws) and its 95% interval by the paired bootstrap over
-  items (percentile; resampled within each STS set);
-- the verdict: for "A > B", *holds* when the difference is positive with p < alpha, *does not
-  hold* when the upper end of its interval is below `margin` (A is at best negligibly better),
-  else *undecided*; for "A >= B", *does not hold* when the difference is negative with
-  p < alpha, *holds* when the lower end of its interval is above -`margin`, else *undecided*.
+- the difference A - B of the means (for Pearson, of the seed-mean Pearsons, pair-weighted over
+  sets for SemEval STS), its variance the seed part plus the item part (per-item results, or the
+  earlier item-only interval of the same runs where those were not kept), a t test with the
+  Welch degrees of freedom of the seed part, and its 95% interval;
+- Holm's adjustment of p over the claims of one paper and setting;
+- the verdict: for "A > B", *holds* when the difference is positive with Holm p < alpha, *does
+  not hold* when the upper end of its interval is below `margin` (A is at best negligibly
+  better), else *undecided*; for "A >= B", *does not hold* when the difference is negative with
+  Holm p < alpha, *holds* when the lower end of its interval is above -`margin`, else
+  *undecided*;
+- beside it, the earlier item-only test (`paired_means`, `paired_pearson`: items averaged over
+  seeds, a paired randomisation test and bootstrap over items) and its verdict.
 
 Runs go to `runs/claims/<setting>/<table>/<row>/seed-<n>/`; finished runs (with result.json and
 test_items.json) are reused, so an interrupted reproduction continues where it stopped, and runs
