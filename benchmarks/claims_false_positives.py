@@ -7,7 +7,10 @@ over its two systems) and the earlier item-only test's standard error over items
 p < .05, nominal 2.5%) and of p < .05 are measured for the seed-aware test and for the earlier
 item-only test, and written to results/claims/false_positives.json, which the claims page shows.
 
-Run: python benchmarks/claims_false_positives.py [--reps 2000]
+With --power, it adds the power instead: how often "A > B holds" when A is truly better by
++.02 (twice the margin), with 5 seeds and with 10, on each claim's spreads.
+
+Run: python benchmarks/claims_false_positives.py [--reps 1000] [--power]
 """
 
 from __future__ import annotations
@@ -43,7 +46,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=2000)
     parser.add_argument("--results", type=Path, default=Path("results"))
+    parser.add_argument("--power", action="store_true", help="add the power at +.02")
     args = parser.parse_args()
+    if args.power:
+        add_power(args.results, args.reps)
+        return
     rates = {}
     for spread in spreads(args.results):
         rates[spread.claim] = simulate(spread, reps=args.reps, seed=0) | {
@@ -63,6 +70,29 @@ def main() -> None:
     path = args.results / "claims" / "false_positives.json"
     path.write_text(json.dumps(out, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     print(json.dumps(summary, indent=2))
+
+
+SHIFT = 0.02
+
+
+def add_power(results: Path, reps: int) -> None:
+    """Adds {"power": ...} to results/claims/false_positives.json."""
+    path = results / "claims" / "false_positives.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    power: dict[str, dict[str, float]] = {}
+    for spread in spreads(results):
+        power[spread.claim] = {}
+        for seeds in (5, 10):
+            rates = simulate(spread, reps=reps, seed=2, shift=SHIFT, seeds=seeds)
+            power[spread.claim][str(seeds)] = rates["new_holds"]
+        print(spread.claim, power[spread.claim], flush=True)
+    data["power"] = {
+        "shift": SHIFT, "reps": reps, "claims": power,
+        **{f"mean_{s}": float(np.mean([p[str(s)] for p in power.values()])) for s in (5, 10)},
+        **{f"min_{s}": float(np.min([p[str(s)] for p in power.values()])) for s in (5, 10)},
+        **{f"max_{s}": float(np.max([p[str(s)] for p in power.values()])) for s in (5, 10)},
+    }  # fmt: skip
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -64,3 +64,20 @@ def test_outside_a_checkout_the_commit_is_unknown(
     monkeypatch.setattr(run_dir, "package_repository", lambda: None)
     assert run_dir.source_commit() == "unknown"
     assert run_dir.environment()["commit"] == "unknown"
+
+
+@pytest.mark.parametrize("case", ["c3-reproduce-on-a-dirty-checkout"], ids=str)
+def test_reproduce_says_loudly_that_the_checkout_is_dirty(case: str) -> None:
+    from rich.console import Console
+
+    from attnmatch.research.reproduce import say_if_dirty
+
+    console = Console(record=True, width=200)
+    say_if_dirty("abc1234-dirty", console)
+    text = console.export_text()
+    assert (
+        text.startswith("warning: the code differs from commit abc1234") and "abc1234-dirty" in text
+    )
+    quiet = Console(record=True, width=200)
+    say_if_dirty("abc1234", quiet)
+    assert quiet.export_text() == ""

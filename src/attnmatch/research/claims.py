@@ -953,6 +953,20 @@ def _render_false_positives(fp: dict[str, Any]) -> list[str]:
         f"{old['holds_max']:.1%}) and p < .05 in {old['p05_mean']:.1%}. Holm's adjustment only "
         "lowers these rates.",
         "",
+    ] + _render_power(fp.get("power"))
+
+
+def _render_power(power: dict[str, Any] | None) -> list[str]:
+    """The simulated power of the seed-aware test (false_positives.json's "power")."""
+    if not power:
+        return []
+    return [
+        f"**Power.** The price: when A is truly better by {power['shift']:+.2f}, the test says "
+        f'"A > B holds" (before Holm) in {power["mean_5"]:.0%} of draws on average over the '
+        f"claims' spreads with 5 seeds ({power['min_5']:.0%} to {power['max_5']:.0%}), and in "
+        f"{power['mean_10']:.0%} with 10 seeds ({power['min_10']:.0%} to {power['max_10']:.0%}; "
+        f"{power['reps']:,} draws each, `python benchmarks/claims_false_positives.py --power`).",
+        "",
     ]
 
 
@@ -1117,19 +1131,10 @@ def reproduce_claims(
 
 
 def _say_if_dirty(console: Console) -> None:
-    """A loud line when the package's checkout has changes to src/ or benchmarks/: every run
-    trained now records its commit with "-dirty"."""
+    from attnmatch.research.reproduce import say_if_dirty
     from attnmatch.training.run_dir import source_commit
 
-    commit = source_commit()
-    if commit.endswith("-dirty"):
-        console.print(
-            f"warning: the code differs from commit {commit.removesuffix('-dirty')} (src/ or "
-            f"benchmarks/ changed): every run trained now records {commit}; commit first for "
-            "results that can be traced",
-            style="bold",
-            highlight=False,
-        )
+    say_if_dirty(source_commit(), console)
 
 
 def _check_complete(

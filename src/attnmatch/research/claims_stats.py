@@ -148,30 +148,38 @@ class Spread:
     seeds: int
 
 
-def _draw(spread: Spread, reps: int, rng: np.random.Generator, shift: float) -> np.ndarray:
-    """Simulated per-seed per-item values of two systems, as (2, reps, S, N), under the
+def _draw(
+    spread: Spread, reps: int, rng: np.random.Generator, shift: float, seeds: int
+) -> np.ndarray:
+    """Simulated per-seed per-item values of two systems, as (2, reps, seeds, N), under the
     two-level model with var(w) = 0 (identical systems but for `shift`)."""
     s, n = spread.seeds, spread.items
     # var(d_i) = 2 var(e) / S  ->  var(e); var(seed score) = var(u) + var(e) / N  ->  var(u).
     var_e = spread.item_se**2 * n * s / 2
     var_u = max(spread.seed_sd**2 - var_e / n, 0.0)
-    u = rng.normal(0, math.sqrt(var_u), (2, reps, s, 1))
-    e = rng.normal(0, math.sqrt(var_e), (2, reps, s, n))
+    u = rng.normal(0, math.sqrt(var_u), (2, reps, seeds, 1))
+    e = rng.normal(0, math.sqrt(var_e), (2, reps, seeds, n))
     values = u + e
     values[0] += shift
     return values
 
 
 def simulate(
-    spread: Spread, *, reps: int = 2000, seed: int = 0, shift: float = 0.0
+    spread: Spread,
+    *,
+    reps: int = 2000,
+    seed: int = 0,
+    shift: float = 0.0,
+    seeds: int | None = None,
 ) -> dict[str, float]:
     """Rates of p < .05 and of "A > B holds" (difference > 0, p < .05) for the seed-aware test
     and the earlier item-only test (a paired t over items of the seed-mean values, which the
-    randomisation test approximates), with two systems equal but for `shift`."""
+    randomisation test approximates), with two systems equal but for `shift` (A's), each
+    trained with `seeds` seeds (default: the spread's)."""
     rng = np.random.default_rng(seed)
     out = {"new_p05": 0, "new_holds": 0, "old_p05": 0, "old_holds": 0}
     for start in range(0, reps, 200):
-        values = _draw(spread, min(200, reps - start), rng, shift)
+        values = _draw(spread, min(200, reps - start), rng, shift, seeds or spread.seeds)
         for k in range(values.shape[1]):
             a, b = values[0, k], values[1, k]  # (S, N)
             new = two_level_means(a, b)
