@@ -33,7 +33,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+
+INSTALL_HINT = "pip install 'attnmatch[claims]'"
+try:
+    from scipy import stats
+except ImportError as e:  # pragma: no cover - the claims extra
+    raise ImportError(
+        f"attnmatch reproduce claims needs scipy: {INSTALL_HINT}", name="scipy"
+    ) from e
 
 Z975 = float(stats.norm.ppf(0.975))
 
