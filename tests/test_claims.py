@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from attnmatch import configs
+from attnmatch.research import claims_stats
 from attnmatch.research.claims import (
     Paired,
     load_claims,
     paired_means,
     paired_pearson,
+    read_system,
     reproduce_claims,
     t_interval,
     verdict,
@@ -24,8 +27,8 @@ FIXTURE = Path(__file__).parent / "fixtures" / "pairs_tiny"
 
 
 def test_t_interval_of_a_known_sample() -> None:
-    low, high = t_interval([1.0, 2.0, 3.0])  # mean 2, sd 1, t(0.975, 2) = 4.303
-    half = 4.303 / math.sqrt(3)
+    low, high = t_interval([1.0, 2.0, 3.0])  # mean 2, sd 1, t(0.975, 2) = 4.3027
+    half = 4.302652729911275 / math.sqrt(3)
     assert (low, high) == pytest.approx((2 - half, 2 + half))
 
 
@@ -158,6 +161,11 @@ def test_claims_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     run = tmp_path / "runs" / "claims" / "glove" / "tiny" / "gated" / "seed-1"
     items = json.loads((run / "test_items.json").read_text())
     assert items["kind"] == "ranking" and len(items["queries"]) == 8
+    # The system files keep every seed's per-item results, so the claims are decided from them
+    # alone once the runs are gone.
+    kept = read_system(tmp_path / "results" / "claims" / "glove" / "tiny" / "gated.json.gz")
+    assert [r["seed"] for r in kept["runs"]] == [1, 2] and kept["runs"][0]["items"] == items
+    assert glove["test"] == "two-level (seeds, items)" and glove["earlier"]["on"] == "these runs"
     saved = json.loads((tmp_path / "results" / "claims.json").read_text())
     assert saved["claims"][0]["p"] == glove["p"]
     page = (tmp_path / "results" / "claims.md").read_text()
@@ -174,7 +182,7 @@ def test_claims_without_runs_are_not_run(tmp_path: Path, monkeypatch: pytest.Mon
     _project(tmp_path, monkeypatch)
     result = reproduce_claims(runs_dir=tmp_path / "runs", results_dir=None, train=False)
     assert result["claims"][0]["verdict"] == "not run"
-    assert result["claims"][0]["why"] == "4 of 4 runs not trained"
+    assert result["claims"][0]["why"] == "no results for tiny:gated, tiny:plain"
 
 
 @pytest.mark.parametrize(
@@ -225,3 +233,99 @@ def test_reproduce_update_replaces_only_the_rows_given(
     assert updated["rows"][0] == whole["rows"][0]
     assert updated["rows"][1]["seeds"] == [2]
     assert "gated" in (results / "tiny.md").read_text()
+
+
+def test_decided_again_from_the_system_files_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _project(tmp_path, monkeypatch)
+    runs, results = tmp_path / "runs", tmp_path / "results"
+    first = reproduce_claims(runs_dir=runs, results_dir=results)
+    page = (results / "claims.md").read_bytes()
+    shutil.rmtree(runs)
+    again = reproduce_claims(runs_dir=runs, results_dir=results, train=False)
+    assert again["claims"][0]["p"] == first["claims"][0]["p"]
+    assert (results / "claims.md").read_bytes() == page
+
+
+def test_without_results_nothing_is_overwritten_and_the_exit_is_not_zero(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.hostile._util import run_cli
+
+    _project(tmp_path, monkeypatch)
+    results = tmp_path / "results"
+    results.mkdir()
+    for name in ("claims.json", "claims.md"):
+        (results / name).write_text("committed\n")
+    outcome = run_cli(
+        ["reproduce", "claims", "--no-train", "--runs-dir", str(tmp_path / "runs"),
+         "--results-dir", str(results)],
+        capsys,
+    )  # fmt: skip
+    code, err = outcome.code, " ".join(outcome.stderr.split())
+    assert code != 0
+    assert "2 system(s) have no results" in err and "gated.json.gz" in err
+    assert "nothing written" in err
+    for name in ("claims.json", "claims.md"):
+        assert (results / name).read_text() == "committed\n"
+
+
+REPOSITORY = Path(__file__).parents[1]
+
+
+def test_the_committed_page_is_decided_again_byte_for_byte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clone (results/ and benchmarks/, no runs) decides every claim again, to the byte."""
+    shutil.copytree(REPOSITORY / "results", tmp_path / "results")
+    shutil.copytree(REPOSITORY / "benchmarks", tmp_path / "benchmarks")
+    monkeypatch.chdir(tmp_path)
+    reproduce_claims(runs_dir=tmp_path / "runs", results_dir=tmp_path / "results", train=False)
+    for name in ("claims.md", "claims.json", "README.md"):
+        again = (tmp_path / "results" / name).read_bytes()
+        assert again == (REPOSITORY / "results" / name).read_bytes(), name
+
+
+def test_two_level_counts_the_seeds() -> None:
+    rng = np.random.default_rng(4)
+    items = rng.uniform(0, 1, 400)  # (N,)
+    # Each system's seeds move every item by a common shift: the items alone say nothing of it.
+    a = items[None, :] + rng.normal(0, 0.03, (5, 1)) + rng.normal(0, 0.01, (5, 400))
+    b = items[None, :] + rng.normal(0, 0.03, (5, 1)) + rng.normal(0, 0.01, (5, 400))
+    two = claims_stats.two_level_means(a, b)
+    assert two.diff == pytest.approx(a.mean() - b.mean())
+    seed_var, df = claims_stats.seed_part(a.mean(axis=1), b.mean(axis=1))
+    assert two.seed_var == pytest.approx(seed_var) and two.df == pytest.approx(df) and df <= 8
+    assert two.se**2 == pytest.approx(two.seed_var + two.item_var)
+    assert two.seed_var > 10 * two.item_var
+    old = paired_means(a.mean(axis=0), b.mean(axis=0), resamples=500)
+    assert (two.high - two.low) > 4 * (old.high - old.low)
+    # From per-seed scores and a recorded item interval: the same test.
+    recorded = claims_stats.seed_level(
+        list(a.mean(axis=1)), list(b.mean(axis=1)),
+        claims_stats.recorded_item_part(two.diff - 1.96 * math.sqrt(two.item_var),
+                                        two.diff + 1.96 * math.sqrt(two.item_var)), 400,
+    )  # fmt: skip
+    assert recorded.p == pytest.approx(two.p, rel=1e-3)
+
+
+def test_holm_adjusts_step_down() -> None:
+    assert claims_stats.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert claims_stats.holm([0.5]) == [0.5]
+    assert claims_stats.holm([0.001, 0.9]) == pytest.approx([0.002, 0.9])
+
+
+def test_false_positives_of_identical_systems_stay_under_the_nominal_rate() -> None:
+    # The spreads of DAMM vs ESIM on SICK (seed sd .0215, item se .0048, 4,927 pairs), where
+    # the earlier item-only test said "holds" for about one draw in six.
+    spread = claims_stats.Spread("damm-vs-esim-sick", 0.0215, 0.0048, 4927, 5)
+    rates = claims_stats.simulate(spread, reps=400, seed=1)
+    assert rates["new_holds"] <= 0.05 and rates["new_p05"] <= 0.075
+    assert rates["old_holds"] > 0.08
+
+
+def test_the_committed_false_positive_rates_are_within_the_nominal_rate() -> None:
+    fp = json.loads((REPOSITORY / "results" / "claims" / "false_positives.json").read_text())
+    assert fp["spreads"] >= 20 and fp["reps"] >= 1000
+    assert fp["new"]["holds_max"] <= 0.05 and fp["new"]["holds_mean"] <= 0.025

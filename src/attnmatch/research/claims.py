@@ -1,4 +1,4 @@
-"""`attnmatch reproduce claims`: each paper's claims decided with seeds and paired tests.
+"""`attnmatch reproduce claims`: each paper's claims decided with seeds and a seed-aware test.
 
 The claims live in `benchmarks/claims.toml`. A claim says that system A beats system B
 (``relation = ">"``) or is at least as good (``">="``) on one metric; each system is a row of a
@@ -7,19 +7,26 @@ seed in every setting (the table's own inputs, or another input such as a frozen
 run selected on dev and evaluated once on test, and each run keeps its per-item test results
 (`<run>/test_items.json`: each query's average precision, each pair's prediction).
 
-The decision, per claim and setting:
+Each system's results are kept in the repository, one gzip JSON file per system
+(`results/claims/<setting>/<table>/<row>.json.gz`, `system_file`): written whenever its runs have
+all finished, read when they are not under `runs/`. So `--no-train` decides every claim again
+from a clone; when a system has neither, nothing is written and the missing files are named.
+
+The decision, per claim and setting (`attnmatch.research.claims_stats`):
 
 - each system's mean over seeds, with a 95% t-interval over seeds;
-- the paired difference A - B over the test items: for metrics that are means over items (MAP,
-  MRR, accuracy), each item's value is first averaged over seeds; for Pearson, the statistic is
-  the mean over seeds of Pearson(A) minus that of B (pair-weighted over sets for SemEval STS);
-- its p-value by a paired randomisation test (the two systems' values, or predictions, swapped
-  item by item; two-sided; `resamples` draws) and its 95% interval by the paired bootstrap over
-  items (percentile; resampled within each STS set);
-- the verdict: for "A > B", *holds* when the difference is positive with p < alpha, *does not
-  hold* when the upper end of its interval is below `margin` (A is at best negligibly better),
-  else *undecided*; for "A >= B", *does not hold* when the difference is negative with
-  p < alpha, *holds* when the lower end of its interval is above -`margin`, else *undecided*.
+- the difference A - B of the means (for Pearson, of the seed-mean Pearsons, pair-weighted over
+  sets for SemEval STS), its variance the seed part plus the item part (per-item results, or the
+  earlier item-only interval of the same runs where those were not kept), a t test with the
+  Welch degrees of freedom of the seed part, and its 95% interval;
+- Holm's adjustment of p over the claims of one paper and setting;
+- the verdict: for "A > B", *holds* when the difference is positive with Holm p < alpha, *does
+  not hold* when the upper end of its interval is below `margin` (A is at best negligibly
+  better), else *undecided*; for "A >= B", *does not hold* when the difference is negative with
+  Holm p < alpha, *holds* when the lower end of its interval is above -`margin`, else
+  *undecided*;
+- beside it, the earlier item-only test (`paired_means`, `paired_pearson`: items averaged over
+  seeds, a paired randomisation test and bootstrap over items) and its verdict.
 
 Runs go to `runs/claims/<setting>/<table>/<row>/seed-<n>/`; finished runs (with result.json and
 test_items.json) are reused, so an interrupted reproduction continues where it stopped, and runs
@@ -42,6 +49,8 @@ from rich.console import Console
 
 from attnmatch import configs
 from attnmatch.atomic import write_text_atomic
+from attnmatch.research import claims_stats
+from attnmatch.research.claims_stats import t_interval
 from attnmatch.tasks import item_values
 from attnmatch.terminal import shown
 
@@ -97,6 +106,8 @@ class Target:
     beat: str = ""  # "TABLE:ROW" whose test mean is that number
     paper: float | None = None
     paper_source: str = ""
+    # Which test files the paper's figure is on, in the paper's words, or why it is uncertain.
+    paper_split: str = ""
     zero_shot: str = ""  # "TABLE:ROW" of MiniLM zero-shot on the same files
     candidates: tuple[str, ...] = ()  # only these "TABLE:ROW" rows (default: every row)
 
@@ -319,24 +330,6 @@ def train_runs(
 # ------------------------------------------------------------------------------------ statistics
 
 
-def t_interval(values: Sequence[float]) -> tuple[float, float]:
-    """The 95% t-interval of the mean of `values` (at least 2)."""
-    from statistics import fmean, stdev
-
-    n = len(values)
-    half = _T975[min(n - 1, len(_T975)) - 1] * stdev(values) / math.sqrt(n)
-    m = fmean(values)
-    return m - half, m + half
-
-
-# Student t quantiles 0.975 for 1..30 degrees of freedom (beyond: 30's).
-_T975 = (
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-)  # fmt: skip
-
-
 @dataclass(frozen=True)
 class Paired:
     """A paired comparison over test items."""
@@ -479,6 +472,11 @@ def verdict(relation: str, paired: Paired, alpha: float, margin: float) -> str:
 
 # ------------------------------------------------------------------------------------ collecting
 
+SYSTEM_FORMAT = "attnmatch-claims-system/1"
+MIN_TARGET_SEEDS = 3  # a target is met only by a model trained with this many seeds at least
+PREVIOUS_FILE = "previous.json"  # the earlier item-only test's rows, by "setting/id"
+FALSE_POSITIVES_FILE = "false_positives.json"  # `claims_stats.simulate` on the claims' spreads
+
 
 def read_runs(folders: Sequence[Path]) -> list[dict[str, Any]]:
     """Each finished run's {"result", "items"}."""
@@ -490,74 +488,213 @@ def read_runs(folders: Sequence[Path]) -> list[dict[str, Any]]:
     return out
 
 
-def _item_values(items: dict[str, Any], metric: str) -> tuple[list[str], np.ndarray]:
-    """(item keys, each item's value of `metric`) for metrics that are means over items."""
-    return item_values(items, metric)
+def system_file(results_dir: str | Path, setting: str, system: str) -> Path:
+    """results/claims/<setting>/<table>/<row>.json.gz: a system's per-seed (and per-item)
+    results, kept in the repository so that the claims are decided again from a clone."""
+    from attnmatch.research.reproduce import inside
+
+    table, row = split_system(system)
+    return inside(results_dir, "claims", setting, table, f"{row}.json.gz")
 
 
-def _system_summary(runs: list[dict[str, Any]], metric: str) -> dict[str, Any]:
-    values = [float(r["result"]["test"][metric]) for r in runs]
+def system_record(runs: list[dict[str, Any]], setting: str, system: str) -> dict[str, Any]:
+    """A system file's content from its finished runs (`read_runs`)."""
+    records = []
+    for r in runs:
+        metrics = r["result"]["metrics"]
+        records.append(
+            {
+                "seed": metrics["experiment"]["train"]["seed"],
+                "test": r["result"]["test"],
+                "dev": r["result"].get("dev"),
+                "commit": r["result"].get("commit") or "",
+                "device": str(metrics.get("device", "")),
+                "platform": str(metrics.get("environment", {}).get("platform", "")),
+                "items": r["items"],
+            }
+        )
+    return {"format": SYSTEM_FORMAT, "setting": setting, "system": system, "runs": records}
+
+
+def write_system(path: Path, record: dict[str, Any]) -> None:
+    """Writes a system file (gzip with no time stamp: the same content, the same bytes)."""
+    import gzip
+
+    from attnmatch.atomic import write_bytes_atomic
+    from attnmatch.strict_json import dumps_json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(path, gzip.compress(dumps_json(record).encode("utf-8"), mtime=0))
+
+
+def read_system(path: Path) -> dict[str, Any]:
+    """A system file's content.
+
+    Raises:
+        ValueError: the file is damaged or not a system file (it is named).
+    """
+    import gzip
+    import zlib
+
+    try:
+        record = json.loads(gzip.decompress(path.read_bytes()).decode("utf-8"))
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, ValueError) as e:
+        raise ValueError(f"{path}: not a readable claims system file ({e})") from e
+    if not isinstance(record, dict) or record.get("format") != SYSTEM_FORMAT:
+        raise ValueError(f"{path}: format is not {SYSTEM_FORMAT!r}")
+    if not isinstance(record.get("runs"), list) or len(record["runs"]) < 2:
+        raise ValueError(f"{path}: runs: at least 2 seeds are needed")
+    return record
+
+
+def load_system(
+    spec: ClaimsSpec, setting: str, system: str, runs_dir: str | Path, results_dir: str | Path
+) -> dict[str, Any] | None:
+    """A system's record: from its runs when every seed has finished (with per-item results),
+    else from its system file under `results_dir`; None when neither exists."""
+    folders = [run_folder(runs_dir, setting, system, s) for s in spec.seeds]
+    if all(finished(f) for f in folders):
+        return system_record(read_runs(folders), setting, system) | {"source": "runs"}
+    path = system_file(results_dir, setting, system)
+    if path.is_file():
+        return read_system(path)
+    return None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """A JSON object file of results/claims/ ({} when it is absent)."""
+    if not path.is_file():
+        return {}
+    try:
+        return dict(json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{path}: not a JSON object ({e})") from e
+
+
+def _system_summary(record: dict[str, Any], metric: str) -> dict[str, Any]:
+    runs = record["runs"]
+    values = [float(r["test"][metric]) for r in runs]
     low, high = t_interval(values)
+    devs = [(r.get("dev") or {}).get(metric) for r in runs]
+    known = [float(d) for d in devs if d is not None]
+    dev_mean = float(np.mean(known)) if len(known) == len(devs) else record.get("dev_mean")
     return {
-        "seeds": [r["result"]["metrics"]["experiment"]["train"]["seed"] for r in runs],
+        "seeds": [r["seed"] for r in runs],
         "runs": values,
         "mean": float(np.mean(values)),
         "ci95": [low, high],
-        "dev_mean": float(np.mean([r["result"]["dev"][metric] for r in runs]))
-        if runs[0]["result"].get("dev") and metric in runs[0]["result"]["dev"]
-        else None,
-        "commits": sorted({r["result"].get("commit") or "" for r in runs}),
-        "devices": sorted({str(r["result"]["metrics"].get("device", "")) for r in runs}),
-        "platforms": sorted(
-            {str(r["result"]["metrics"].get("environment", {}).get("platform", "")) for r in runs}
-        ),
+        "dev_mean": dev_mean,
+        "commits": record.get("commits") or sorted({r.get("commit") or "" for r in runs}),
+        "devices": record.get("devices") or sorted({r.get("device") or "" for r in runs}),
+        "platforms": record.get("platforms") or sorted({r.get("platform") or "" for r in runs}),
+        "per_item": all(r.get("items") for r in runs),
     }
+
+
+def _item_matrix(claim: Claim, runs_a: list[Any], runs_b: list[Any]) -> list[np.ndarray]:
+    """Each system's (S, N) per-seed per-item values of a metric that is a mean over items."""
+    keys, _ = item_values(runs_a[0]["items"], claim.metric)
+    out = []
+    for runs in (runs_a, runs_b):
+        rows = []
+        for r in runs:
+            k, v = item_values(r["items"], claim.metric)
+            if k != keys:
+                raise ValueError(f"{claim.id}: the runs were not tested on the same items")
+            rows.append(v)
+        out.append(np.array(rows))  # (S, N)
+    return out
+
+
+def _pearson_inputs(claim: Claim, runs_a: list[Any], runs_b: list[Any]) -> tuple[Any, ...]:
+    """(predictions of A (S_A, N), of B (S_B, N), gold (N,), STS set names or None)."""
+    gold = np.asarray(runs_a[0]["items"]["labels"])
+    for r in runs_a + runs_b:
+        if not np.array_equal(np.asarray(r["items"]["labels"]), gold):
+            raise ValueError(f"{claim.id}: the runs were not tested on the same pairs")
+    pa = np.array([r["items"]["predictions"] for r in runs_a])  # (S_A, N)
+    pb = np.array([r["items"]["predictions"] for r in runs_b])  # (S_B, N)
+    return pa, pb, gold, runs_a[0]["items"].get("groups")
+
+
+def _with_items(claim: Claim, rec_a: Any, rec_b: Any, resamples: int) -> tuple[Any, Paired]:
+    """(the seed-aware test, the earlier item-only test) from both systems' per-item results."""
+    runs_a, runs_b = rec_a["runs"], rec_b["runs"]
+    if claim.metric != "pearson":
+        a, b = _item_matrix(claim, runs_a, runs_b)
+        old = paired_means(a.mean(axis=0), b.mean(axis=0), resamples=resamples)
+        return claims_stats.two_level_means(a, b), old
+    pa, pb, gold, groups = _pearson_inputs(claim, runs_a, runs_b)
+    old = paired_pearson(pa, pb, gold, groups, resamples=max(100, resamples // 5))
+    seed_var, df = claims_stats.seed_part(
+        [r["test"][claim.metric] for r in runs_a], [r["test"][claim.metric] for r in runs_b]
+    )
+    item_var = ((old.high - old.low) / (2 * claims_stats.Z975)) ** 2  # bootstrap over items
+    new = claims_stats.combine(
+        old.diff, seed_var, df, item_var, old.items, "two-level (seeds, items)"
+    )
+    return new, old
 
 
 def decide(
     claim: Claim,
-    runs_a: list[dict[str, Any]],
-    runs_b: list[dict[str, Any]],
+    rec_a: dict[str, Any],
+    rec_b: dict[str, Any],
     *,
-    alpha: float,
-    margin: float,
+    previous: dict[str, Any] | None,
     resamples: int,
 ) -> dict[str, Any]:
-    """The claim's row: both systems' summaries, the paired test and the verdict."""
-    kind = runs_a[0]["items"]["kind"]
-    if claim.metric == "pearson":
-        gold = np.asarray(runs_a[0]["items"]["labels"])
-        for r in runs_a + runs_b:
-            if not np.array_equal(np.asarray(r["items"]["labels"]), gold):
-                raise ValueError(f"{claim.id}: the runs were not tested on the same pairs")
-        pa = np.array([r["items"]["predictions"] for r in runs_a])  # (S, N)
-        pb = np.array([r["items"]["predictions"] for r in runs_b])  # (S, N)
-        paired = paired_pearson(
-            pa, pb, gold, runs_a[0]["items"].get("groups"), resamples=max(100, resamples // 5)
-        )
+    """The claim's row but its verdict (set after Holm's adjustment within its paper): both
+    systems' summaries, the seed-aware test, and the earlier item-only test beside it (run on
+    the per-item results when kept, else as recorded in `previous`)."""
+    a, b = _system_summary(rec_a, claim.metric), _system_summary(rec_b, claim.metric)
+    if a["per_item"] and b["per_item"]:
+        new, old = _with_items(claim, rec_a, rec_b, resamples)
+        earlier: dict[str, Any] | None = {
+            "diff": old.diff, "diff_ci95": [old.low, old.high], "p": old.p, "items": old.items,
+            "on": "these runs",
+        }  # fmt: skip
     else:
-        keys, _ = _item_values(runs_a[0]["items"], claim.metric)
-        per_seed = []
-        for runs in (runs_a, runs_b):
-            values = []
-            for r in runs:
-                k, v = _item_values(r["items"], claim.metric)
-                if k != keys:
-                    raise ValueError(f"{claim.id}: the runs were not tested on the same items")
-                values.append(v)
-            per_seed.append(np.mean(values, axis=0))  # (N,): each item averaged over seeds
-        paired = paired_means(per_seed[0], per_seed[1], resamples=resamples)
+        earlier = (
+            {k: previous[k] for k in ("diff", "diff_ci95", "p", "items")} if previous else None
+        )
+        if earlier is not None:
+            earlier["on"] = "these runs (as recorded)"
+        item_var = claims_stats.recorded_item_part(*earlier["diff_ci95"]) if earlier else None
+        items = earlier["items"] if earlier else 0
+        new = claims_stats.seed_level(a["runs"], b["runs"], item_var, items)
+    if earlier is not None:
+        low, high = earlier["diff_ci95"]
+        tested = Paired(earlier["diff"], low, high, earlier["p"], earlier["items"], "items")
+        earlier["verdict"] = verdict(claim.relation, tested, 0.05, 0.01)  # its own alpha, margin
     return {
-        "kind": kind,
-        "a": _system_summary(runs_a, claim.metric),
-        "b": _system_summary(runs_b, claim.metric),
-        "diff": paired.diff,
-        "diff_ci95": [paired.low, paired.high],
-        "p": paired.p,
-        "items": paired.items,
-        "test": paired.test,
-        "verdict": verdict(claim.relation, paired, alpha, margin),
+        "a": a,
+        "b": b,
+        "diff": new.diff,
+        "diff_ci95": [new.low, new.high],
+        "p": new.p,
+        "se": new.se,
+        "df": new.df,
+        "seed_var": new.seed_var,
+        "item_var": new.item_var,
+        "items": new.items,
+        "test": new.test,
+        "earlier": earlier,
     }
+
+
+def apply_holm(rows: list[dict[str, Any]], alpha: float, margin: float) -> None:
+    """Sets each decided row's Holm-adjusted p (within its setting and paper) and verdict."""
+    families: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["verdict"] != "not run":
+            families.setdefault((r["setting"], r["paper"]), []).append(r)
+    for family in families.values():
+        for r, adjusted in zip(family, claims_stats.holm([r["p"] for r in family]), strict=True):
+            r["p_holm"] = adjusted
+            low, high = r["diff_ci95"]
+            tested = Paired(r["diff"], low, high, adjusted, r["items"], r["test"])
+            r["verdict"] = verdict(r["relation"], tested, alpha, margin)
 
 
 def _described(system: str, metric: str) -> dict[str, Any]:
@@ -566,57 +703,66 @@ def _described(system: str, metric: str) -> dict[str, Any]:
     return {"system": system, "label": row.label, "paper": row.paper.get(metric)}
 
 
+def _claim_row(
+    spec: ClaimsSpec,
+    claim: Claim,
+    setting: Setting,
+    records: dict[str, dict[str, Any] | None],
+    previous: dict[str, Any],
+) -> dict[str, Any]:
+    """A claim's row in `setting` ("not run", with why, when a system has no results)."""
+    row: dict[str, Any] = {
+        "id": claim.id,
+        "paper": claim.paper,
+        "statement": claim.statement,
+        "relation": claim.relation,
+        "metric": claim.metric,
+        "setting": setting.name,
+        "a": _described(claim.a, claim.metric),
+        "b": _described(claim.b, claim.metric),
+        "note": claim.note,
+    }
+    exp = experiment(claim.a, setting)
+    row["dataset"] = exp.data.dataset
+    row["splits"] = [exp.data.train_split, exp.data.dev_split, exp.data.test_split]
+    why = setting.not_run or claim.not_run.get(setting.name, "")
+    missing = [s for s in (claim.a, claim.b) if records.get(s) is None]
+    if why or missing:
+        row["verdict"] = "not run"
+        row["why"] = why or f"no results for {', '.join(missing)}"
+        row["missing"] = [] if why else missing
+        return row
+    rec_a, rec_b = records[claim.a], records[claim.b]
+    assert rec_a is not None and rec_b is not None
+    decided = decide(
+        claim, rec_a, rec_b, previous=previous.get(f"{setting.name}/{claim.id}"),
+        resamples=spec.resamples,
+    )  # fmt: skip
+    row["a"] |= decided.pop("a")
+    row["b"] |= decided.pop("b")
+    return row | decided | {"verdict": "undecided"}
+
+
 def collect(
     spec: ClaimsSpec,
     runs_dir: str | Path,
     settings: Sequence[Setting] | None = None,
     results_dir: str | Path = "results",
 ) -> dict[str, Any]:
-    """results/claims.json's content from the finished runs under `runs_dir`."""
-    from attnmatch.training.trainer import environment
-
+    """results/claims.json's content from each system's runs under `runs_dir`, or its system
+    file under `results_dir/claims/` (`load_system`)."""
+    previous = _read_json(Path(results_dir) / "claims" / PREVIOUS_FILE)
     rows = []
     for setting in settings or spec.settings:
+        systems: dict[str, dict[str, Any] | None] = {}
+        if not setting.not_run:
+            for system in spec.systems():
+                systems[system] = load_system(spec, setting.name, system, runs_dir, results_dir)
         for claim in spec.claims:
-            row: dict[str, Any] = {
-                "id": claim.id,
-                "paper": claim.paper,
-                "statement": claim.statement,
-                "relation": claim.relation,
-                "metric": claim.metric,
-                "setting": setting.name,
-                "a": _described(claim.a, claim.metric),
-                "b": _described(claim.b, claim.metric),
-                "note": claim.note,
-            }
-            exp = experiment(claim.a, setting)
-            row["dataset"] = exp.data.dataset
-            row["splits"] = [exp.data.train_split, exp.data.dev_split, exp.data.test_split]
-            why = setting.not_run or claim.not_run.get(setting.name, "")
-            folders = {
-                side: [run_folder(runs_dir, setting.name, system, s) for s in spec.seeds]
-                for side, system in (("a", claim.a), ("b", claim.b))
-            }
-            missing = [f for fs in folders.values() for f in fs if not finished(f)]
-            if why or missing:
-                row["verdict"] = "not run"
-                row["why"] = why or f"{len(missing)} of {2 * len(spec.seeds)} runs not trained"
-                rows.append(row)
-                continue
-            decided = decide(
-                claim,
-                read_runs(folders["a"]),
-                read_runs(folders["b"]),
-                alpha=spec.alpha,
-                margin=spec.margin,
-                resamples=spec.resamples,
-            )
-            row["protocol"] = read_runs(folders["a"][:1])[0]["items"]["protocol"]
-            row["a"] |= decided.pop("a")
-            row["b"] |= decided.pop("b")
-            rows.append(row | decided)
+            rows.append(_claim_row(spec, claim, setting, systems, previous.get("claims", {})))
+    apply_holm(rows, spec.alpha, spec.margin)
     return {
-        "title": "Each paper's claims, decided with seeds and paired tests",
+        "title": "Each paper's claims, decided with a seed-aware test",
         "seeds": list(spec.seeds),
         "alpha": spec.alpha,
         "margin": spec.margin,
@@ -625,9 +771,10 @@ def collect(
             {"name": s.name, "label": s.label, "inputs": s.inputs, "not_run": s.not_run}
             for s in spec.settings
         ],
-        "commit": environment()["commit"],
         "claims": rows,
         "targets": targets(spec, rows, results_dir),
+        "earlier_test": previous.get("test", ""),
+        "false_positives": _read_json(Path(results_dir) / "claims" / FALSE_POSITIVES_FILE),
         "notes": list(spec.notes),
         "summary": spec.summary,
     }
@@ -716,7 +863,15 @@ def targets(
                 "paper": t.paper,
                 "paper_source": t.paper_source,
                 "zero_shot": zero,
-                "met": bool(best and goal is not None and best["test"] > goal),
+                "above": bool(best and goal is not None and best["test"] > goal),
+                # A target is met on MIN_TARGET_SEEDS seeds at least.
+                "met": bool(
+                    best
+                    and goal is not None
+                    and best["test"] > goal
+                    and best["seeds"] >= MIN_TARGET_SEEDS
+                ),  # fmt: skip
+                "paper_split": t.paper_split,
             }
         )
     return out
@@ -744,24 +899,32 @@ def render(result: dict[str, Any]) -> str:
     lines = [
         f"# {result['title']}",
         "",
-        "*Generated by `attnmatch reproduce claims` from `results/claims.json`; do not edit.*",
+        "*Generated by `attnmatch reproduce claims` from `results/claims.json` and the systems' "
+        "results under `results/claims/`; do not edit. Method: "
+        "[docs/claims.md](../docs/claims.md).*",
         "",
         f"Each system is a row of a reproduced table (`benchmarks/tables/`), trained with "
         f"{len(seeds)} seeds ({', '.join(map(str, seeds))}); each run's epoch is selected on "
         "dev and the test split is evaluated once. *A* and *B*: mean over seeds [95% t-interval "
-        "over seeds]. *A - B*: the paired difference over the test items (queries for MAP, "
-        "pairs for accuracy, each item's value averaged over seeds; for Pearson, the mean over "
-        "seeds of each system's Pearson, pair-weighted over sets for STS) with its 95% paired "
-        f"bootstrap interval; *p*: two-sided paired randomisation test ({result['resamples']:,} "
-        f"draws; {result['resamples'] // 5:,} for Pearson).",
+        "over seeds]. *A - B*: the difference of the two means (for Pearson, of the seed-mean "
+        "Pearsons, pair-weighted over sets for STS) with its 95% interval, and *p*, from the "
+        "seed-aware test: a t test whose variance adds the part over seeds (each system's "
+        "per-seed scores) and the part over test items (each item's seed-mean difference; "
+        "*items (recorded)*: taken from the earlier bootstrap interval over items of the same "
+        "runs, whose per-item results were not kept), with the Welch degrees of freedom of the "
+        "seed part. *Holm*: p adjusted by Holm's step-down method over the claims of the same "
+        "paper and setting.",
         "",
-        f'**Verdicts.** A claim "A > B" *holds* when A - B > 0 with p < {result["alpha"]}; it '
-        f"*does not hold* when the interval's upper end is below {result['margin']} (A is at "
+        f'**Verdicts.** A claim "A > B" *holds* when A - B > 0 with Holm p < {result["alpha"]}; '
+        f"it *does not hold* when the interval's upper end is below {result['margin']} (A is at "
         'best negligibly better, or worse); otherwise it is *undecided*. A claim "A ≥ B" *does '
-        f"not hold* when A - B < 0 with p < {result['alpha']}, *holds* when the interval's lower "
-        f"end is above -{result['margin']}, and is otherwise *undecided*.",
+        f"not hold* when A - B < 0 with Holm p < {result['alpha']}, *holds* when the interval's "
+        f"lower end is above -{result['margin']}, and is otherwise *undecided*. *Earlier*: the "
+        f"earlier test's difference, interval, p and verdict on the same runs "
+        f"({result.get('earlier_test') or 'none recorded'}).",
         "",
     ]
+    lines += _render_false_positives(result.get("false_positives") or {})
     if result.get("summary"):
         lines += [" ".join(result["summary"].split()), ""]
     lines += _render_settings(result)
@@ -775,6 +938,38 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _render_false_positives(fp: dict[str, Any]) -> list[str]:
+    """The simulated false-positive rates of both tests (results/claims/false_positives.json)."""
+    if not fp:
+        return []
+    new, old = fp["new"], fp["old"]
+    return [
+        f"**False positives.** Simulated with two identical systems ({fp['reps']:,} draws for "
+        f"each of the {fp['spreads']} claims' own spreads of seeds and items, {fp['seeds']} "
+        f'seeds; `{fp["command"]}`): the seed-aware test says "A > B holds" in '
+        f"{new['holds_mean']:.1%} of draws on average (at most {new['holds_max']:.1%} for one "
+        f"claim's spreads; nominal 2.5%) and p < .05 in {new['p05_mean']:.1%}; the earlier "
+        f'item-only test said "holds" in {old["holds_mean"]:.1%} (at most '
+        f"{old['holds_max']:.1%}) and p < .05 in {old['p05_mean']:.1%}. Holm's adjustment only "
+        "lowers these rates.",
+        "",
+    ] + _render_power(fp.get("power"))
+
+
+def _render_power(power: dict[str, Any] | None) -> list[str]:
+    """The simulated power of the seed-aware test (false_positives.json's "power")."""
+    if not power:
+        return []
+    return [
+        f"**Power.** The price: when A is truly better by {power['shift']:+.2f}, the test says "
+        f'"A > B holds" (before Holm) in {power["mean_5"]:.0%} of draws on average over the '
+        f"claims' spreads with 5 seeds ({power['min_5']:.0%} to {power['max_5']:.0%}), and in "
+        f"{power['mean_10']:.0%} with 10 seeds ({power['min_10']:.0%} to {power['max_10']:.0%}; "
+        f"{power['reps']:,} draws each, `python benchmarks/claims_false_positives.py --power`).",
+        "",
+    ]
+
+
 def _render_settings(result: dict[str, Any]) -> list[str]:
     """A section per inputs setting: a table of its claims and their verdicts."""
     lines: list[str] = []
@@ -786,25 +981,41 @@ def _render_settings(result: dict[str, Any]) -> list[str]:
             lines += [f"Not run ({what}): {setting['not_run']}", ""]
             continue
         lines += [
-            "| paper | claim | data (metric) | A | B | A - B [95%] | p | verdict |",
-            "|---|---|---|---|---|---|---|---|",
+            "| paper | claim | data (metric) | A | B | A - B [95%] | p | Holm | items | verdict "
+            "| earlier: A - B [95%], p, verdict |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in rows:
             data = f"{r['dataset']} {r['splits'][2]} ({r['metric']})"
             if r["verdict"] == "not run":
                 lines.append(
                     f"| {r['paper']} | {r['statement']} | {data} | {r['a']['label']} | "
-                    f"{r['b']['label']} | — | — | not run: {r['why']} |"
+                    f"{r['b']['label']} | — | — | — | — | not run: {r['why']} | — |"
                 )
                 continue
-            a, b = r["a"], r["b"]
             lines.append(
-                f"| {r['paper']} | {r['statement']} | {data} | {_cell(a)} | {_cell(b)} | "
-                f"{r['diff']:+.3f} [{r['diff_ci95'][0]:+.3f}, {r['diff_ci95'][1]:+.3f}] | "
-                f"{r['p']:.4f} | **{r['verdict']}** |"
+                f"| {r['paper']} | {r['statement']} | {data} | {_cell(r['a'])} | "
+                f"{_cell(r['b'])} | {_interval(r['diff'], r['diff_ci95'])} | {r['p']:.4f} | "
+                f"{r['p_holm']:.4f} | {_items_word(r['test'])} | **{r['verdict']}** | "
+                f"{_earlier(r.get('earlier'))} |"
             )
         lines.append("")
     return lines
+
+
+def _interval(diff: float, ci: list[float]) -> str:
+    return f"{diff:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]"
+
+
+def _items_word(test: str) -> str:
+    """How the item part of a row's test was obtained."""
+    return "items (recorded)" if "record" in test else ("items" if "items" in test else "none")
+
+
+def _earlier(e: dict[str, Any] | None) -> str:
+    if not e:
+        return "—"
+    return f"{_interval(e['diff'], e['diff_ci95'])}, {e['p']:.4f}, {e['verdict']}"
 
 
 def _render_targets(targets: list[dict[str, Any]]) -> list[str]:
@@ -815,11 +1026,14 @@ def _render_targets(targets: list[dict[str, Any]]) -> list[str]:
         "The best model is chosen by its dev mean among every reproduced row of `results/` "
         "(trained rows on the benchmark's standard splits) and the systems above; its test "
         "mean is reported once. *Zero-shot*: MiniLM (all-MiniLM-L6-v2, mean-pooled cosine) on "
-        "the same test files.",
+        f"the same test files. A target is *met* only by a model trained with at least "
+        f"{MIN_TARGET_SEEDS} seeds; a test mean above the target on fewer seeds is shown as "
+        f"*above, N seed(s)*. *Paper's split*: which test files the paper's figure is on, in "
+        "the paper's words, or why that is uncertain.",
         "",
-        "| benchmark | metric | ours (dev-selected) | dev | test | seeds | paper | zero-shot "
-        "| target | met |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| benchmark | metric | ours (dev-selected) | dev | test | seeds | paper | paper's split "
+        "| zero-shot | target | met |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for t in targets:
         best = t["best"] or {}
@@ -827,11 +1041,14 @@ def _render_targets(targets: list[dict[str, Any]]) -> list[str]:
         if t["beat"]:
             goal += f" (`{t['beat']}`)"
         paper = _num(t["paper"]) + (f" ({t['paper_source']})" if t["paper_source"] else "")
+        met = "**yes**" if t["met"] else "no"
+        if t.get("above") and not t["met"]:
+            met = f"above, {best.get('seeds')} seed{'s' if best.get('seeds') != 1 else ''}"
         lines.append(
             f"| {t['benchmark']} | {t['metric']} | {best.get('label', '—')} "
             f"(`{best.get('source', '—')}`) | {_num(best.get('dev'))} | "
             f"{_num(best.get('test'))} | {best.get('seeds', '—')} | {paper} | "
-            f"{_num(t['zero_shot'])} | > {goal} | {'**yes**' if t['met'] else 'no'} |"
+            f"{t.get('paper_split') or '—'} | {_num(t['zero_shot'])} | > {goal} | {met} |"
         )
     lines.append("")
     return lines
@@ -899,6 +1116,7 @@ def reproduce_claims(
             raise ValueError(f"unknown system(s) {unknown}; systems: {spec.systems()}")
     if train:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        _say_if_dirty(console)
         for setting in chosen:
             train_runs(
                 spec, setting, runs_dir, systems=systems, jobs=jobs, threads=threads,
@@ -906,5 +1124,47 @@ def reproduce_claims(
             )  # fmt: skip
     result = collect(spec, runs_dir, list(spec.settings), results_dir or "results")
     if results_dir is not None:
+        _check_complete(spec, result, runs_dir, results_dir)
+        export_systems(spec, runs_dir, results_dir)
         write_results(result, results_dir)
     return result
+
+
+def _say_if_dirty(console: Console) -> None:
+    from attnmatch.research.reproduce import say_if_dirty
+    from attnmatch.training.run_dir import source_commit
+
+    say_if_dirty(source_commit(), console)
+
+
+def _check_complete(
+    spec: ClaimsSpec, result: dict[str, Any], runs_dir: str | Path, results_dir: str | Path
+) -> None:
+    """ValueError naming what is missing when a claim of a run setting has no results: the
+    committed results are then left as they are."""
+    missing = sorted({(r["setting"], s) for r in result["claims"] for s in r.get("missing", [])})
+    if not missing:
+        return
+    shown_ = [
+        f"{system_file(results_dir, setting, system)} (or its {len(spec.seeds)} runs under "
+        f"{run_folder(runs_dir, setting, system, spec.seeds[0]).parent})"
+        for setting, system in missing[:3]
+    ]
+    more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+    raise ValueError(
+        f"{len(missing)} system(s) have no results: {'; '.join(shown_)}{more}; "
+        f"nothing written under {results_dir}"
+    )
+
+
+def export_systems(spec: ClaimsSpec, runs_dir: str | Path, results_dir: str | Path) -> None:
+    """Writes the system file of every system whose runs have all finished (per-item results
+    included), for each setting that is run."""
+    for setting in spec.settings:
+        if setting.not_run:
+            continue
+        for system in spec.systems():
+            folders = [run_folder(runs_dir, setting.name, system, s) for s in spec.seeds]
+            if all(finished(f) for f in folders):
+                record = system_record(read_runs(folders), setting.name, system)
+                write_system(system_file(results_dir, setting.name, system), record)

@@ -148,6 +148,20 @@ def load_table(path: str | Path) -> TableSpec:
     return spec
 
 
+def say_if_dirty(commit: str, console: Console) -> None:
+    """A loud line when the package's checkout has changes to src/ or benchmarks/ (`commit`
+    ends in "-dirty"): every run trained now records its commit so."""
+    if commit.endswith("-dirty"):
+        console.print(
+            f"warning: the code differs from commit {commit.removesuffix('-dirty')} (src/ or "
+            f"benchmarks/ changed): every run trained now records {commit}; commit first for "
+            "results that can be traced",
+            style="bold",
+            highlight=False,
+            markup=False,
+        )
+
+
 def inside(folder: str | Path, *parts: str) -> Path:
     """`folder / parts...`, checked to stay inside `folder` (after resolving '..').
 
@@ -205,6 +219,7 @@ def reproduce(
     namesakes in the existing results/<table>.json (the other rows are kept as they are)."""
     console = console or Console(stderr=True)
     env = environment()  # the code that runs is the code at the start
+    say_if_dirty(env["commit"], console)
     spec = load_table(find_table(table))
     seeds = list(configs.check_seeds(seeds, "seeds") if seeds is not None else spec.seeds)
     selected = _selected_rows(spec, rows)

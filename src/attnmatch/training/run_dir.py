@@ -118,28 +118,54 @@ class TrainResult:
         return out
 
 
-def environment() -> dict[str, Any]:
-    """Versions, machine and git commit recorded with every result."""
+def package_repository() -> Path | None:
+    """The git repository this package runs from (its checkout's root), or None when the
+    package is installed elsewhere (site-packages): provenance is read there only, never in
+    the current folder, whose `.git/config` is the user's."""
+    import attnmatch
+
+    root = Path(attnmatch.__file__).resolve().parents[2]  # <root>/src/attnmatch/__init__.py
+    if (root / "src" / "attnmatch").is_dir() and (root / ".git").exists():
+        return root
+    return None
+
+
+# Git with the options that run commands (fsmonitor, hooks) off and no system or global config.
+_GIT_SAFE = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
+             "-c", "core.untrackedCache=false", "--no-optional-locks")  # fmt: skip
+
+
+def source_commit() -> str:
+    """The commit of the package's own checkout, with "-dirty" when `src/` or `benchmarks/`
+    differ from it; "unknown" outside a checkout (`package_repository`)."""
+    root = package_repository()
+    if root is None:
+        return "unknown"
+    env = os.environ | {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
+                        "GIT_CEILING_DIRECTORIES": str(root.parent), "GIT_OPTIONAL_LOCKS": "0"}  # fmt: skip
+    env.pop("GIT_DIR", None), env.pop("GIT_WORK_TREE", None)
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(root), *_GIT_SAFE, *args],
+            capture_output=True, text=True, timeout=5, check=False, env=env,
+        ).stdout.strip()  # fmt: skip
+
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        ).stdout.strip()
+        commit = git("rev-parse", "--short", "HEAD")
         # Only changes to code and table definitions make a result's commit "dirty".
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", "src", "benchmarks"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        ).stdout.strip()
-        if commit and dirty:
-            commit += "-dirty"
+        dirty = git("status", "--porcelain", "--untracked-files=no", "--", "src", "benchmarks")
     except (OSError, subprocess.SubprocessError):
-        commit = ""
+        return "unknown"
+    if commit and dirty:
+        commit += "-dirty"
+    return commit or "unknown"
+
+
+def environment() -> dict[str, Any]:
+    """Versions, machine and the package's commit (`source_commit`), recorded with every
+    result; a run reads it when it starts."""
+    commit = source_commit()
     return {
         "commit": commit or "unknown",
         "attnmatch": __version__,

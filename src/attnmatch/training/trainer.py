@@ -115,6 +115,7 @@ def train(
     claim = distributed.rank0_context(run.claim, resume, overwrite=overwrite)
     with claim, torch_settings(config.train.threads):
         start = time.perf_counter()
+        env = environment()  # the commit of the code that starts to run, and whether it is clean
         if resume and experiment is None and (done := _finished(run, config, console)) is not None:
             return done
         exp = experiment or build_experiment(config)
@@ -142,7 +143,7 @@ def train(
                 )
                 if (stalled := never_improved(exp, state)) is not None:
                     console.print(stalled, highlight=False, markup=False)
-        result = _shared_result(partial(_finish, exp, state, run, start, console))
+        result = _shared_result(partial(_finish, exp, state, run, start, console, env))
         assert result is not None
         return result
 
@@ -219,10 +220,15 @@ def _optimizer(exp: Experiment) -> torch.optim.Optimizer | None:
 
 
 def _finish(
-    exp: Experiment, state: TrainState, run: RunDir, start: float, console: Console
+    exp: Experiment,
+    state: TrainState,
+    run: RunDir,
+    start: float,
+    console: Console,
+    env: dict[str, Any],
 ) -> TrainResult:
     """Evaluates the selected model on dev and test, computes the floors beside them, and
-    writes the result."""
+    writes the result (with `env`, the environment read when the run started)."""
     t = exp.config.train
     best = Matcher.load(
         run.model_dir,
@@ -251,7 +257,6 @@ def _finish(
         warning = below_floor(metric, dev.metrics[metric], floors["dev"])
         if warning is not None:
             console.print(warning, highlight=False)
-    env = environment()
     result = TrainResult(
         output_dir=run.path,
         model_dir=run.model_dir,
