@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -40,6 +40,21 @@ def _model_specs(specs: list[str]) -> list[tuple[str, str]]:
             )
         seen[name] = spec
     return named
+
+
+_IndexOption = Annotated[
+    Path | None, typer.Option(help="Also serve this index at POST /v1/search (attnmatch index).")
+]
+
+
+def _load_index(path: Path | None) -> Any:
+    """The search index served at /v1/search (`attnmatch.serving.search`), loaded at start."""
+    if path is None:
+        return None
+    from attnmatch.retrieval.search import load_index
+
+    with _reading(path):
+        return load_index(path)
 
 
 def serve(
@@ -77,6 +92,7 @@ def serve(
             "core); 1 leaves a core to the HTTP side on a small machine.",
         ),
     ] = None,
+    index: _IndexOption = None,
 ) -> None:
     """Serve models over HTTP: rank, score, classify, explain, TEI /rerank and a web page."""
     _check_installed()
@@ -99,7 +115,7 @@ def serve(
     for name, spec in _model_specs(models):
         with _reading(spec):
             loaded[name] = load_matcher(spec).to(torch_device, precision=precision.value)
-    app_ = create_app(loaded, settings=settings)
+    app_ = create_app(loaded, settings=settings, index=_load_index(index))
     _log_requests()
     shown_host = f"[{host}]" if ":" in host else host
     err.print(

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -42,6 +42,9 @@ from attnmatch.matcher import Matcher
 from attnmatch.serving.batching import Batcher
 from attnmatch.serving.schemas import ExplainRequest, PairsRequest, RankRequest, RerankRequest
 from attnmatch.tasks import Predictions
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnmatch.retrieval.search import SearchIndex
 
 log = logging.getLogger("attnmatch.serve")
 
@@ -282,8 +285,14 @@ def _finite_json(value: Any) -> Any:
     return value
 
 
-def create_app(models: dict[str, Matcher], *, settings: ServeSettings | None = None) -> FastAPI:
-    """The FastAPI app serving `models` (name -> Matcher; the first is the default model).
+def create_app(
+    models: dict[str, Matcher],
+    *,
+    settings: ServeSettings | None = None,
+    index: SearchIndex | None = None,
+) -> FastAPI:
+    """The FastAPI app serving `models` (name -> Matcher; the first is the default model),
+    and `index` at `POST /v1/search` when given (`attnmatch.serving.search`).
 
     Raises:
         ValueError: no models, or a name that is empty or not a string.
@@ -305,6 +314,10 @@ def create_app(models: dict[str, Matcher], *, settings: ServeSettings | None = N
     app.state.registry = metrics.registry
     _add_error_handlers(app)
     _add_routes(app, service)
+    if index is not None:
+        from attnmatch.serving.search import add_search_route
+
+        add_search_route(app, index)
     app.add_middleware(_Observe, metrics=metrics, max_bytes=settings.max_request_bytes)
     return app
 
