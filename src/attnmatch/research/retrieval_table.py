@@ -148,6 +148,13 @@ def render(data: dict[str, Any]) -> str:
                 f"| {r['first_stage']} | {r['reranker'] or '—'} | {m['recall@100']:.4f} | "
                 f"{m['mrr@10']:.4f} | {ndcg} |"
             )
+    missing = [c for c in CORPORA if c not in {r["corpus"] for r in data["rows"]}]
+    if missing:
+        lines += [
+            "",
+            "Not measured yet: " + ", ".join(f"`{c}`" for c in missing) + f" (`{GENERATOR} "
+            "--reranker minilm-l6=minilm-l6 --reranker mpcnn_attention=MODEL` measures them).",
+        ]
     return "\n".join(lines) + "\n"
 
 
