@@ -207,6 +207,7 @@ _EXTRAS = {
     "optuna": "pip install 'attnmatch[tune]'",
     "tomli_w": "pip install 'attnmatch[tune]'",
     "tensorboard": "pip install 'attnmatch[tensorboard]'",
+    "faiss": "pip install 'attnmatch[retrieval]'",
 }
 
 

@@ -67,7 +67,8 @@ def index(
     elif rebuild:
         if corpus is not None:
             passages = index_files.read_corpus(corpus)
-            info = index_files.write_index(output, passages, dense_source=dense)
+            source = {"file": corpus.name, "sha256": index_files.file_digest(corpus)}
+            info = index_files.write_index(output, passages, dense_source=dense, sources=[source])
         else:
             info = index_files.rebuild_index(output, dense_source=dense)
     else:

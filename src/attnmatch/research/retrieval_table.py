@@ -16,6 +16,7 @@ import argparse
 import json
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,7 @@ class IndexCosine:
         self.rows = {text: row for row, text in enumerate(index.texts)}
         self.queries: dict[str, Any] = {}
 
-    def score(self, pairs: list[tuple[str, str]]) -> Any:
+    def score(self, pairs: Sequence[tuple[str, str]]) -> Any:
         import numpy as np
 
         query = pairs[0][0]

@@ -17,16 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from attnmatch.metrics.ranking import ndcg_at_k, reciprocal_rank
 from attnmatch.retrieval.corpus import Passage
-from attnmatch.retrieval.search import SearchIndex
-
-if TYPE_CHECKING:  # pragma: no cover
-    from attnmatch.matcher import Matcher
+from attnmatch.retrieval.search import Reranker, SearchIndex
 
 METRICS = ("recall@100", "mrr@10", "ndcg@10")
 
@@ -91,7 +87,7 @@ def evaluate_pipeline(
     benchmark: RetrievalBenchmark,
     *,
     first_stage: str,
-    reranker: Matcher | None = None,
+    reranker: Reranker | None = None,
     depth: int = 100,
 ) -> dict[str, float]:
     """Mean metrics over the benchmark's queries of a first stage (and a reranker) on `index`

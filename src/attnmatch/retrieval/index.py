@@ -114,7 +114,7 @@ def _faiss_version(dense_entry: dict[str, Any] | None) -> str | None:
     return str(faiss.__version__)
 
 
-def _file_digest(path: Path) -> str:
+def file_digest(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -185,7 +185,7 @@ def build_index(
             f"{output}: the index exists; add passages with --add, or build it again with --rebuild"
         )
     passages = read_corpus(corpus)
-    source = {"file": Path(corpus).name, "sha256": _file_digest(Path(corpus))}
+    source = {"file": Path(corpus).name, "sha256": file_digest(Path(corpus))}
     return write_index(output, passages, dense_source=dense_source, sources=[source])
 
 
@@ -200,7 +200,7 @@ def add_to_index(corpus: str | Path, index: str | Path) -> IndexInfo:
     vectors = None
     if info.dense_source is not None:
         vectors = dense.read_vector_index(info.path / DENSE_FILE)
-    source = {"file": Path(corpus).name, "sha256": _file_digest(Path(corpus))}
+    source = {"file": Path(corpus).name, "sha256": file_digest(Path(corpus))}
     return write_index(
         info.path,
         old + new,

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 import numpy as np
 
@@ -27,8 +27,12 @@ from attnmatch.retrieval import dense
 from attnmatch.retrieval import index as index_files
 from attnmatch.retrieval.fusion import reciprocal_rank_fusion
 
-if TYPE_CHECKING:  # pragma: no cover
-    from attnmatch.matcher import Matcher
+
+class Reranker(Protocol):
+    """What reranks: a Matcher, or anything scoring (query, passage) pairs alike."""
+
+    def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray: ...
+
 
 FirstStage = Literal["bm25", "dense", "hybrid"]
 FIRST_STAGES: tuple[str, ...] = get_args(FirstStage)
@@ -159,7 +163,7 @@ class SearchIndex:
         self,
         query: str,
         *,
-        reranker: Matcher | None = None,
+        reranker: Reranker | None = None,
         first_stage: str | None = None,
         top_k: int = DEFAULT_TOP_K,
         depth: int = DEFAULT_DEPTH,
