@@ -140,6 +140,9 @@ def render(data: dict[str, Any]) -> str:
             "| first stage | reranker | Recall@100 | MRR@10 | nDCG@10 |",
             "|---|---|---|---|---|",
         ]
+        wanted = [(st, rr) for st in STAGES for rr in (None, *data["rerankers"])]
+        have = {(r["first_stage"], r["reranker"]) for r in rows}
+        absent = [f"{st} + {rr or 'none'}" for st, rr in wanted if (st, rr) not in have]
         best = max(r["metrics"]["ndcg@10"] for r in rows)
         for r in rows:
             m = r["metrics"]
@@ -149,6 +152,13 @@ def render(data: dict[str, Any]) -> str:
                 f"| {r['first_stage']} | {r['reranker'] or '—'} | {m['recall@100']:.4f} | "
                 f"{m['mrr@10']:.4f} | {ndcg} |"
             )
+        if absent:
+            lines += [
+                "",
+                "Not measured yet (the run did not finish in the time available): "
+                + ", ".join(absent)
+                + ".",
+            ]
     missing = [c for c in CORPORA if c not in {r["corpus"] for r in data["rows"]}]
     if missing:
         lines += [
