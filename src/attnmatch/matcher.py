@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -65,6 +65,9 @@ from attnmatch.models.contract import (
 from attnmatch.models.fast import inference_for
 from attnmatch.nn.overlap import WithOverlapFeatures
 from attnmatch.tasks import Predictions, RankingTask, Task
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnmatch.retrieval.search import Hit, SearchIndex
 
 # Labelled pairs that calibrate a zero-shot matcher: Examples or (left, right, label) tuples.
 Calibration = Sequence[Example] | Sequence[tuple[str, str, int | float]]
@@ -577,6 +580,27 @@ class Matcher:
         if top_k is not None:
             order = order[:top_k]
         return [Ranked(int(i), candidates[i], float(scores[i])) for i in order]
+
+    def search(
+        self,
+        index: SearchIndex,
+        query: str,
+        *,
+        first_stage: str | None = None,
+        top_k: int = 10,
+        depth: int = 100,
+    ) -> list[Hit]:
+        """Retrieve, then rerank: the first stage's `depth` candidates from `index` (a
+        `attnmatch.retrieval.load_index(path)`), scored by this matcher; the best `top_k`.
+
+        Args:
+            first_stage: "bm25", "dense" or "hybrid" (default: hybrid when the index has dense
+                vectors, else bm25).
+
+        Raises:
+            ValueError: an empty query or one above the bounds, or a bad depth or top_k.
+        """
+        return index.search(query, reranker=self, first_stage=first_stage, top_k=top_k, depth=depth)
 
     def classify(self, pairs: Sequence[tuple[str, str]]) -> list[str]:
         """The predicted class name of each pair (classification models only)."""

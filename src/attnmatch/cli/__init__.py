@@ -9,9 +9,9 @@ User text (queries, candidates, file names, labels, error messages) is printed t
 `attnmatch.terminal.shown`: never read as rich markup, terminal control characters shown as
 escapes. JSON output is strict JSON (no `NaN` / `Infinity` tokens).
 
-The commands live in the module of their group (`inference`, `training`, `research`, `serve`,
-`data`) and are registered below, in the order `attnmatch --help` lists them; `console`,
-`options` and `files` hold what several commands share. A command imports what it runs when it
+The commands live in the module of their group (`inference`, `retrieval`, `training`,
+`research`, `serve`, `data`) and are registered below, in the order `attnmatch --help` lists
+them; `console`, `options` and `files` hold what several commands share. A command imports what it runs when it
 runs: `attnmatch rank` loads neither the training code nor `attnmatch.research`.
 """
 
@@ -23,7 +23,7 @@ from typing import Annotated, Any
 
 import typer
 
-from attnmatch.cli import data, inference, research, serve, training
+from attnmatch.cli import data, inference, research, retrieval, serve, training
 from attnmatch.cli.console import _PipeClosed, _PipeGuard, _print_error, _warn, err
 from attnmatch.cli.files import _describe
 
@@ -44,6 +44,8 @@ app.command()(training.train)
 app.command()(inference.evaluate)
 app.command()(inference.rank)
 app.command()(inference.score)
+app.command()(retrieval.index)
+app.command()(retrieval.search)
 models_app.command("list")(data.models_list)
 datasets_app.command("list")(data.datasets_list)
 datasets_app.command("info")(data.datasets_info)
@@ -205,6 +207,7 @@ _EXTRAS = {
     "optuna": "pip install 'attnmatch[tune]'",
     "tomli_w": "pip install 'attnmatch[tune]'",
     "tensorboard": "pip install 'attnmatch[tensorboard]'",
+    "faiss": "pip install 'attnmatch[retrieval]'",
 }
 
 

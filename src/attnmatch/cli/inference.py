@@ -52,9 +52,13 @@ def _warn_unknown(matcher: Any, texts: list[str], where: str) -> None:
 
 def evaluate(
     model_dir: Annotated[
-        str, typer.Argument(help="A saved model directory, or an encoder (minilm-l6) zero-shot.")
-    ],
-    dataset: Annotated[str, typer.Option(help="NAME:SPLIT, e.g. wikiqa:test.")],
+        str | None,
+        typer.Argument(
+            help="A saved model directory, or an encoder (minilm-l6) zero-shot; with --pipeline, "
+            "the reranker (optional)."
+        ),
+    ] = None,
+    dataset: Annotated[str, typer.Option(help="NAME:SPLIT, e.g. wikiqa:test.")] = ...,  # type: ignore[assignment]
     filtered: Annotated[
         bool, typer.Option(help="WikiQA: also drop all-correct questions.")
     ] = False,
@@ -73,11 +77,26 @@ def evaluate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     device: _DeviceOption = "cpu",
     precision: _PrecisionOption = _Precision.fp32,
+    pipeline: Annotated[
+        str | None,
+        typer.Option(
+            help="Retrieve, then rerank: bm25, dense or hybrid over a corpus of every candidate "
+            "of the split, MODEL_DIR (if given) reranking the top --depth (docs/retrieval.md)."
+        ),
+    ] = None,
+    depth: Annotated[int, typer.Option(help="--pipeline: candidates reranked.")] = 100,
 ) -> None:
     """Evaluate a saved model on a dataset split under its official protocol.
 
     SemEval STS splits report Pearson per set and, as "pearson", the pair-weighted mean.
     """
+    if pipeline is not None:
+        from attnmatch.cli.retrieval import evaluate_pipeline
+
+        evaluate_pipeline(model_dir, dataset, pipeline, depth, data_dir, as_json)
+        return
+    if model_dir is None:
+        raise typer.BadParameter("give the model to evaluate", param_hint="MODEL_DIR")
     from attnmatch.matcher import load_matcher
     from attnmatch.strict_json import dumps_json
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -103,6 +103,21 @@ _KeepAliveTimeout = Annotated[
 ]
 
 
+_IndexOption = Annotated[
+    Path | None, typer.Option(help="Also serve this index at POST /v1/search (attnmatch index).")
+]
+
+
+def _load_index(path: Path | None) -> Any:
+    """The search index served at /v1/search (`attnmatch.serving.search`), loaded at start."""
+    if path is None:
+        return None
+    from attnmatch.retrieval.search import load_index
+
+    with _reading(path):
+        return load_index(path)
+
+
 def serve(
     models: _Models,
     host: Annotated[
@@ -137,6 +152,7 @@ def serve(
     allowed_hosts: _AllowedHosts = None,
     header_timeout: _HeaderTimeout = 10,
     keep_alive_timeout: _KeepAliveTimeout = 5,
+    index: _IndexOption = None,
 ) -> None:
     """Serve models over HTTP: rank, score, classify, explain, TEI /rerank and a web page."""
     _check_installed()
@@ -169,9 +185,11 @@ def serve(
     for name, spec in specs:  # with workers, loaded here once to fail early with a clear line
         with _reading(spec):
             loaded.update(load_models([(name, spec)], torch_device, precision.value))
+    loaded_index = _load_index(index)
     _announce(list(loaded), host, port, workers, api_key is not None)
     if workers > 1:
         loaded.clear()  # each worker loads its own
+        loaded_index = None
     run(
         specs,
         host=host,
@@ -182,6 +200,8 @@ def serve(
         settings=settings,
         limits=limits,
         loaded=loaded or None,
+        index=index,
+        loaded_index=loaded_index,
     )
 
 

@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -46,7 +46,11 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from attnmatch.matcher import Matcher
 from attnmatch.serving.batching import Batcher
 from attnmatch.serving.schemas import ExplainRequest, PairsRequest, RankRequest, RerankRequest
+from attnmatch.serving.search import add_search_route
 from attnmatch.tasks import Predictions
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnmatch.retrieval.search import SearchIndex
 
 log = logging.getLogger("attnmatch.serve")
 
@@ -399,8 +403,14 @@ def _finite_json(value: Any) -> Any:
     return value
 
 
-def create_app(models: dict[str, Matcher], *, settings: ServeSettings | None = None) -> FastAPI:
-    """The FastAPI app serving `models` (name -> Matcher; the first is the default model).
+def create_app(
+    models: dict[str, Matcher],
+    *,
+    settings: ServeSettings | None = None,
+    index: SearchIndex | None = None,
+) -> FastAPI:
+    """The FastAPI app serving `models` (name -> Matcher; the first is the default model),
+    and `index` at `POST /v1/search` when given (`attnmatch.serving.search`).
 
     Raises:
         ValueError: no models, or a name that is empty or not a string.
@@ -422,6 +432,8 @@ def create_app(models: dict[str, Matcher], *, settings: ServeSettings | None = N
     app.state.registry = metrics.registry
     _add_error_handlers(app)
     _add_routes(app, service)
+    if index is not None:
+        add_search_route(app, index)
     _add_middleware(app, settings, metrics)
     return app
 

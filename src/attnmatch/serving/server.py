@@ -17,9 +17,11 @@ import logging
 import os
 import sys
 import tempfile
+from pathlib import Path
 from typing import Any
 
 from attnmatch.matcher import Matcher, load_matcher
+from attnmatch.retrieval.search import SearchIndex, load_index
 from attnmatch.serving.app import ServeSettings, create_app
 from attnmatch.serving.limits import HttpLimits, protocol_options, use_limits
 
@@ -42,11 +44,14 @@ def run(
     settings: ServeSettings,
     limits: HttpLimits,
     loaded: dict[str, Matcher] | None = None,
+    index: Path | None = None,
+    loaded_index: SearchIndex | None = None,
 ) -> None:
     """Serves the models `specs` (name, spec) on host:port until stopped (Ctrl-C, SIGTERM).
 
     `loaded`: the models already loaded (one process serves them; with `workers > 1` each worker
-    loads its own).
+    loads its own). `index`: a search index folder served at /v1/search (`loaded_index`: the same,
+    already loaded, for one process).
     """
     import uvicorn
 
@@ -61,7 +66,10 @@ def run(
     log_requests()
     if workers == 1:
         models = loaded if loaded is not None else load_models(specs, device, precision)
-        uvicorn.Server(uvicorn.Config(create_app(models, settings=settings), **common)).run()
+        if loaded_index is None and index is not None:
+            loaded_index = load_index(index)
+        app = create_app(models, settings=settings, index=loaded_index)
+        uvicorn.Server(uvicorn.Config(app, **common)).run()
         return
     plan = {
         "models": specs,
@@ -69,6 +77,7 @@ def run(
         "precision": precision,
         "settings": dataclasses.asdict(settings),
         "limits": dataclasses.asdict(limits),
+        "index": None if index is None else str(index),
     }
     with tempfile.TemporaryDirectory(prefix="attnmatch-metrics-") as metrics_dir:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
@@ -92,7 +101,8 @@ def worker_app() -> Any:
     specs = [(name, spec) for name, spec in plan["models"]]
     log_requests()
     models = load_models(specs, torch.device(plan["device"]), plan["precision"])
-    return create_app(models, settings=ServeSettings(**settings))
+    index = None if plan["index"] is None else load_index(Path(plan["index"]))
+    return create_app(models, settings=ServeSettings(**settings), index=index)
 
 
 def log_requests() -> None:
