@@ -160,14 +160,7 @@ def serve(
     from attnmatch.serving.limits import HttpLimits
     from attnmatch.serving.server import load_models, run
 
-    if not math.isfinite(max_wait_ms):
-        raise typer.BadParameter(f"{max_wait_ms} is not a number of ms", param_hint="--max-wait-ms")
-    if api_key is not None and (
-        not api_key.isascii() or not api_key.isprintable() or " " in api_key
-    ):
-        raise typer.BadParameter(
-            "the key is printable ASCII without spaces", param_hint="--api-key"
-        )
+    _check_options(max_wait_ms, api_key)
     torch_device = _device(device, precision.value)
     settings = ServeSettings(
         max_batch_pairs=max_batch,
@@ -203,6 +196,18 @@ def serve(
         index=index,
         loaded_index=loaded_index,
     )
+
+
+def _check_options(max_wait_ms: float, api_key: str | None) -> None:
+    """A clear line for a --max-wait-ms that is not a number or an --api-key that cannot be sent."""
+    if not math.isfinite(max_wait_ms):
+        raise typer.BadParameter(f"{max_wait_ms} is not a number of ms", param_hint="--max-wait-ms")
+    if api_key is not None and (
+        not api_key.isascii() or not api_key.isprintable() or " " in api_key
+    ):
+        raise typer.BadParameter(
+            "the key is printable ASCII without spaces", param_hint="--api-key"
+        )
 
 
 def _announce(names: list[str], host: str, port: int, workers: int, keyed: bool) -> None:
