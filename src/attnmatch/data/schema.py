@@ -55,5 +55,8 @@ class PairBatch:
         return int(self.left_ids.shape[0])
 
     def to(self, device: torch.device | str) -> PairBatch:
-        moved: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
-        return PairBatch(**{k: v if v is None else v.to(device) for k, v in moved.items()})
+        moved: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            moved[f.name] = value if value is None else value.to(device)
+        return PairBatch(**moved)
