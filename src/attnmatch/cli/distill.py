@@ -68,7 +68,8 @@ def distill(
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = False,
 ) -> None:
     """Distil a teacher into a fast student; prints teacher, student and floors side by side."""
-    seed_list: list[int | None] = list(_seeds(seeds) or [None])
+    given = _seeds(seeds)
+    seed_list: list[int | None] = list(given) if given else [None]
     weight_list = _weights(weights)
     overrides = _parse_sets(set_)
     _check_output_folder(output, "--output")

@@ -67,7 +67,8 @@ def _seed_folders(folder: Path) -> list[Path]:
 def _test_values(folder: Path, metric: str) -> tuple[list[float], dict[str, float]]:
     """Each seed's test metric (result.json or distill.json) and each test item's value
     averaged over the seeds."""
-    values, per_item = [], {}
+    values: list[float] = []
+    per_item: dict[str, float] = {}
     seeds = _seed_folders(folder)
     for seed in seeds:
         result = seed / ("distill.json" if (seed / "distill.json").is_file() else "result.json")
