@@ -30,6 +30,7 @@ from attnmatch.inputs import (
     TokenEncoderConfig,
     TransformerInputsConfig,
     TrigramInputsConfig,
+    WordPieceInputsConfig,
     WordVectorsConfig,
     build_inputs,
     build_token_encoder,
@@ -56,11 +57,20 @@ def _transformer(tmp_path: Path) -> TransformerInputsConfig:
     return TransformerInputsConfig(source=str(write_tiny_encoder(tmp_path / "encoder")))
 
 
+def _wordpiece(tmp_path: Path) -> WordPieceInputsConfig:
+    if importlib.util.find_spec("transformers") is None:
+        pytest.skip(
+            "the tiny encoder is written with transformers (pip install 'attnmatch[minilm]')"
+        )
+    return WordPieceInputsConfig(source=str(write_tiny_encoder(tmp_path / "encoder")))
+
+
 # A tiny config of each kind (built in a temporary folder), for the contract test.
 TINY_INPUTS: dict[str, Callable[[Path], InputsConfig]] = {
     "word_vectors": lambda tmp: WordVectorsConfig(vectors="random", dim=6),
     "transformer": _transformer,
     "trigrams": lambda tmp: TrigramInputsConfig(buckets=200, dim=6),
+    "wordpiece": _wordpiece,
 }
 
 
@@ -172,6 +182,7 @@ SAVED: dict[str, set[str]] = {
     "word_vectors": {"vocab.json"},
     "transformer": {"tokenizer.json"},
     "trigrams": set(),
+    "wordpiece": {"tokenizer.json"},
 }
 
 

@@ -56,8 +56,8 @@ TEXTS = ["How are glacier caves formed?", "A glacier cave is a cave formed in th
 # --- the [inputs] section ---------------------------------------------------------------------
 
 
-def test_the_three_kinds() -> None:
-    assert KINDS == ("word_vectors", "transformer", "trigrams")
+def test_the_four_kinds() -> None:
+    assert KINDS == ("word_vectors", "transformer", "trigrams", "wordpiece")
     assert inputs_class("word_vectors") is WordVectorInputs
     assert inputs_class("transformer") is TransformerInputs
     assert inputs_class("trigrams") is TrigramInputs
@@ -675,3 +675,24 @@ def test_no_kind_branches_outside_inputs() -> None:
         for f in kind_branches(path.read_text(encoding="utf-8"), str(path.relative_to(SRC)))
     ]
     assert found == [], "input-kind branches outside attnmatch/inputs/:\n" + "\n".join(found)
+
+
+def test_wordpiece_vectors_are_the_encoders_table_rows(tmp_path: Path) -> None:
+    """Static word pieces: the encoder's tokenizer, and each id's row of its input embedding
+    table, no transformer pass; `wordpiece` is the short name."""
+    pytest.importorskip("transformers")
+    from attnmatch.inputs.wordpiece import read_table
+    from tests.tiny_transformer import write_tiny_encoder
+
+    source = write_tiny_encoder(tmp_path / "encoder")
+    config = parse_inputs(f"wordpiece:{source}")
+    assert config.kind == "wordpiece"
+    inputs = build_inputs(config)
+    inputs.fit(["a glacier cave"])
+    encoder = build_token_encoder(TokenEncoderConfig(**inputs.encoder_config()))
+    inputs.init_encoder(encoder)
+    ids = torch.from_numpy(inputs.encode(["a glacier cave"])[0])[None]  # (1, L)
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    vectors = encoder(ids, mask)  # (1, L, E)
+    assert torch.equal(vectors[0], read_table(source)[ids[0]])
+    assert not any(p.requires_grad for p in encoder.parameters())  # fixed by default

@@ -6,9 +6,15 @@ Regression (STS) either predicts a distribution over the integer score levels, t
 divergence to the sparse target distribution of Tai et al. (2015) ("kl"), or one score trained
 with squared error ("mse"). Which losses train which task, and how outputs become scores,
 is `attnmatch.tasks`.
+
+Distillation (`attnmatch.training.distill`) adds a teacher's targets to each batch
+(`PairBatch.teacher`) and trains on `mixed_loss`: the gold-label loss and one of
+`DISTILL_LOSSES` weighted together.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import torch
 import torch.nn.functional as F
@@ -18,6 +24,7 @@ from attnmatch.models.contract import auxiliary_terms
 from attnmatch.tasks import ranking_scores, regression_predictions
 
 LOSSES = ("rank_hinge", "listwise", "cross_entropy", "kl", "mse")
+DISTILL_LOSSES = ("margin_mse", "listwise_kl", "score_mse", "soft_kl")
 
 
 def sparse_score_distribution(
@@ -133,6 +140,98 @@ def compute_loss(
             as_groups(scores, batch.group_index), as_groups(batch.labels, batch.group_index)
         )
     raise ValueError(f"unknown loss {name!r}; choose one of {', '.join(LOSSES)}")
+
+
+def margin_mse_loss(scores: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+    """Margin-MSE (Hofstaetter et al. 2020, arXiv:2010.02666): the student's margin between
+    the positive and each negative regressed onto the teacher's, then the mean.
+
+    loss = mean_{g, j} ((s_g+ - s_gj-) - (t_g+ - t_gj-))^2
+
+    Shape:
+        scores, teacher: (G, 1 + k), positive first -> scalar
+    """
+    student = scores[:, :1] - scores[:, 1:]  # (G, k)
+    target = teacher[:, :1] - teacher[:, 1:]  # (G, k)
+    return F.mse_loss(student, target)
+
+
+def listwise_kl_loss(scores: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+    """KL(softmax(teacher) || softmax(scores)) over each group's candidates, mean over groups.
+
+    Shape:
+        scores, teacher: (G, n) -> scalar
+    """
+    target = F.softmax(teacher.float(), dim=-1)  # (G, n)
+    return F.kl_div(F.log_softmax(scores, dim=-1), target, reduction="batchmean")
+
+
+def soft_kl_loss(logits: torch.Tensor, probabilities: torch.Tensor) -> torch.Tensor:
+    """KL(p_teacher || softmax(logits)), the soft-label loss of Hinton et al. (2015) at
+    temperature 1, batch mean.
+
+    Shape:
+        logits, probabilities: (B, C) -> scalar
+    """
+    return F.kl_div(F.log_softmax(logits, dim=-1), probabilities, reduction="batchmean")
+
+
+def distill_loss(
+    name: str, outputs: torch.Tensor, batch: PairBatch, *, min_score: float = 0
+) -> torch.Tensor:
+    """The named distillation loss of a model's outputs against `batch.teacher`.
+
+    Args:
+        name: one of `DISTILL_LOSSES` (the task's: `attnmatch.tasks.DISTILL_LOSSES`).
+        outputs: (B, num_outputs); batch.teacher: (B, 1) scores, or (B, C) probabilities
+            for "soft_kl".
+    """
+    teacher = batch.teacher
+    if teacher is None:
+        raise ValueError("distillation needs the teacher's targets in the batch")
+    if name == "soft_kl":
+        return soft_kl_loss(outputs, teacher)
+    if name == "score_mse":
+        return F.mse_loss(regression_predictions(outputs, min_score), teacher[:, 0])
+    scores = as_groups(ranking_scores(outputs), batch.group_index)  # (G, n)
+    target = as_groups(teacher[:, 0], batch.group_index)  # (G, n)
+    if name == "margin_mse":
+        return margin_mse_loss(scores, target)
+    if name == "listwise_kl":
+        return listwise_kl_loss(scores, target)
+    raise ValueError(
+        f"unknown distillation loss {name!r}; choose one of {', '.join(DISTILL_LOSSES)}"
+    )
+
+
+def mixed_loss(
+    loss: str,
+    distill: str,
+    weight: float,
+    outputs: torch.Tensor,
+    batch: PairBatch,
+    *,
+    margin: float = 1.0,
+    min_score: float = 0,
+) -> torch.Tensor:
+    """(1 - weight) x the gold-label loss + weight x the distillation loss.
+
+    The gold loss covers the pairs that have a gold label (a NaN label: a pair only the
+    teacher labelled); a batch without any has the distillation loss alone.
+    """
+    soft = distill_loss(distill, outputs, batch, min_score=min_score)
+    if weight >= 1.0:
+        return soft
+    gold_rows = ~torch.isnan(batch.labels)  # (B,)
+    if not bool(gold_rows.any()):
+        return soft
+    if not bool(gold_rows.all()):
+        batch = dataclasses.replace(
+            batch, labels=batch.labels[gold_rows], group_index=batch.group_index[gold_rows]
+        )
+        outputs = outputs[gold_rows]  # (B', num_outputs)
+    gold = compute_loss(loss, outputs, batch, margin=margin, min_score=min_score)
+    return (1.0 - weight) * gold + weight * soft
 
 
 def auxiliary_loss(model: torch.nn.Module) -> torch.Tensor | None:

@@ -430,6 +430,52 @@ class Matcher:
             columns=columns,
         )
 
+    @classmethod
+    def distill(
+        cls,
+        teacher: Any,
+        train: Any,
+        dev: Any = None,
+        *,
+        student: str = "amvlstm_q",
+        inputs: str | dict[str, Any] | None = None,
+        task: str | None = None,
+        weights: Sequence[float] = (0.5, 1.0),
+        loss: str = "auto",
+        seed: int = 1,
+        output_dir: str | Path | None = None,
+        progress: bool = False,
+        **train_options: Any,
+    ) -> Matcher:
+        """Trains a fast student on a teacher's scores and the gold labels
+        (`attnmatch.training.distill`) and returns it.
+
+        Args:
+            teacher: a Matcher, a model directory or encoder source ("minilm-l6": zero-shot),
+                or a list of them (their scores averaged).
+            train, dev, task: as `Matcher.fit` (pairs, a DataFrame, or a dataset name).
+            student: a preset or model type (any seed model), on `inputs` (as `Matcher.fit`).
+            weights: the distillation loss's weights tried (one run each, the best on dev).
+            loss: the distillation loss ("auto": Margin-MSE for ranking, squared error for
+                regression, soft-label KL for classification).
+            output_dir: the run folder (a temporary one by default); **train_options:
+                `[train]` settings (epochs, lr, batch_size, ...).
+        """
+        from attnmatch.training.distill import DistillConfig, distill_matcher
+
+        return distill_matcher(
+            teacher,
+            train,
+            dev,
+            student=student,
+            inputs=inputs,
+            task=task,
+            options=DistillConfig(loss=loss, weights=tuple(weights), seed=seed),
+            output_dir=output_dir,
+            progress=progress,
+            train_options={"seed": seed, **train_options},
+        )
+
     def save(self, path: str | Path, *, metrics: dict[str, Any] | None = None) -> Path:
         """Writes the model directory (atomically) and returns its path.
 

@@ -57,6 +57,15 @@ TASK_LOSSES: dict[str, tuple[str, ...]] = {
     "regression": ("kl", "mse"),
 }
 GROUP_LOSSES = ("rank_hinge", "listwise")  # losses over ranking groups (positive + negatives)
+# The distillation losses each task accepts (`attnmatch.losses.distill_loss`); the first is
+# the default ("auto"). Ranking: Margin-MSE over (positive, negative) pairs (Hofstaetter et
+# al. 2020) or listwise KL over a group's candidates; regression: squared error to the
+# teacher's score; classification: KL to the teacher's class probabilities (Hinton et al. 2015).
+DISTILL_LOSSES: dict[str, tuple[str, ...]] = {
+    "ranking": ("margin_mse", "listwise_kl"),
+    "classification": ("soft_kl",),
+    "regression": ("score_mse",),
+}
 # The keys of a saved task (config.json "task").
 SAVED_KEYS = ("kind", "class_names", "min_score", "max_score", "calibration")
 # A cosine read by a listwise softmax: 20 x cosine, sentence-transformers' scale.
@@ -255,6 +264,30 @@ class Task(ABC):
         """Whether `loss` trains on ranking groups (a positive and its negatives)."""
         return False
 
+    def resolve_distill_loss(self, loss: str) -> str:
+        """The distillation loss `loss` names ("auto": the task's first); ValueError when it
+        cannot distil this task."""
+        accepted = DISTILL_LOSSES[self.kind]
+        resolved = accepted[0] if loss == "auto" else loss
+        if resolved not in accepted:
+            raise ValueError(
+                f"distillation loss {resolved!r} cannot train a {self.kind} task; use one of "
+                f"{', '.join(accepted)}"
+            )
+        return resolved
+
+    def teacher_targets(self, outputs: np.ndarray) -> np.ndarray:
+        """What a student learns from a teacher's outputs (N, C): (N, 1) scores (ranking:
+        the relevance score; regression: the predicted similarity); classification
+        overrides it with the (N, C) class probabilities."""
+        scores = self.scores(torch.from_numpy(np.ascontiguousarray(outputs)))  # (N,)
+        return scores.numpy().astype(np.float32)[:, None]
+
+    def labels_candidates(self) -> bool:
+        """Whether the extra pairs a teacher labels are each query against more candidates
+        of the split (ranking), rather than pairs formed across groups."""
+        return False
+
     def loss_options(self) -> dict[str, float]:
         """Keyword arguments of `attnmatch.losses.compute_loss` for this task."""
         return {}
@@ -431,6 +464,9 @@ class RankingTask(Task):
     def trains_on_groups(self, loss: str) -> bool:
         return loss in GROUP_LOSSES
 
+    def labels_candidates(self) -> bool:
+        return True
+
     def calibrated_on(self, outputs: np.ndarray, labels: np.ndarray) -> Task:
         scores = self.scores(torch.from_numpy(np.ascontiguousarray(outputs))).numpy()  # (N,)
         return replace(self, calibration=fit_platt(scores, np.asarray(labels) > 0))
@@ -555,6 +591,10 @@ class ClassificationTask(Task):
 
     def labels(self, outputs: torch.Tensor) -> list[str]:
         return [self.class_names[int(i)] for i in outputs.argmax(dim=-1)]
+
+    def teacher_targets(self, outputs: np.ndarray) -> np.ndarray:
+        logits = torch.from_numpy(np.ascontiguousarray(outputs))  # (N, C)
+        return F.softmax(logits.float(), dim=-1).numpy()  # (N, C)
 
     def decode(self, outputs: np.ndarray) -> Predictions:
         logits = torch.from_numpy(np.ascontiguousarray(outputs))  # (N, C)

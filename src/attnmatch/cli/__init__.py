@@ -23,7 +23,7 @@ from typing import Annotated, Any
 
 import typer
 
-from attnmatch.cli import data, inference, research, retrieval, serve, training
+from attnmatch.cli import data, distill, inference, research, retrieval, serve, training
 from attnmatch.cli.console import _PipeClosed, _PipeGuard, _print_error, _warn, err
 from attnmatch.cli.files import _describe
 
@@ -41,6 +41,7 @@ app.add_typer(analyze_app, name="analyze")
 
 # Every command, in the order of `attnmatch --help`.
 app.command()(training.train)
+app.command()(distill.distill)
 app.command()(inference.evaluate)
 app.command()(inference.rank)
 app.command()(inference.score)

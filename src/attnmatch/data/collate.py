@@ -58,6 +58,7 @@ def collate(
         right_mask=right_mask,
         labels=torch.from_numpy(data.labels[indices].copy()),
         group_index=torch.from_numpy(np.asarray(group_index, dtype=np.int64)),
+        teacher=None if data.teacher is None else torch.from_numpy(data.teacher[indices].copy()),
     )
 
 

@@ -26,6 +26,8 @@ class EncodedPairs:
         labels: (N,) float32 labels.
         group_ids: (N,) int64 index into `group_names` (pairs without a group get their own).
         group_names: the original group (query) ids, in order of first appearance.
+        teacher: (N, K) float32 targets a teacher gave each pair (distillation,
+            `attnmatch.training.distill`), or None; NaN labels then mark pairs without gold.
     """
 
     texts: list[np.ndarray]
@@ -34,6 +36,7 @@ class EncodedPairs:
     labels: np.ndarray
     group_ids: np.ndarray
     group_names: list[str]
+    teacher: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.left.shape[0])

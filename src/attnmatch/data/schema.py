@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Any
 
 import torch
 
@@ -37,6 +38,7 @@ class PairBatch:
         right_ids: (B, R) long, right_mask: (B, R) bool,
         labels: (B,) float (ranking relevance / regression) or long (classification),
         group_index: (B,) long, the group (query) each pair belongs to within the batch.
+        teacher: (B, K) float, a teacher's targets (distillation), or None.
         With letter-trigram inputs the ids carry one more dimension, (B, L, K) and (B, R, K):
         K trigram ids per word, 0 on padding (`attnmatch.inputs.trigrams`).
     """
@@ -47,9 +49,14 @@ class PairBatch:
     right_mask: torch.Tensor
     labels: torch.Tensor
     group_index: torch.Tensor
+    teacher: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return int(self.left_ids.shape[0])
 
     def to(self, device: torch.device | str) -> PairBatch:
-        return PairBatch(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
+        moved: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            moved[f.name] = value if value is None else value.to(device)
+        return PairBatch(**moved)

@@ -1,16 +1,18 @@
 """The one owner of the input representation.
 
-Three kinds, one class each, each owning the whole chain (tokenize -> fit the vocabulary ->
+Four kinds, one class each, each owning the whole chain (tokenize -> fit the vocabulary ->
 encode texts -> build the token-encoder module -> initialise it from pretrained weights ->
 save/load with the model):
 
 - `word_vectors` (`WordVectorInputs`): word tokens, a vocabulary, GloVe or another vectors file;
 - `transformer` (`TransformerInputs`): sub-word tokens and a pretrained Hugging Face encoder
   (e.g. all-MiniLM-L6-v2), frozen or fine-tuned;
-- `trigrams` (`TrigramInputs`): words as bags of hashed letter trigrams (DSSM's word hashing).
+- `trigrams` (`TrigramInputs`): words as bags of hashed letter trigrams (DSSM's word hashing);
+- `wordpiece` (`WordPieceInputs`): a pretrained transformer's sub-word embedding table read as
+  static vectors (no transformer pass).
 
 Configs have one tagged `[inputs]` section (`kind = "word_vectors" | "transformer" |
-"trigrams"`) whose other keys must belong to that kind. No code outside this package asks which
+"trigrams" | "wordpiece"`) whose other keys must belong to that kind. No code outside this package asks which
 kind it has: it calls the methods of `Inputs` and `build_token_encoder`. `unknown_note` turns
 any kind's unknown tokens (`Inputs.unknown_tokens`) into a one-line warning, and
 `truncation_note` the texts it cuts to its length bound (`Inputs.truncated`,
@@ -40,11 +42,14 @@ from attnmatch.inputs.migrate import migrate_v1
 from attnmatch.inputs.transformer import TransformerInputs, TransformerInputsConfig
 from attnmatch.inputs.trigrams import TrigramInputs, TrigramInputsConfig
 from attnmatch.inputs.word_vectors import WordVectorInputs, WordVectorsConfig
+from attnmatch.inputs.wordpiece import WordPieceInputs, WordPieceInputsConfig
 
-InputsConfig = WordVectorsConfig | TransformerInputsConfig | TrigramInputsConfig
+InputsConfig = (
+    WordVectorsConfig | TransformerInputsConfig | TrigramInputsConfig | WordPieceInputsConfig
+)
 
 _KINDS: dict[str, type[Inputs]] = {
-    cls.kind: cls for cls in (WordVectorInputs, TransformerInputs, TrigramInputs)
+    cls.kind: cls for cls in (WordVectorInputs, TransformerInputs, TrigramInputs, WordPieceInputs)
 }
 KINDS: tuple[str, ...] = tuple(_KINDS)
 
@@ -145,6 +150,8 @@ def shortcut(name: str) -> dict[str, Any]:
 
     - "random": word vectors without pretrained values, trained with the model;
     - "trigrams": letter trigrams;
+    - "wordpiece": MiniLM's sub-word table as static vectors (`wordpiece:SOURCE` another
+      encoder's);
     - an encoder source ("minilm-l6" or a Hugging Face model directory): a transformer;
     - anything else: word vectors from that source ("glove-6b-50d" or a vectors file).
     """
@@ -154,6 +161,8 @@ def shortcut(name: str) -> dict[str, Any]:
         return {"kind": "word_vectors", "vectors": "random", "trainable": True}
     if name == "trigrams":
         return {"kind": "trigrams"}
+    if name == "wordpiece" or name.startswith("wordpiece:"):
+        return {"kind": "wordpiece", "source": name.partition(":")[2] or "minilm-l6"}
     path = Path(name).expanduser()
     if name in ENCODERS or (path.is_dir() and (path / "config.json").is_file()):
         return {"kind": "transformer", "source": name}
@@ -171,7 +180,7 @@ def parse_inputs(
     fine-tuned bi-encoder stays fine-tuned). A short name of another kind starts from that
     kind's defaults.
     """
-    if isinstance(spec, WordVectorsConfig | TransformerInputsConfig | TrigramInputsConfig):
+    if isinstance(spec, InputsConfig):
         return spec
     if isinstance(spec, dict):
         return inputs_config_from_dict(spec, default=default)
@@ -219,6 +228,8 @@ __all__ = [
     "TransformerInputsConfig",
     "TrigramInputs",
     "TrigramInputsConfig",
+    "WordPieceInputs",
+    "WordPieceInputsConfig",
     "WordVectorInputs",
     "WordVectorsConfig",
     "build_inputs",

@@ -29,7 +29,7 @@ class ModelEntry:
     tasks: tuple[str, ...]
     paper: str  # a short citation of the model's paper (docs/models.md has the full one)
     # The input kinds (attnmatch.inputs) the model reads, and the one it reads by default.
-    inputs: tuple[str, ...] = ("word_vectors", "transformer", "trigrams")
+    inputs: tuple[str, ...] = ("word_vectors", "transformer", "trigrams", "wordpiece")
     default_inputs: dict[str, Any] = field(default_factory=dict)
     # What the model offers besides forward (attention maps, auxiliary loss terms).
     capabilities: Capabilities = Capabilities()
@@ -61,7 +61,7 @@ def register_model(
     config: type,
     tasks: tuple[str, ...],
     paper: str = "",
-    inputs: tuple[str, ...] = ("word_vectors", "transformer", "trigrams"),
+    inputs: tuple[str, ...] = ("word_vectors", "transformer", "trigrams", "wordpiece"),
     default_inputs: dict[str, Any] | None = None,
     explains: bool = False,
     auxiliary_loss: bool = False,

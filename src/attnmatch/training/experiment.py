@@ -42,6 +42,20 @@ class EvalSplit:
     examples: list[Example] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Distillation:
+    """How a student learns from its teacher's targets (`attnmatch.training.distill`): the
+    distillation loss (`attnmatch.tasks.DISTILL_LOSSES`) and its weight beside the gold-label
+    loss, in [0, 1] (1: the teacher alone)."""
+
+    loss: str
+    weight: float
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.weight <= 1.0:
+            raise ValueError(f"the distillation weight must lie in [0, 1], got {self.weight}")
+
+
 @dataclass
 class Experiment:
     """What a training run works on.
@@ -57,6 +71,8 @@ class Experiment:
         notes: what loading the splits decided (inferred task, carved dev split ...), said
             when the run starts.
         fit_examples: the labelled pairs the floors' calibrations are fitted on (train).
+        distill: with a teacher's targets in `train.teacher`, how the student learns from
+            them; None: from the labels alone.
     """
 
     config: ExperimentConfig
@@ -68,6 +84,7 @@ class Experiment:
     train_texts: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     fit_examples: list[Example] = field(default_factory=list)
+    distill: Distillation | None = None
 
     @property
     def model(self) -> torch.nn.Module:

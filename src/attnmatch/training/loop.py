@@ -31,7 +31,7 @@ from attnmatch.data.sampling import (
 from attnmatch.data.schema import PairBatch
 from attnmatch.devices import autocast, grad_scaler
 from attnmatch.evaluation import Report, report_from_outputs
-from attnmatch.losses import auxiliary_loss, compute_loss
+from attnmatch.losses import auxiliary_loss, compute_loss, mixed_loss
 from attnmatch.metrics import greater_is_better
 from attnmatch.tasks import ranking_scores
 from attnmatch.training import distributed
@@ -128,15 +128,19 @@ def batch_loss(
     """The training loss of one batch (on the model's device): the task loss plus the model's
     auxiliary terms (e.g. IARNN's Occam regulariser). The forward pass runs in the matcher's
     precision (`attnmatch.devices.autocast`); the loss is computed in float32. `model`: the
-    experiment's model as trained (e.g. in DDP)."""
+    experiment's model as trained (e.g. in DDP). A distilled student's loss mixes the gold
+    labels' and the teacher's (`attnmatch.losses.mixed_loss`)."""
     t = exp.config.train
     model = model or exp.model
     with autocast(batch.left_ids.device, exp.matcher.precision):
         outputs = model(batch)  # (B, num_outputs)
     outputs = outputs.float()  # (B, num_outputs); a no-op in fp32
-    loss = compute_loss(
-        exp.loss, outputs, batch, margin=t.margin, **exp.matcher.task.loss_options()
-    )
+    options = exp.matcher.task.loss_options()
+    if exp.distill is not None and batch.teacher is not None:  # a teacher's targets
+        d = exp.distill
+        loss = mixed_loss(exp.loss, d.loss, d.weight, outputs, batch, margin=t.margin, **options)
+    else:
+        loss = compute_loss(exp.loss, outputs, batch, margin=t.margin, **options)
     aux = auxiliary_loss(model)
     return loss if aux is None else loss + aux
 

@@ -1,0 +1,207 @@
+"""`attnmatch distill`: a fast student trained on a teacher's scores (docs/training.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from attnmatch.cli.console import err, out
+from attnmatch.cli.files import _check_output_folder
+from attnmatch.cli.options import _parse_sets, _seeds
+from attnmatch.cli.training import (
+    _DataDirOption,
+    _DatasetOption,
+    _InputsOption,
+    _merge_key,
+    _OverwriteOption,
+    _SeedsOption,
+    _SetOption,
+    _TaskOption,
+)
+from attnmatch.terminal import shown
+
+SPEED_PAIRS = 300  # pairs of the test (or dev) split each model scores for its pairs/s
+
+
+def distill(
+    teacher: Annotated[
+        list[str],
+        typer.Option(
+            help="The teacher: a model folder, minilm-l6 (zero-shot) or bm25; repeat it to "
+            "average several teachers' scores."
+        ),
+    ],
+    student: Annotated[
+        str, typer.Option(help="The student: a preset or model name, e.g. amvlstm_q.")
+    ] = "amvlstm_q",
+    output: Annotated[Path, typer.Option("--output", "-o", help="Run folder.")] = Path(
+        "runs/distill"
+    ),
+    dataset: _DatasetOption = None,
+    data_dir: _DataDirOption = None,
+    task: _TaskOption = None,
+    inputs: _InputsOption = None,
+    epochs: Annotated[int | None, typer.Option(min=1, help="Maximum epochs.")] = None,
+    weights: Annotated[
+        str,
+        typer.Option(
+            help="Weights of the teacher's loss beside the labels' (0: labels alone, 1: the "
+            "teacher alone), one run each, the best on dev kept."
+        ),
+    ] = "0.5,1",
+    loss: Annotated[
+        str,
+        typer.Option(
+            help="Distillation loss: auto (margin_mse for ranking, score_mse for regression, "
+            "soft_kl for classification), or listwise_kl for ranking."
+        ),
+    ] = "auto",
+    seeds: _SeedsOption = None,
+    set_: _SetOption = [],  # noqa: B006
+    speed: Annotated[
+        bool, typer.Option(help="Measure teacher and student pairs/s on one CPU thread.")
+    ] = True,
+    overwrite: _OverwriteOption = False,
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = False,
+) -> None:
+    """Distil a teacher into a fast student; prints teacher, student and floors side by side."""
+    given = _seeds(seeds)
+    seed_list: list[int | None] = list(given) if given else [None]
+    weight_list = _weights(weights)
+    overrides = _parse_sets(set_)
+    _check_output_folder(output, "--output")
+    flags = {
+        "model": student,
+        "data.dataset": dataset,
+        "data.data_dir": None if data_dir is None else str(data_dir),
+        "data.options.task": None if task is None else task.value,
+        "train.epochs": epochs,
+    }
+    for key, value in flags.items():
+        if value is not None:
+            overrides = _merge_key(overrides, key, value)
+    from attnmatch.matcher import load_matcher
+    from attnmatch.training import ExperimentConfig
+    from attnmatch.training.distill import DistillConfig
+    from attnmatch.training.experiment import load_splits
+
+    config = ExperimentConfig.from_dict(overrides).with_inputs(inputs, trainable=None)
+    teachers = [load_matcher(t) for t in teacher]
+    splits = load_splits(config)
+    options = DistillConfig(loss=loss, weights=weight_list)
+    results = _runs(config, teachers, splits, output, options, seed_list, progress, overwrite)
+    first = results[0]
+    _, dev, test = splits
+    speeds: dict[str, float] = {}
+    if speed:
+        speeds = _speeds(teachers[0], first.model_dir, test or dev)
+    summary = _summary(first, results, speeds)
+    (output / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    _print_side_by_side(summary, test is not None)
+    out.print(f"student saved to [bold]{shown(first.model_dir)}[/bold]")
+
+
+def _runs(
+    config: Any,
+    teachers: list[Any],
+    splits: Any,
+    output: Path,
+    options: Any,
+    seeds: list[int | None],
+    progress: bool,
+    overwrite: bool,
+) -> list[Any]:
+    """One distillation per seed (OUTPUT/seed-<s>/ when seeds are given), sharing the
+    teacher's cached scores; the teacher is evaluated with the first."""
+    from attnmatch.training.distill import CACHE_FILE, distill_splits
+
+    results: list[Any] = []
+    for seed in seeds:
+        run_config = config if seed is None else config.with_overrides({"train": {"seed": seed}})
+        results.append(
+            distill_splits(
+                run_config,
+                teachers,
+                splits,
+                output if seed is None else output / f"seed-{seed}",
+                options,
+                console=err,
+                progress=progress,
+                overwrite=overwrite,
+                cache=output / CACHE_FILE,
+                evaluate_teacher=not results,
+            )
+        )
+    return results
+
+
+def _weights(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(w) for w in text.split(",") if w.strip())
+    except ValueError:
+        raise typer.BadParameter(f"expected numbers like 0.5,1, got {text!r}") from None
+    if not values or any(not 0.0 <= w <= 1.0 for w in values):
+        raise typer.BadParameter(f"weights must lie in [0, 1], got {text!r}")
+    return values
+
+
+def _speeds(teacher: Any, model_dir: Path, split: Any) -> dict[str, float]:
+    """One-thread pairs/s of the teacher and the student, side by side (interleaved)."""
+    from attnmatch.matcher import Matcher
+    from attnmatch.training.distill import pairs_per_second
+
+    pairs = [(ex.left, ex.right) for ex in split.examples[:SPEED_PAIRS]]
+    return pairs_per_second({"teacher": teacher, "student": Matcher.load(model_dir)}, pairs)
+
+
+def _summary(first: Any, results: list[Any], speeds: dict[str, float]) -> dict[str, Any]:
+    """What the command prints and writes to OUTPUT/summary.json."""
+    return {
+        "teacher": first.teacher_metrics,
+        "students": [r.to_dict() for r in results],
+        "floors": first.floors,
+        "pairs_per_s": {k: round(v, 1) for k, v in speeds.items()},
+    }
+
+
+def _print_side_by_side(summary: dict[str, Any], has_test: bool) -> None:
+    """Teacher, student(s) and floors, one line each: dev and test primary metrics, pairs/s."""
+    from attnmatch.cli.console import _number
+
+    split = "test" if has_test else "dev"
+    students = summary["students"]
+    metric = _primary(students[0], split)
+    speeds = summary["pairs_per_s"]
+
+    def row(name: str, dev: Any, value: Any, per_s: Any) -> None:
+        cells = f"{name:<28} dev {_number(dev)}  {split} {_number(value)}"
+        out.print(cells + (f"  {per_s:,.0f} pairs/s" if per_s else ""), highlight=False)
+
+    out.print(f"[bold]{metric}[/bold] (one CPU thread for pairs/s; the machine may be shared)")
+    teacher = summary["teacher"]
+    row(
+        "teacher",
+        teacher.get("dev", {}).get(metric),
+        teacher.get(split, {}).get(metric),
+        speeds.get("teacher"),
+    )
+    for r in students:
+        name = f"student (weight {r['weight']:g})"
+        row(name, (r["dev"] or {}).get(metric), (r[split] or {}).get(metric), speeds.get("student"))
+    floors = summary["floors"]
+    for name in floors.get(split) or floors.get("dev") or {}:
+        row(
+            f"floor: {name}",
+            floors.get("dev", {}).get(name, {}).get(metric),
+            floors.get(split, {}).get(name, {}).get(metric),
+            None,
+        )
+
+
+def _primary(result: dict[str, Any], split: str) -> str:
+    """The first metric of the student's split (the protocol's order puts the primary first)."""
+    metrics = result.get(split) or result.get("dev") or {}
+    return next(iter(metrics), "score")

@@ -1,0 +1,221 @@
+"""Word-piece inputs: a pretrained transformer's own sub-word embedding table, read as static
+vectors (no transformer pass).
+
+The tokenizer is the encoder's (e.g. all-MiniLM-L6-v2's WordPiece, 30,522 sub-words, its
+special tokens `[CLS] ... [SEP]` included, as `transformer` inputs read them); each id looks
+up its row of the encoder's input embedding table (`embeddings.word_embeddings.weight`, 384
+dimensions for MiniLM), without position or type embeddings and without the layer norm. A
+model then reads contextless sub-word vectors at the cost of a table lookup: what a seed
+model distilled from MiniLM reads at full speed (`attnmatch.training.distill`).
+
+The table is the model's own weights (saved in model.safetensors, 47 MB for MiniLM), and the
+tokenizer `tokenizer.json` in the model directory: a saved model needs no source.
+`normalize` scales each row to unit length, as GloVe is read (`WordVectorsConfig.normalize`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+from attnmatch import configs
+from attnmatch.data.subword import SubwordTokenizer
+from attnmatch.data.tokenize import check_max_length
+from attnmatch.inputs.base import Inputs
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnmatch.inputs import TokenEncoderConfig
+
+TABLE_SUFFIX = "embeddings.word_embeddings.weight"  # the input table of a BERT-like encoder
+
+
+@dataclass(frozen=True, kw_only=True)
+class WordPieceInputsConfig:
+    """The `[inputs]` section for a transformer's static sub-word vectors.
+
+    Args:
+        source: "minilm-l6" (all-MiniLM-L6-v2) or a local Hugging Face model directory.
+        trainable: train the table with the model (fixed by default).
+        normalize: scale each vector to unit L2 norm.
+        max_length: sub-words per text, special tokens included.
+        dropout: dropout on the vectors.
+    """
+
+    kind: Literal["wordpiece"] = "wordpiece"
+    source: str = "minilm-l6"
+    trainable: bool = False
+    normalize: bool = False
+    max_length: int = 256
+    dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.source:
+            raise ValueError('source is empty: name an encoder ("minilm-l6") or a directory')
+        check_max_length(self.max_length, minimum=2)  # 2: the special tokens
+        configs.check_dropout(self.dropout)
+
+
+class WordPieceEncoder(nn.Module):
+    """A sub-word vector table (an `nn.Embedding`).
+
+    Shape:
+        ids: (B, L) long, mask: (B, L) bool -> (B, L, E), zero on padding.
+    """
+
+    def __init__(self, config: TokenEncoderConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.embedding = nn.Embedding(config.vocab_size, config.embedding_dim)
+        self.embedding.weight.requires_grad_(config.trainable)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        vectors = self.embedding(ids.masked_fill(~mask, 0))  # (B, L, E)
+        return self.dropout(vectors) * mask.unsqueeze(-1)  # (B, L, E)
+
+    def rescale_init(self, fan_in: int, fan_out: int) -> None:
+        """A no-op: the initial values are the encoder's table, not a random one to scale."""
+
+    @torch.no_grad()
+    def load_table(self, table: torch.Tensor) -> None:
+        """Copies a (vocab_size, E) table into the embedding."""
+        expected = tuple(self.embedding.weight.shape)
+        if tuple(table.shape) != expected:
+            raise ValueError(
+                f"the sub-word table has shape {tuple(table.shape)}, expected {expected}"
+            )
+        self.embedding.weight.copy_(table.to(self.embedding.weight.dtype))
+
+
+def read_table(directory: Path) -> torch.Tensor:
+    """The input embedding table of the encoder in `directory` (its model.safetensors).
+
+    Raises:
+        ValueError: no tensor named `*embeddings.word_embeddings.weight` in the file.
+    """
+    from safetensors import safe_open
+
+    file = directory / "model.safetensors"
+    with safe_open(str(file), framework="pt") as weights:
+        names = [k for k in weights.keys() if k.endswith(TABLE_SUFFIX)]  # noqa: SIM118
+        if not names:
+            raise ValueError(f"{file}: no sub-word embedding table ({TABLE_SUFFIX})")
+        return weights.get_tensor(names[0]).float()
+
+
+class WordPieceInputs(Inputs):
+    """A transformer's tokenizer and its sub-word table as static vectors
+    (`WordPieceInputsConfig`)."""
+
+    kind = "wordpiece"
+    config_cls = WordPieceInputsConfig
+    encoder_cls = WordPieceEncoder
+
+    def __init__(
+        self,
+        config: WordPieceInputsConfig,
+        tokenizer: SubwordTokenizer | None = None,
+        shape: tuple[int, int] | None = None,
+    ) -> None:
+        super().__init__(config)
+        self.tokenizer = tokenizer
+        self.shape = shape
+        self.directory: Path | None = None
+
+    def _resolve(self) -> None:
+        """Finds the source directory and reads its tokenizer and table size (once)."""
+        if self.directory is not None:
+            return
+        from attnmatch.encoders import read_config, read_tokenizer, resolve_source
+
+        self.directory = resolve_source(self.config.source)
+        tc = read_config(self.directory)
+        self.shape = (int(tc["vocab_size"]), int(tc["hidden_size"]))
+        self.tokenizer = SubwordTokenizer(
+            read_tokenizer(self.directory), max_length=self.config.max_length
+        )
+
+    def fit(self, train_texts: Any = (), eval_texts: Any = (), *, seed: int = 0) -> None:
+        """Reads the source; records the eval texts' unknown sub-words and the fit texts that
+        `encode` cuts."""
+        self._resolve()
+        eval_texts = list(eval_texts)
+        self.stats = {"kind": self.kind, "source": self.config.source}
+        self.record_eval_unknown(*self.unknown_tokens(dict.fromkeys(eval_texts)))
+        self.record_truncated(self.truncated(dict.fromkeys([*train_texts, *eval_texts])))
+
+    def encoder_config(self) -> dict[str, Any]:
+        if self.shape is None:
+            self._resolve()
+        assert self.shape is not None
+        return {
+            "kind": self.kind,
+            "vocab_size": self.shape[0],
+            "embedding_dim": self.shape[1],
+            "trainable": self.config.trainable,
+            "dropout": self.config.dropout,
+            "max_length": self.config.max_length,
+        }
+
+    def init_encoder(self, encoder: nn.Module) -> None:
+        self._resolve()
+        assert self.directory is not None
+        table = read_table(self.directory)  # (V, E)
+        if self.config.normalize:
+            table = table / table.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        encoder.load_table(table)  # type: ignore[operator]
+        self.stats.update(source=self.config.source, kind=self.kind, rows=int(table.shape[0]))
+
+    def _tokenizer(self) -> SubwordTokenizer:
+        if self.tokenizer is None:
+            self._resolve()
+        assert self.tokenizer is not None
+        return self.tokenizer
+
+    def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
+        return self._tokenizer().encode_batch(list(texts))
+
+    @property
+    def max_tokens(self) -> int:
+        return self._tokenizer().max_length
+
+    def truncated(self, texts: Iterable[str]) -> int:
+        return self._tokenizer().truncated(list(texts))
+
+    def tokens(self, text: str) -> list[str]:
+        return self._tokenizer().tokenize(text)
+
+    def unknown_tokens(self, texts: Iterable[str]) -> tuple[Counter[str], int]:
+        """The text behind each unknown sub-word (`[UNK]`) of `texts`, and the number of
+        sub-words, special tokens not counted."""
+        unknown, total = self._tokenizer().unknown_pieces(list(texts))
+        return Counter(unknown), total
+
+    def save(self, directory: Path) -> dict[str, Any]:
+        (directory / "tokenizer.json").write_text(self._tokenizer().to_json(), encoding="utf-8")
+        return configs.to_dict(self.config)
+
+    def check_fits(self, rows: int, directory: Path) -> None:
+        """Every sub-word id of the tokenizer is a row of the table."""
+        size = self.tokenizer.vocab_size if self.tokenizer is not None else 0
+        if size > rows:
+            raise ValueError(
+                f"{directory / 'tokenizer.json'} has {size} sub-words but the embedding table of "
+                f"{directory / 'model.safetensors'} has {rows} rows: the tokenizer belongs to "
+                "another model"
+            )
+
+    @classmethod
+    def load(cls, directory: Path, entry: dict[str, Any]) -> WordPieceInputs:
+        config = configs.from_dict(WordPieceInputsConfig, entry, path="inputs")
+        tokenizer = SubwordTokenizer.from_file(
+            directory / "tokenizer.json", max_length=config.max_length
+        )
+        return cls(config, tokenizer)

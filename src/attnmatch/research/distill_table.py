@@ -1,0 +1,188 @@
+"""results/distill.md: teachers and their distilled seed-model students, beside the same students
+trained on labels alone.
+
+Generated from run folders: for each row, RUNS/<id>/distilled/ (`attnmatch distill --seeds`,
+its summary.json and seed-<s>/) and RUNS/<id>/labels/ (`attnmatch train --seeds`, seed-<s>/),
+with the zero-shot figures of results/modern.json. A row whose runs are missing is written
+"not run" with its reason. Distilled and labels-only students are compared with the paired
+randomisation test of `attnmatch.research.claims` over the test items (each item's value
+averaged over seeds).
+
+    python -m attnmatch.research.distill_table --runs runs/distill --results results
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnmatch.atomic import write_text_atomic
+from attnmatch.research.claims import paired_means
+from attnmatch.tasks import item_values
+
+RESAMPLES = 10_000
+
+
+@dataclass(frozen=True)
+class Row:
+    """A row: its run folder name, dataset label, metric, student, modern.json zero-shot row
+    and the paper's best figure (the five seed papers; None where none reports it)."""
+
+    id: str
+    dataset: str
+    metric: str
+    student: str
+    zero_shot: str | None
+    paper: float | None
+
+
+ROWS = (
+    Row("wikiqa-amvlstm_q-glove", "WikiQA", "map", "aMV-LSTM (Q), GloVe 50d", "wikiqa-zero-shot", 0.743),
+    Row("wikiqa-amvlstm_q-wordpiece", "WikiQA", "map", "aMV-LSTM (Q), MiniLM word pieces", "wikiqa-zero-shot", 0.743),
+    Row("trecqa-amvlstm_q-glove", "TrecQA (raw)", "map", "aMV-LSTM (Q), GloVe 50d", "trecqa-zero-shot", 0.805),
+    Row("sick-mpcnn_attention-glove", "SICK relatedness", "pearson", "attention MP-CNN, GloVe 50d", "sick-zero-shot", None),
+    Row("stsb-amvlstm_q-glove", "STS Benchmark", "pearson", "aMV-LSTM (Q), GloVe 50d", "stsb-zero-shot", None),
+    Row("sts2015-mpcnn_attention-glove", "STS2015", "pearson", "attention MP-CNN, GloVe 50d", "sts2015-zero-shot", None),
+    Row("sts2016-mpcnn_attention-glove", "STS2016", "pearson", "attention MP-CNN, GloVe 50d", "sts2016-zero-shot", None),
+    Row("msrp-mpcnn_attention-glove", "MSRP", "accuracy", "attention MP-CNN, GloVe 50d", None, None),
+    Row("sick-entailment-amvlstm_q-glove", "SICK entailment", "accuracy", "aMV-LSTM (Q), GloVe 50d", None, None),
+)  # fmt: skip
+
+NOT_RUN = (
+    "the 2-core machine was shared by eight engineers (load 15-18) and the teacher's "
+    "scoring of the training pairs did not finish before the deadline"
+)
+
+
+def _seed_folders(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.glob("seed-*") if (p / "test_items.json").is_file())
+
+
+def _test_values(folder: Path, metric: str) -> tuple[list[float], dict[str, float]]:
+    """Each seed's test metric (result.json or distill.json) and each test item's value
+    averaged over the seeds."""
+    values: list[float] = []
+    per_item: dict[str, float] = {}
+    seeds = _seed_folders(folder)
+    for seed in seeds:
+        result = seed / ("distill.json" if (seed / "distill.json").is_file() else "result.json")
+        values.append(float(json.loads(result.read_text())["test"][metric]))
+        items = json.loads((seed / "test_items.json").read_text())
+        try:
+            keys, item = item_values(items, metric)
+        except ValueError:  # e.g. Pearson: not a mean over items
+            continue
+        for k, v in zip(keys, item, strict=True):
+            per_item[k] = per_item.get(k, 0.0) + float(v) / len(seeds)
+    return values, per_item
+
+
+def _zero_shot(modern: dict[str, Any], row_id: str | None, metric: str) -> float | None:
+    for row in modern.get("rows", []):
+        if row["id"] == row_id:
+            value = row["metrics"].get(metric)
+            return float(value["mean"] if isinstance(value, dict) else value)
+    return None
+
+
+def collect_row(row: Row, runs: Path, modern: dict[str, Any]) -> dict[str, Any]:
+    """One row's figures (or its "not run" reason)."""
+    out: dict[str, Any] = {
+        "id": row.id,
+        "dataset": row.dataset,
+        "metric": row.metric,
+        "student": row.student,
+        "paper": row.paper,
+        "zero_shot": _zero_shot(modern, row.zero_shot, row.metric),
+    }
+    distilled, labels = runs / row.id / "distilled", runs / row.id / "labels"
+    if not _seed_folders(distilled) or not _seed_folders(labels):
+        return out | {"not_run": NOT_RUN}
+    d_values, d_items = _test_values(distilled, row.metric)
+    l_values, l_items = _test_values(labels, row.metric)
+    summary = json.loads((distilled / "summary.json").read_text())
+    teacher = summary.get("teacher", {}).get("test", {}).get(row.metric)
+    out.update(
+        teacher=teacher,
+        distilled=_mean_std(d_values),
+        labels=_mean_std(l_values),
+        pairs_per_s=summary.get("pairs_per_s", {}),
+    )
+    shared = sorted(set(d_items) & set(l_items))
+    if shared:
+        a = np.array([d_items[k] for k in shared])
+        b = np.array([l_items[k] for k in shared])
+        paired = paired_means(a, b, resamples=RESAMPLES)
+        out["paired"] = {"difference": paired.diff, "p": paired.p, "items": paired.items}
+    return out
+
+
+def _mean_std(values: list[float]) -> dict[str, Any]:
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    return {"mean": statistics.fmean(values), "std": std, "seeds": len(values)}
+
+
+def collect(runs: Path, results: Path) -> dict[str, Any]:
+    modern_file = results / "modern.json"
+    modern = json.loads(modern_file.read_text()) if modern_file.is_file() else {}
+    return {"distillation": [collect_row(row, runs, modern) for row in ROWS]}
+
+
+def _num(value: Any) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def render(data: dict[str, Any]) -> str:
+    """results/distill.md from results/distill.json."""
+    lines = [
+        "# Distillation: seed attention models taught by MiniLM",
+        "",
+        "Generated by `python -m attnmatch.research.distill_table` from the run folders; do not "
+        "edit. Test figures of the dev-selected students, mean ± std over seeds; the paired "
+        "test is the randomisation test of results/claims.md over test items (distilled minus "
+        "labels-only). Pairs/s: one CPU thread, teacher and student measured side by side "
+        "(interleaved) in one run on a shared machine.",
+        "",
+        "| dataset | metric | student | teacher | distilled | labels only | paired test | "
+        "paper | zero-shot | pairs/s teacher / student |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in data["distillation"]:
+        fixed = f"| {r['dataset']} | {r['metric']} | {r['student']} |"
+        tail = f" {_num(r['paper'])} | {_num(r['zero_shot'])} |"
+        if "not_run" in r:
+            lines.append(f"{fixed} not run | not run | not run | — |{tail} — |")
+            continue
+        paired = r.get("paired")
+        test = "—" if paired is None else f"{paired['difference']:+.3f}, p = {paired['p']:.3g}"
+        speeds = r["pairs_per_s"]
+        speed = f"{speeds.get('teacher', 0):,.0f} / {speeds.get('student', 0):,.0f}"
+        cells = [_num(r["teacher"]), _cell(r["distilled"]), _cell(r["labels"]), test]
+        lines.append(f"{fixed} {' | '.join(cells)} |{tail} {speed} |")
+    reasons = sorted({r["not_run"] for r in data["distillation"] if "not_run" in r})
+    lines += ["", *[f"Rows marked not run: {reason}." for reason in reasons]]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(block: dict[str, Any]) -> str:
+    return f"{block['mean']:.3f} ± {block['std']:.3f} ({block['seeds']})"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=Path, default=Path("runs/distill"))
+    parser.add_argument("--results", type=Path, default=Path("results"))
+    args = parser.parse_args(argv)
+    data = collect(args.runs, args.results)
+    write_text_atomic(args.results / "distill.json", json.dumps(data, indent=2) + "\n")
+    write_text_atomic(args.results / "distill.md", render(data))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,547 @@
+"""Distillation: a student (any registered model, on any inputs) learns a teacher's scores.
+
+A teacher is any `Matcher` (a fine-tuned bi- or cross-encoder, a zero-shot encoder) or the
+average of several. It scores each training pair once, and pairs the gold set lacks besides:
+for ranking, each query against extra candidates of the split's corpus (BM25's best and some at
+random, Hofstaetter et al. 2020 distil from such pools); for pairs, pairs formed across groups
+(without a gold label). The targets are cached beside the run (`CACHE_FILE`, safetensors, with
+the teacher's identity and the data's hash in its metadata): a changed teacher or data is
+refused, never silently reused.
+
+The student then trains with the project's loop (`attnmatch.training.loop`) on
+`attnmatch.losses.mixed_loss`: (1 - w) x the gold-label loss + w x the task's distillation loss
+(`attnmatch.tasks.DISTILL_LOSSES`), one run per weight w, the weight chosen on dev.
+
+Deviations: teachers are averaged on their raw scores (no normalisation between them); the
+extra candidates of a ranking query are taken as negatives by the gold-label loss, as the
+"random" and "bm25" negatives of `attnmatch.data.sampling` are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from rich.console import Console
+
+from attnmatch.atomic import atomic_directory, write_text_atomic
+from attnmatch.data.datasets import Split
+from attnmatch.data.schema import Example
+from attnmatch.matcher import Matcher
+from attnmatch.metrics import greater_is_better
+from attnmatch.tasks import Task
+from attnmatch.training.config import ExperimentConfig
+from attnmatch.training.experiment import (
+    Distillation,
+    Experiment,
+    experiment_from_splits,
+    experiment_task,
+    load_splits,
+)
+
+CACHE_FILE = "teacher_scores.safetensors"
+RESULT_FILE = "distill.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class DistillConfig:
+    """Args:
+    loss: the distillation loss ("auto": the task's first of `attnmatch.tasks.DISTILL_LOSSES`).
+    weights: the weights of the distillation loss tried, one run each; the best on dev is kept
+        (0 is the labels alone, 1 the teacher alone).
+    bm25_candidates, random_candidates: extra candidates per ranking query, from the split's
+        corpus (its distinct right-hand texts), that the teacher labels.
+    cross_pairs: extra pairs formed across groups (classification, regression), as a share
+        of the training pairs; the teacher labels them, they have no gold label.
+    seed: of the extra pairs.
+    """
+
+    loss: str = "auto"
+    weights: tuple[float, ...] = (0.5, 1.0)
+    bm25_candidates: int = 5
+    random_candidates: int = 5
+    cross_pairs: float = 0.5
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        if not self.weights:
+            raise ValueError("distillation needs at least one weight")
+        for w in self.weights:
+            if not 0.0 <= w <= 1.0:
+                raise ValueError(f"a distillation weight must lie in [0, 1], got {w}")
+        if min(self.bm25_candidates, self.random_candidates) < 0 or self.cross_pairs < 0:
+            raise ValueError("extra candidates and cross pairs cannot be negative")
+
+
+@dataclass
+class DistillResult:
+    """What `distill` did: the chosen weight's run and every weight's dev metrics."""
+
+    output_dir: Path
+    model_dir: Path
+    weight: float
+    dev: dict[str, float] | None
+    test: dict[str, float] | None
+    by_weight: dict[str, dict[str, float] | None] = field(default_factory=dict)
+    teacher: str = ""
+    train_pairs: int = 0
+    teacher_seconds: float = 0.0
+    floors: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    teacher_metrics: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        return data | {"output_dir": str(self.output_dir), "model_dir": str(self.model_dir)}
+
+
+# ----------------------------------------------------------------- teachers
+
+
+def teacher_identity(teachers: Sequence[Matcher]) -> str:
+    """A digest of the teachers: each one's model type, task and every weight's bytes."""
+    digest = hashlib.sha256()
+    for teacher in teachers:
+        digest.update(teacher.model_type.encode())
+        digest.update(json.dumps(teacher.task.to_dict(), sort_keys=True).encode())
+        for name, tensor in sorted(teacher.model.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def data_hash(examples: Sequence[Example]) -> str:
+    """A digest of the pairs a teacher scores: texts, labels and groups, in order."""
+    digest = hashlib.sha256()
+    for ex in examples:
+        digest.update(f"{ex.left}\t{ex.right}\t{ex.label!r}\t{ex.group}\n".encode())
+    return digest.hexdigest()
+
+
+def as_teacher(teacher: Matcher, task: Task, calibration: Sequence[Example]) -> Matcher:
+    """`teacher` as a teacher of `task`: a cosine bi-encoder (zero-shot) of another task is
+    read through a head calibrated on `calibration` (`Matcher.with_cosine_head`).
+
+    Raises:
+        ValueError: a teacher of another task that is no cosine bi-encoder.
+    """
+    if teacher.task.same_kind(task):
+        return teacher
+    if teacher.model_type == "bi_encoder" and teacher.task.similarity_is_output:
+        return Matcher.with_cosine_head(teacher, task=task, calibration=list(calibration))
+    raise ValueError(
+        f"the teacher is a {teacher.task.kind} model: it cannot teach a {task.kind} student"
+    )
+
+
+def teacher_targets(teachers: Sequence[Matcher], examples: Sequence[Example]) -> np.ndarray:
+    """The teachers' mean targets (`Task.teacher_targets`) for `examples`: (N, K) float32.
+    A frozen encoder (zero-shot) encodes each distinct text once (`Inputs.enable_cache`)."""
+    from attnmatch.models import input_layer
+
+    total: np.ndarray | None = None
+    for teacher in teachers:
+        if teacher.inputs is not None:
+            teacher.inputs.enable_cache(input_layer(teacher.model))
+        outputs = teacher.outputs([(ex.left, ex.right) for ex in examples])  # (N, C)
+        targets = teacher.task.teacher_targets(outputs)  # (N, K)
+        total = targets if total is None else total + targets
+    assert total is not None
+    return (total / len(teachers)).astype(np.float32)
+
+
+def cached_targets(
+    path: Path, teachers: Sequence[Matcher], examples: Sequence[Example]
+) -> tuple[np.ndarray, float]:
+    """The teachers' targets for `examples`, read from `path` when it holds them for the same
+    teachers and data, else computed and written there. Returns (targets, seconds spent).
+
+    Raises:
+        ValueError: `path` holds the scores of another teacher or other data (one line).
+    """
+    from safetensors import safe_open
+    from safetensors.numpy import save_file
+
+    identity, digest = teacher_identity(teachers), data_hash(examples)
+    if path.exists():
+        with safe_open(str(path), framework="numpy") as cached:
+            meta = cached.metadata() or {}
+            if meta.get("teacher") != identity:
+                raise ValueError(
+                    f"{path}: teacher scores of another teacher ({meta.get('teacher', '?')[:12]}"
+                    f", now {identity[:12]}); delete it or choose another output folder"
+                )
+            if meta.get("data") != digest:
+                raise ValueError(
+                    f"{path}: teacher scores of other training data ({meta.get('data', '?')[:12]}"
+                    f", now {digest[:12]}); delete it or choose another output folder"
+                )
+            return cached.get_tensor("targets"), 0.0
+    start = time.perf_counter()
+    targets = teacher_targets(teachers, examples)
+    seconds = time.perf_counter() - start
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    meta = {"teacher": identity, "data": digest, "rows": str(len(examples))}
+    save_file({"targets": targets}, str(tmp), metadata=meta)
+    tmp.replace(path)  # atomic: a reader sees the old file or the whole new one
+    return targets, seconds
+
+
+# ----------------------------------------------------------------- extra pairs
+
+
+def extra_candidates(
+    examples: Sequence[Example], *, bm25: int, random: int, seed: int
+) -> list[Example]:
+    """For each query with a positive, `bm25` candidates of the split's corpus (its distinct
+    right-hand texts) BM25 ranks best and `random` drawn at random, none of them among the
+    query's own candidates; labelled 0 (what the gold loss reads; the teacher scores them)."""
+    import bm25s
+
+    from attnmatch.data.tokenize import Tokenizer
+
+    corpus = list(dict.fromkeys(ex.right for ex in examples))
+    own: dict[str, set[str]] = {}
+    query: dict[str, str] = {}
+    for ex in examples:
+        if ex.group is None:
+            raise ValueError("extra candidates need ranking groups (a query id per pair)")
+        own.setdefault(ex.group, set()).add(ex.right)
+        query.setdefault(ex.group, ex.left)
+    groups = sorted({ex.group for ex in examples if ex.label > 0 and ex.group is not None})
+    if not groups or (bm25 == 0 and random == 0):
+        return []
+    tokenizer = Tokenizer(lowercase=True)
+    found: Any = np.zeros((len(groups), 0), dtype=np.int64)
+    if bm25:
+        index = bm25s.BM25()
+        index.index([tokenizer.tokenize(t) or ["<empty>"] for t in corpus], show_progress=False)
+        k = min(len(corpus), bm25 + max(len(own[g]) for g in groups))
+        tokens = [tokenizer.tokenize(query[g]) or ["<empty>"] for g in groups]
+        found, _ = index.retrieve(tokens, k=k, show_progress=False, n_threads=1)
+    rng = np.random.default_rng(seed)
+    extra: list[Example] = []
+    for g, row in zip(groups, found, strict=True):
+        taken = [corpus[int(i)] for i in row if corpus[int(i)] not in own[g]][:bm25]
+        seen = own[g] | set(taken)
+        draws = [corpus[int(i)] for i in rng.permutation(len(corpus))[: 4 * random + len(seen)]]
+        taken += [t for t in dict.fromkeys(draws) if t not in seen][:random]
+        extra += [Example(left=query[g], right=t, label=0, group=g) for t in taken]
+    return extra
+
+
+def cross_pairs(examples: Sequence[Example], share: float, seed: int) -> list[Example]:
+    """`share` x len(examples) pairs of one pair's left text and another group's right text,
+    without a gold label (NaN); pairs without a group are their own group."""
+    n = int(round(share * len(examples)))
+    if n == 0 or len(examples) < 2:
+        return []
+    rng = np.random.default_rng(seed)
+    extra = []
+    lefts, rights = rng.integers(0, len(examples), n), rng.integers(0, len(examples), n)
+    for i, j in zip(lefts, rights, strict=True):
+        a, b = examples[int(i)], examples[int(j)]
+        if i == j or (a.group is not None and a.group == b.group):
+            continue
+        extra.append(Example(left=a.left, right=b.right, label=math.nan))
+    return extra
+
+
+def training_pairs(
+    examples: Sequence[Example], task: Task, group_loss: bool, config: DistillConfig
+) -> list[Example]:
+    """The pairs the teacher labels: the training split (for a group loss, the queries with a
+    positive, the only ones it trains on) and the extra pairs (module docstring)."""
+    if task.labels_candidates():
+        kept = list(examples)
+        if group_loss:
+            with_positive = {ex.group for ex in examples if ex.label > 0}
+            kept = [ex for ex in examples if ex.group in with_positive]
+        extra = extra_candidates(
+            kept, bm25=config.bm25_candidates, random=config.random_candidates, seed=config.seed
+        )
+        return kept + extra
+    return list(examples) + cross_pairs(examples, config.cross_pairs, config.seed)
+
+
+# ----------------------------------------------------------------- the runs
+
+
+def distilled_experiment(
+    exp: Experiment, pairs: Sequence[Example], targets: np.ndarray, distillation: Distillation
+) -> Experiment:
+    """`exp` training on `pairs` (the training split and its extra pairs) with the teacher's
+    `targets` (N, K) beside their gold labels."""
+    encoded = exp.matcher.encode(pairs)
+    if len(encoded) != targets.shape[0]:
+        raise ValueError(f"{targets.shape[0]} teacher targets for {len(encoded)} training pairs")
+    return dataclasses.replace(
+        exp, train=dataclasses.replace(encoded, teacher=targets), distill=distillation
+    )
+
+
+def distill(
+    config: ExperimentConfig,
+    teachers: Sequence[Matcher],
+    output_dir: str | Path,
+    options: DistillConfig | None = None,
+    *,
+    console: Console | None = None,
+    progress: bool = False,
+    overwrite: bool = False,
+) -> DistillResult:
+    """Distils `teachers` (their mean) into the student `config` describes (model, inputs,
+    data, training): `distill_splits` on the configured dataset's splits."""
+    splits = load_splits(config)
+    return distill_splits(
+        config,
+        teachers,
+        splits,
+        output_dir,
+        options,
+        console=console,
+        progress=progress,
+        overwrite=overwrite,
+    )
+
+
+def distill_splits(
+    config: ExperimentConfig,
+    teachers: Sequence[Matcher],
+    splits: tuple[Split, Split | None, Split | None],
+    output_dir: str | Path,
+    options: DistillConfig | None = None,
+    *,
+    console: Console | None = None,
+    progress: bool = False,
+    overwrite: bool = False,
+    cache: Path | None = None,
+    evaluate_teacher: bool = False,
+) -> DistillResult:
+    """Distils `teachers` into the student `config` describes on (train, dev, test) `splits`:
+    one run per weight under output_dir/weight-<w>/, the best on dev copied to
+    output_dir/model and evaluated once on test (output_dir/distill.json, test_items.json).
+    The teacher's targets are cached in `cache` (default output_dir/teacher_scores.safetensors;
+    runs of several seeds share one).
+
+    Raises:
+        ValueError: a teacher of another task, or a cache of another teacher or data.
+    """
+    from attnmatch.training.trainer import train
+
+    options = options or DistillConfig()
+    console = console or Console(stderr=True)
+    out = Path(output_dir)
+    cache = cache or out / CACHE_FILE
+    train_split, dev, test = splits
+    task = experiment_task(train_split, dev)
+    teachers = [as_teacher(t, task, train_split.examples) for t in teachers]
+    loss = task.resolve_distill_loss(options.loss)
+    exp = experiment_from_splits(config, train_split, dev, None)
+    pairs = training_pairs(train_split.examples, task, task.trains_on_groups(exp.loss), options)
+    console.print(
+        f"teacher: scoring {len(pairs)} training pairs ({len(pairs) - len(train_split.examples)}"
+        f" extra) once, cached in {cache}",
+        highlight=False,
+        markup=False,
+    )
+    targets, seconds = cached_targets(cache, teachers, pairs)
+    runs: dict[float, Any] = {}
+    run_config = config
+    for i, weight in enumerate(options.weights):
+        if i:  # a fresh student; the floors are said once
+            run_config = config.with_overrides({"train": {"floors": "none"}})
+            exp = experiment_from_splits(run_config, train_split, dev, None)
+        console.rule(f"distillation weight {weight:g} ({loss})")
+        student = distilled_experiment(exp, pairs, targets, Distillation(loss, weight))
+        runs[weight] = train(
+            run_config,
+            out / f"weight-{weight:g}",
+            experiment=student,
+            overwrite=overwrite,
+            progress=progress,
+            console=console,
+        )
+    weight = _best_weight(runs, exp)
+    chosen = runs[weight]
+    model_dir = out / "model"
+    with atomic_directory(model_dir) as tmp:
+        shutil.copytree(chosen.model_dir, tmp, dirs_exist_ok=True)
+    result = DistillResult(
+        output_dir=out,
+        model_dir=model_dir,
+        weight=weight,
+        dev=chosen.dev,
+        test=_test_once(model_dir, test, out, config) if test is not None else None,
+        by_weight={f"{w:g}": r.dev for w, r in runs.items()},
+        teacher=teacher_identity(teachers)[:12],
+        train_pairs=len(pairs),
+        teacher_seconds=round(seconds, 2),
+        floors={"dev": (runs[options.weights[0]].floors or {}).get("dev", {})},
+    )
+    if test is not None:
+        result.floors["test"] = _floors(test, train_split, exp, config)
+    if evaluate_teacher:
+        result.teacher_metrics = _teacher_metrics(teachers, dev, test)
+    write_text_atomic(out / RESULT_FILE, json.dumps(result.to_dict(), indent=2) + "\n")
+    return result
+
+
+def _floors(
+    split: Split, train_split: Split, exp: Experiment, config: ExperimentConfig
+) -> dict[str, dict[str, float]]:
+    """The no-training floors of `split` (`attnmatch.floors`), as train.floors asks."""
+    from attnmatch.floors import compute_floors
+    from attnmatch.training.trainer import FLOOR_ENCODER_PAIRS
+
+    kind = config.train.floors
+    if kind == "none" or split.protocol is None:
+        return {}
+    return compute_floors(
+        split.examples,
+        split.protocol,
+        fit_examples=train_split.examples,
+        task=exp.matcher.task,
+        encoders=("minilm-l6",) if kind == "all" else (),
+        max_encoder_pairs=FLOOR_ENCODER_PAIRS,
+    )
+
+
+def _teacher_metrics(
+    teachers: Sequence[Matcher], dev: Split | None, test: Split | None
+) -> dict[str, dict[str, float]]:
+    """The (first) teacher's dev and test metrics, under the splits' protocols."""
+    found = {}
+    for name, split in (("dev", dev), ("test", test)):
+        if split is not None and split.protocol is not None:
+            found[name] = teachers[0].evaluate_examples(split.examples, split.protocol).metrics
+    return found
+
+
+def _best_weight(runs: dict[float, Any], exp: Experiment) -> float:
+    """The weight whose run is best on dev (the first weight without a dev split)."""
+    if exp.dev is None:
+        return next(iter(runs))
+    from attnmatch.training.loop import selection_metric
+
+    metric = selection_metric(exp)
+    sign = 1.0 if greater_is_better(metric) else -1.0
+    return max(runs, key=lambda w: sign * runs[w].dev[metric])
+
+
+def _test_once(
+    model_dir: Path, test: Split, out: Path, config: ExperimentConfig
+) -> dict[str, float]:
+    """The chosen student's test metrics, with its per-item results in out/test_items.json
+    (paired tests, `attnmatch.research.claims`)."""
+    from attnmatch.evaluation import report_from_outputs, report_items
+
+    if test.protocol is None:
+        raise ValueError(f"{test.dataset}:{test.split} has no evaluation protocol")
+    student = Matcher.load(model_dir, batch_size=config.train.eval_batch_size)
+    data = student.encode(test.examples)
+    with torch.inference_mode():
+        outputs = student.predict(data)
+    report = report_from_outputs(outputs, data, test.protocol, task=student.task)
+    items = report_items(outputs, data, test.protocol, task=student.task)
+    write_text_atomic(out / "test_items.json", json.dumps(items) + "\n")
+    return report.metrics
+
+
+def in_memory_splits(train: Any, dev: Any, task: str | None) -> tuple[Split, Split | None, None]:
+    """(train, dev, None) splits of pairs given in memory, as `Matcher.fit` reads them."""
+    from attnmatch.data.datasets.pairs import evaluation_examples
+    from attnmatch.data.labels import choose_task
+    from attnmatch.training.api import _labelled, _split, as_examples, read_pairs
+
+    texts, labels = read_pairs(train, "train")
+    scheme = choose_task(labels, [group for _, _, group in texts], task=task or "auto")
+    train_split = _split(_labelled(texts, labels, scheme, "train"), "train", scheme)
+    if dev is None:
+        return train_split, None, None
+    dev_examples, _ = evaluation_examples(as_examples(dev, "dev", scheme), scheme, "dev")
+    return train_split, _split(dev_examples, "dev", scheme), None
+
+
+def distill_matcher(
+    teacher: Any,
+    train: Any,
+    dev: Any,
+    *,
+    student: str,
+    inputs: Any,
+    task: str | None,
+    options: DistillConfig,
+    output_dir: str | Path | None,
+    progress: bool,
+    train_options: dict[str, Any],
+) -> Matcher:
+    """`Matcher.distill` (its docstring has the arguments)."""
+    import tempfile
+
+    from attnmatch import configs
+    from attnmatch.inputs import parse_inputs
+    from attnmatch.matcher import load_matcher
+    from attnmatch.models import default_inputs
+    from attnmatch.training.config import DataConfig, TrainConfig
+
+    given = teacher if isinstance(teacher, list | tuple) else [teacher]
+    teachers = [t if isinstance(t, Matcher) else load_matcher(t) for t in given]
+    if isinstance(train, str) and (dev is not None or task is not None):
+        raise ValueError(
+            f"train={train!r} names a dataset: its own dev split and task are used, so dev and "
+            "task must not be given (pass pairs to choose them)"
+        )
+    data = (
+        DataConfig(dataset=train)
+        if isinstance(train, str)
+        else DataConfig(dataset="pairs", test_split=None)
+    )
+    config = ExperimentConfig(
+        model=student,
+        inputs=None if inputs is None else parse_inputs(inputs, default=default_inputs(student)),
+        data=data,
+        train=configs.from_dict(TrainConfig, train_options, path="train"),
+    )
+    splits = load_splits(config) if isinstance(train, str) else in_memory_splits(train, dev, task)
+
+    def run(out: Path) -> Matcher:
+        result = distill_splits(config, teachers, splits, out, options, progress=progress)
+        return Matcher.load(result.model_dir)
+
+    if output_dir is not None:
+        return run(Path(output_dir))
+    with tempfile.TemporaryDirectory(prefix="attnmatch-distill-") as tmp:
+        matcher = run(Path(tmp))
+        matcher.path = None
+        return matcher
+
+
+def pairs_per_second(
+    matchers: dict[str, Matcher], pairs: Sequence[tuple[str, str]], *, rounds: int = 2
+) -> dict[str, float]:
+    """Each matcher's scoring speed on `pairs` on one CPU thread, in pairs/s: the rounds
+    interleaved (teacher, student, teacher, ...) so that a busy machine slows all alike,
+    the best round of each kept; texts are encoded inside the timing."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    best = dict.fromkeys(matchers, 0.0)
+    try:
+        for _ in range(rounds):
+            for name, matcher in matchers.items():
+                start = time.perf_counter()
+                matcher.score(list(pairs))
+                best[name] = max(best[name], len(pairs) / (time.perf_counter() - start))
+    finally:
+        torch.set_num_threads(before)
+    return best
