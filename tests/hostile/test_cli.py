@@ -171,7 +171,7 @@ def test_score_names_its_output_verbatim(
 ) -> None:
     pairs = _write(tmp_path / "p.tsv", "w1\tw2\n")
     output = tmp_path / "out [bold]x[/bold].tsv"
-    outcome = run_cli(["score", ranker, pairs, "-o", output], capsys)
+    outcome = run_cli(["score", ranker, pairs, "--format", "tsv", "-o", output], capsys)
     assert outcome.code == 0, outcome.stderr
     assert f"1 pairs scored into {output}" in outcome.stderr
     assert output.is_file()

@@ -824,3 +824,44 @@ def test_csv_field_limit_restored_after_an_error(tmp_path: Path, case: str) -> N
     before = csv.field_size_limit()
     failure(lambda: read_train_csv(path), "train.csv:3", "Label")
     assert csv.field_size_limit() == before
+
+
+@case("c4-score-header-left-without-right")
+def test_score_header_naming_left_but_not_right(tmp_path: Path, case: str) -> None:
+    path = tmp_path / "pairs.tsv"
+    path.write_text("left\tanswer\nq\ta\n", encoding="utf-8")
+    failure(lambda: PairsFile(path), "pairs.tsv:1", "'left'", "no 'right'", "--format")
+    with PairsFile(path, "tsv") as pairs:  # said to be pairs: the first line is one
+        assert [(r.left, r.right, r.line) for r in pairs] == [("left", "answer", 1), ("q", "a", 2)]
+
+
+@case("c4-score-headerless-first-pair")
+def test_score_headerless_first_pair_is_never_guessed(tmp_path: Path, case: str) -> None:
+    path = tmp_path / "pairs.tsv"
+    path.write_text("question\tanswer\nleft\tright\n", encoding="utf-8")
+    failure(lambda: PairsFile(path), "pairs.tsv:1", "--format tsv")
+    with PairsFile(path, "tsv") as pairs:  # a pair reading "left<TAB>right" is a pair too
+        assert [(r.left, r.right) for r in pairs] == [("question", "answer"), ("left", "right")]
+    path.write_text("left\tright\n", encoding="utf-8")
+    assert list(PairsFile(path, "tsv-header")) == []  # a header, no pairs
+    path.write_text("question\tanswer\n", encoding="utf-8")
+    failure(lambda: PairsFile(path, "tsv-header"), "pairs.tsv:1", "no left and no right")
+
+
+@case("c4-score-json-line-holding-a-tab")
+def test_score_json_line_holding_a_tab(tmp_path: Path, case: str) -> None:
+    path = tmp_path / "pairs.txt"
+    path.write_text('{"left": "a",\t"right": "b"}\n', encoding="utf-8")
+    failure(lambda: PairsFile(path), "pairs.txt:1", "JSON", "tab", "--format jsonl")
+    with PairsFile(path, "jsonl") as pairs:
+        assert [(r.left, r.right) for r in pairs] == [("a", "b")]
+
+
+@case("c7-score-format-unknown")
+def test_score_unknown_format_names_the_option(
+    tmp_path: Path, case: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "pairs.tsv"
+    path.write_text("a\tb\n", encoding="utf-8")
+    outcome = run_cli(["score", "overlap", path, "--format", "csvish"], capsys)
+    assert_clear_error(outcome, "--format", "tsv-header")

@@ -376,7 +376,7 @@ def test_a_damaged_model_directory_on_the_command_line(
         args = ["evaluate", path, "--dataset", f"pairs:{PAIRS_FIXTURE}:test"]
     else:
         (pairs := tmp_path / "pairs.tsv").write_text("w1 w2\tw3\n", encoding="utf-8")
-        args = ["score", path, pairs]
+        args = ["score", path, pairs, "--format", "tsv"]
     outcome = run_cli(args, capsys)
     assert_clear_error(outcome, *needles)
     assert outcome.stdout == ""
@@ -391,7 +391,7 @@ def test_a_model_folder_that_is_a_file(
         Matcher.load(path)
     assert_clear_exception(info.value, str(path), "not a model directory")
     (pairs := tmp_path / "pairs.tsv").write_text("a\tb\n", encoding="utf-8")
-    assert_clear_error(run_cli(["score", path, pairs], capsys), str(path))
+    assert_clear_error(run_cli(["score", path, pairs, "--format", "tsv"], capsys), str(path))
 
 
 @pytest.mark.parametrize(
@@ -554,7 +554,7 @@ def test_a_saved_model_whose_outputs_overflow_on_the_command_line(
 ) -> None:
     path = _overflowing(Task(kind="ranking"), 1).save(tmp_path / "model")  # finite: it loads
     (pairs := tmp_path / "pairs.tsv").write_text("w1 w2\tw3\nw4\tw5\n", encoding="utf-8")
-    outcome = run_cli(["score", path, pairs], capsys)
+    outcome = run_cli(["score", path, pairs, "--format", "tsv"], capsys)
     assert_clear_error(outcome, str(path), "non-finite", "pair 0")
     assert outcome.stdout == ""
 
