@@ -203,13 +203,13 @@ def test_save_then_load_gives_identical_scores(model_dir: Path, tmp_path: Path) 
 
 
 def test_fit_on_tuples_learns_a_toy_ranking() -> None:
-    """Matcher.fit on (question, answer, label) tuples: the task (ranking: 0/1 labels, several
-    answers per question) is inferred, and a few epochs put the answer about the question's
-    topic first for every question (the untrained model does not)."""
+    """Matcher.fit on (question, answer, label, group) tuples: the task (ranking: 0/1 labels,
+    groups of several answers) is inferred, and a few epochs put the answer about the
+    question's topic first for every question (the untrained model does not)."""
     topics = ["apple", "river", "castle", "guitar", "tiger", "bridge"]
     answers = [f"this is about {t} here" for t in topics]
     data = [
-        (f"what about {t} ?", a, int(a == answers[i]))
+        (f"what about {t} ?", a, int(a == answers[i]), f"q{i}")
         for i, t in enumerate(topics)
         for a in answers
     ]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -520,16 +520,19 @@ class Matcher:
         self._finite(predictions.scores, "score")
         return predictions
 
-    def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+    def score(self, pairs: Iterable[tuple[str, str]]) -> np.ndarray:
         """One score per (left, right) pair, higher = better match.
 
         Ranking models: their relevance score. Classification models: log P(last class) (e.g.
         "duplicate", "paraphrase"). Regression models: the predicted similarity, on the
-        training data's scale (e.g. 0-5 for STS).
+        training data's scale (e.g. 0-5 for STS). `pairs` may be any iterable (a generator,
+        as `fit` takes); it is read into a list first.
 
         Returns:
             (N,) float32.
         """
+        if not isinstance(pairs, Sequence):
+            pairs = list(pairs)
         if len(pairs) == 0:
             return np.zeros(0, dtype=np.float32)
         return self.predict_pairs(pairs).scores
