@@ -178,7 +178,7 @@ def test_score_a_gz_file_headerless_to_stdout(ranker: Path, tmp_path: Path) -> N
     src = tmp_path / "pairs.tsv.gz"
     with gzip.open(src, "wt", encoding="utf-8") as f:
         f.write("".join(f"{a}\t{b}\n" for a, b in PAIRS))
-    result = runner.invoke(app, ["score", str(ranker), str(src)])
+    result = runner.invoke(app, ["score", str(ranker), str(src), "--format", "tsv"])
     assert result.exit_code == 0, result.output
     printed = [float(line) for line in result.output.splitlines()]
     np.testing.assert_allclose(printed, _scores(ranker, PAIRS), rtol=1e-5, atol=1e-6)
@@ -209,7 +209,8 @@ def test_score_shows_progress_on_a_terminal(
     monkeypatch.setattr(inference, "err", terminal)  # the console `score` writes to
     src = tmp_path / "pairs.tsv"
     src.write_text("".join(f"{a}\t{b}\n" for a, b in PAIRS), encoding="utf-8")
-    result = runner.invoke(app, ["score", str(ranker), str(src), "-o", str(tmp_path / "o.tsv")])
+    args = ["score", str(ranker), str(src), "--format", "tsv", "-o", str(tmp_path / "o.tsv")]
+    result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     shown = terminal.file.getvalue()
     assert "scoring pairs" in shown and "4/4" in shown and "4 pairs scored into" in shown
@@ -220,7 +221,7 @@ def test_write_scored_streams_in_chunks(ranker: Path, tmp_path: Path) -> None:
     src = tmp_path / "pairs.tsv"
     src.write_text("".join(f"{a}\t{b}\n" for a, b in PAIRS * 2), encoding="utf-8")
     matcher, sizes = Matcher.load(ranker), []
-    with PairsFile(src) as pairs:
+    with PairsFile(src, "tsv") as pairs:
         assert (
             write_scored(matcher, pairs, tmp_path / "o.tsv", chunk_size=3, on_chunk=sizes.append)
             == 8
@@ -321,11 +322,11 @@ def test_rank_and_score_warn_about_words_the_model_does_not_know(
     assert "python" in _flat(ranked.output)
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("w1 app\tpython password\n", encoding="utf-8")
-    scored = runner.invoke(app, ["score", str(ranker), str(pairs)])
+    scored = runner.invoke(app, ["score", str(ranker), str(pairs), "--format", "tsv"])
     assert scored.exit_code == 0 and "unknown to this model's vocabulary" in _flat(scored.output)
     known = tmp_path / "known.tsv"
     known.write_text("w1 w2\tw3 w4\n", encoding="utf-8")
-    quiet = runner.invoke(app, ["score", str(ranker), str(known)])
+    quiet = runner.invoke(app, ["score", str(ranker), str(known), "--format", "tsv"])
     assert "unknown" not in quiet.output
 
 

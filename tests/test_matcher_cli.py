@@ -139,16 +139,19 @@ def test_cli_score_from_file_and_stdin(model_dir: Path, tmp_path: Path) -> None:
     pairs = [("what apple river ?", "the of apple river in"), ("what apple ?", "castle bridge")]
     file = tmp_path / "pairs.tsv"
     file.write_text("".join(f"{a}\t{b}\n" for a, b in pairs) + "\n")  # a blank line is skipped
-    result = runner.invoke(app, ["score", str(model_dir), "--pairs", str(file)])
+    result = runner.invoke(app, ["score", str(model_dir), "--pairs", str(file), "--format", "tsv"])
     assert result.exit_code == 0, result.output
     printed = [float(line) for line in result.output.splitlines()]
     expected = Matcher.load(model_dir).score(pairs)
     np.testing.assert_allclose(printed, expected, rtol=1e-5, atol=1e-6)  # 6 significant digits
-    result = runner.invoke(app, ["score", str(model_dir)], input=f"{pairs[1][0]}\t{pairs[1][1]}\n")
+    tsv = ["--format", "tsv"]
+    result = runner.invoke(
+        app, ["score", str(model_dir), *tsv], input=f"{pairs[1][0]}\t{pairs[1][1]}\n"
+    )
     assert result.exit_code == 0, result.output
     assert float(result.output) == pytest.approx(float(expected[1]), rel=1e-5, abs=1e-6)
     file.write_text("a\tb\nno tab here\n")
-    result = runner.invoke(app, ["score", str(model_dir), "-p", str(file)])
+    result = runner.invoke(app, ["score", str(model_dir), "-p", str(file), *tsv])
     assert result.exit_code != 0
     assert "pairs.tsv:2: expected LEFT<TAB>RIGHT, got 1 fields" in str(result.exception)
 
@@ -170,7 +173,8 @@ def test_cli_rank_and_score_a_hugging_face_encoder_zero_shot(encoder_dir: Path) 
     matcher = load_matcher(encoder_dir)
     assert matcher.model_type == "bi_encoder" and matcher.task.kind == "ranking"
     assert matcher.path is None  # nothing was loaded from an attnmatch model directory
-    result = runner.invoke(app, ["score", str(encoder_dir)], input=f"{query}\t{query}\n")
+    args = ["score", str(encoder_dir), "--format", "tsv"]
+    result = runner.invoke(app, args, input=f"{query}\t{query}\n")
     assert result.exit_code == 0, result.output
     assert float(result.output) == pytest.approx(1.0, abs=1e-5)
 
@@ -200,13 +204,13 @@ def test_save_then_load_gives_identical_scores(model_dir: Path, tmp_path: Path) 
 
 
 def test_fit_on_tuples_learns_a_toy_ranking() -> None:
-    """Matcher.fit on (question, answer, label) tuples: the task (ranking: 0/1 labels, several
-    answers per question) is inferred, and a few epochs put the answer about the question's
-    topic first for every question (the untrained model does not)."""
+    """Matcher.fit on (question, answer, label, group) tuples: the task (ranking: 0/1 labels,
+    groups of several answers) is inferred, and a few epochs put the answer about the
+    question's topic first for every question (the untrained model does not)."""
     topics = ["apple", "river", "castle", "guitar", "tiger", "bridge"]
     answers = [f"this is about {t} here" for t in topics]
     data = [
-        (f"what about {t} ?", a, int(a == answers[i]))
+        (f"what about {t} ?", a, int(a == answers[i]), f"q{i}")
         for i, t in enumerate(topics)
         for a in answers
     ]

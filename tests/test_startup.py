@@ -114,7 +114,7 @@ def test_rank_imports_nothing_it_does_not_need(ranker: Path, tmp_path: Path, out
 def test_score_imports_nothing_it_does_not_need(ranker: Path, tmp_path: Path) -> None:
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("w1 w2\tw3 w4\nw5\tw6 w7\n", encoding="utf-8")
-    modules = _imported(["score", str(ranker), str(pairs)], tmp_path)
+    modules = _imported(["score", str(ranker), str(pairs), "--format", "tsv"], tmp_path)
     assert "attnmatch.scoring" in modules
     assert _heavy(modules) == []
 

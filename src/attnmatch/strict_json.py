@@ -1,9 +1,10 @@
 """Strict JSON files: read with one error that names the file, written without NaN.
 
 `read_json` refuses, in one line naming the file, a file that cannot be read, is not UTF-8 (a
-leading byte order mark is accepted), is not JSON, or nests lists and objects deeper than
-`MAX_JSON_DEPTH`. `dumps_json` writes JSON that any parser reads: a float that is not finite (an
-undefined Pearson) becomes null, never the `NaN` / `Infinity` tokens that strict parsers reject.
+leading byte order mark is accepted), is not strict JSON (`NaN` and `Infinity` included), or
+nests lists and objects deeper than `MAX_JSON_DEPTH`. `dumps_json` writes JSON that any parser
+reads: a float that is not finite (an undefined Pearson) becomes null, never the `NaN` /
+`Infinity` tokens that strict parsers reject.
 """
 
 from __future__ import annotations
@@ -17,9 +18,18 @@ from typing import Any
 MAX_JSON_DEPTH = 100
 
 
+class _NonFinite(ValueError):
+    """`NaN`, `Infinity` or `-Infinity` in a file read strictly."""
+
+
+def _refuse_constant(token: str) -> Any:
+    raise _NonFinite(token)
+
+
 def read_json(file: Path) -> Any:
     """The JSON value of `file`, read strictly: one error naming the file for a file that
-    cannot be read, is not UTF-8 (a leading byte order mark is accepted), is not JSON, or
+    cannot be read, is not UTF-8 (a leading byte order mark is accepted), is not JSON (or holds
+    NaN / Infinity), or
     nests lists and objects deeper than `MAX_JSON_DEPTH`.
 
     Raises:
@@ -37,7 +47,12 @@ def read_json(file: Path) -> Any:
             "file attnmatch wrote?"
         ) from None
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except _NonFinite as e:
+        raise ValueError(
+            f"{file}: {e} is not strict JSON (attnmatch writes null for an undefined number); "
+            "is it the file attnmatch wrote?"
+        ) from None
     except json.JSONDecodeError as e:
         raise ValueError(f"{file}: invalid JSON at line {e.lineno}: {e.msg}") from None
     except RecursionError:

@@ -180,17 +180,17 @@ CHANGE = "set task= to change"
             "ranking",
             f"task: ranking (labels 0/1, 2 queries with several candidates; {CHANGE})",
         ),
-        (
+        (  # a recurring left text is no group (paraphrase sets repeat sentences)
             "left\tright\tlabel",
             [("same q", "a", "1"), ("same q", "b", "0"), ("other", "c", "0")],
-            "ranking",
-            f"task: ranking (labels 0/1, 1 query with several candidates; {CHANGE})",
+            "classification",
+            f"task: classification (labels 0/1, no group column; {CHANGE})",
         ),
         (
-            "left\tright\tlabel",
-            [("s1", "t1", "1"), ("s2", "t2", "0"), ("s3", "t3", "0")],
+            GROUPED,
+            [("g1", "s1", "t1", "1"), ("g2", "s2", "t2", "0"), ("g3", "s3", "t3", "0")],
             "classification",
-            f"task: classification (labels 0/1, no query with several candidates; {CHANGE})",
+            f"task: classification (labels 0/1, no group with several candidates; {CHANGE})",
         ),
         (
             "left\tright\tlabel",
@@ -212,8 +212,8 @@ def test_task_inference(tmp_path: Path, header: str, rows: list[Row], task: str,
     assert (split.task.kind, split.notes[0]) == (task, note)
     # Matcher.fit reads the same rows by the same rule.
     tuples = [(*r[1:], r[0]) for r in rows] if header == GROUPED else rows
-    texts, values = api.read_pairs(tuples, "train")
-    scheme = labels.choose_task(values, [group for _, _, group in texts])
+    texts, values, grouped = api.read_grouped_pairs(tuples, "train")
+    scheme = labels.choose_task(values, [g for _, _, g in texts] if grouped else None)
     assert (scheme.task, scheme.reason) == (task, note)
 
 

@@ -318,7 +318,7 @@ def test_a_saved_model_with_an_absurd_bound_is_one_error_naming_file_and_field(
     _edit_inputs(path, max_length=0)
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("w1 w2\tw3\n", encoding="utf-8")
-    outcome = run_cli(["score", path, pairs], capsys)
+    outcome = run_cli(["score", path, pairs, "--format", "tsv"], capsys)
     assert_clear_error(outcome, "config.json", "inputs.max_length", "got 0")
     assert outcome.stdout == ""
 
@@ -333,7 +333,7 @@ def test_the_cli_scores_a_1mb_pair_in_bounded_time(
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text(f"{text}\t{text}\nw1 w2\tw3\n", encoding="utf-8")
     start = time.perf_counter()
-    outcome = run_cli(["score", path, pairs], capsys)
+    outcome = run_cli(["score", path, pairs, "--format", "tsv"], capsys)
     assert time.perf_counter() - start < SECONDS
     assert outcome.code == 0, outcome.stderr
     scores = [float(line) for line in outcome.stdout.split()]

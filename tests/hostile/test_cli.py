@@ -171,7 +171,7 @@ def test_score_names_its_output_verbatim(
 ) -> None:
     pairs = _write(tmp_path / "p.tsv", "w1\tw2\n")
     output = tmp_path / "out [bold]x[/bold].tsv"
-    outcome = run_cli(["score", ranker, pairs, "-o", output], capsys)
+    outcome = run_cli(["score", ranker, pairs, "--format", "tsv", "-o", output], capsys)
     assert outcome.code == 0, outcome.stderr
     assert f"1 pairs scored into {output}" in outcome.stderr
     assert output.is_file()
@@ -875,3 +875,19 @@ def test_a_library_warning_is_one_warning_line(
     assert outcome.code == 0, outcome.stderr
     lines = [line for line in outcome.stderr.splitlines() if line.strip()]
     assert lines == ["warning: vectors cover 10% of the vocabulary (check lowercase)"], lines
+
+
+@pytest.mark.parametrize(
+    ("flag", "replacement"),
+    [
+        pytest.param("--embeddings", "--inputs", id="c7-cli-old-flag-embeddings"),
+        pytest.param("--encoder=minilm-l6", "--inputs", id="c7-cli-old-flag-encoder"),
+    ],
+)
+def test_an_old_flag_names_its_replacement(
+    flag: str, replacement: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["train", *flag.split(" "), *(["glove-6b-50d"] if "=" not in flag else [])]
+    outcome = run_cli([*args, "-o", tmp_path / "run"], capsys)
+    assert_clear_error(outcome, flag.partition("=")[0], f"is now {replacement}")
+    assert not (tmp_path / "run").exists()

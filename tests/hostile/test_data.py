@@ -511,14 +511,14 @@ def test_group_reused_for_two_questions(tmp_path: Path, case: str) -> None:
 def test_same_pair_with_two_labels(tmp_path: Path, case: str) -> None:
     rows = ranking_rows() + ["q0\tquestion 0 ?\tanswer 0.0\t0"]
     folder = folder_of(tmp_path, train_tsv=tsv(GROUPED, *rows))
-    failure(lambda: pairs_split(folder), "train.tsv:11", "line 2", "'0' here and '1' there")
+    failure(lambda: pairs_split(folder), "train.tsv", "line 2: '1', line 11: '0'", "--on-conflict")
 
 
 @case("c4-same-pair-with-two-labels-differing-in-spaces")
 def test_same_pair_with_two_labels_differing_in_spaces(tmp_path: Path, case: str) -> None:
     rows = ["a  b\tc d\t1", "e f\tg h\t0", "a b\tc d \t0"]
     folder = folder_of(tmp_path, train_tsv=tsv(HEADER, *rows))
-    failure(lambda: pairs_split(folder), "train.tsv:4", "line 2")
+    failure(lambda: pairs_split(folder), "train.tsv", "line 2: '1', line 4: '0'")
 
 
 @case("c4-same-pair-twice-is-read-once")
@@ -824,3 +824,107 @@ def test_csv_field_limit_restored_after_an_error(tmp_path: Path, case: str) -> N
     before = csv.field_size_limit()
     failure(lambda: read_train_csv(path), "train.csv:3", "Label")
     assert csv.field_size_limit() == before
+
+
+@case("c4-score-header-left-without-right")
+def test_score_header_naming_left_but_not_right(tmp_path: Path, case: str) -> None:
+    path = tmp_path / "pairs.tsv"
+    path.write_text("left\tanswer\nq\ta\n", encoding="utf-8")
+    failure(lambda: PairsFile(path), "pairs.tsv:1", "'left'", "no 'right'", "--format")
+    with PairsFile(path, "tsv") as pairs:  # said to be pairs: the first line is one
+        assert [(r.left, r.right, r.line) for r in pairs] == [("left", "answer", 1), ("q", "a", 2)]
+
+
+@case("c4-score-headerless-first-pair")
+def test_score_headerless_first_pair_is_never_guessed(tmp_path: Path, case: str) -> None:
+    path = tmp_path / "pairs.tsv"
+    path.write_text("question\tanswer\nleft\tright\n", encoding="utf-8")
+    failure(lambda: PairsFile(path), "pairs.tsv:1", "--format tsv")
+    with PairsFile(path, "tsv") as pairs:  # a pair reading "left<TAB>right" is a pair too
+        assert [(r.left, r.right) for r in pairs] == [("question", "answer"), ("left", "right")]
+    path.write_text("left\tright\n", encoding="utf-8")
+    assert list(PairsFile(path, "tsv-header")) == []  # a header, no pairs
+    path.write_text("question\tanswer\n", encoding="utf-8")
+    failure(lambda: PairsFile(path, "tsv-header"), "pairs.tsv:1", "no left and no right")
+
+
+@case("c4-score-json-line-holding-a-tab")
+def test_score_json_line_holding_a_tab(tmp_path: Path, case: str) -> None:
+    path = tmp_path / "pairs.txt"
+    path.write_text('{"left": "a",\t"right": "b"}\n', encoding="utf-8")
+    failure(lambda: PairsFile(path), "pairs.txt:1", "JSON", "tab", "--format jsonl")
+    with PairsFile(path, "jsonl") as pairs:
+        assert [(r.left, r.right) for r in pairs] == [("a", "b")]
+
+
+@case("c7-score-format-unknown")
+def test_score_unknown_format_names_the_option(
+    tmp_path: Path, case: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "pairs.tsv"
+    path.write_text("a\tb\n", encoding="utf-8")
+    outcome = run_cli(["score", "overlap", path, "--format", "csvish"], capsys)
+    assert_clear_error(outcome, "--format", "tsv-header")
+
+
+def paraphrase_rows() -> list[str]:
+    """0/1 pairs without a group column where left texts recur (as in paraphrase sets)."""
+    rows = []
+    for i in range(20):
+        rows += [f"sentence {i}\tsame as {i}\t1", f"sentence {i}\tunlike {i}\t0"]
+    return rows
+
+
+@case("c4-pairs-recurring-left-text-is-no-group")
+def test_recurring_left_texts_do_not_make_a_ranking_task(tmp_path: Path, case: str) -> None:
+    folder = folder_of(tmp_path, train_tsv=tsv(HEADER, *paraphrase_rows()))
+    split = pairs_split(folder)
+    assert split.task.kind == "classification" and split.task.metrics == ("accuracy", "f1")
+    assert "no group column" in split.notes[0]
+    grouped = [f"g{i // 2}\t{row}" for i, row in enumerate(paraphrase_rows())]
+    folder = folder_of(tmp_path / "grouped", train_tsv=tsv(GROUPED, *grouped))
+    assert pairs_split(folder).task.kind == "ranking"  # a group column says so
+
+
+@case("c4-pairs-stray-label-outside-0-1")
+def test_a_stray_label_is_an_error_naming_its_line(tmp_path: Path, case: str) -> None:
+    rows = ranking_rows(40)
+    rows[7] = rows[7].rsplit("\t", 1)[0] + "\t-1"
+    folder = folder_of(tmp_path, train_tsv=tsv(GROUPED, *rows))
+    failure(lambda: pairs_split(folder), "train.tsv:9", "label -1", "outside the 0/1", "--task")
+    assert pairs_split(folder, task="regression").task.kind == "regression"  # said: read as is
+    rows[8] = rows[8].rsplit("\t", 1)[0] + "\t2"
+    folder = folder_of(tmp_path / "two", train_tsv=tsv(GROUPED, *rows))
+    message = failure(lambda: pairs_split(folder), "train.tsv:9")
+    assert "train.tsv:10 (2)" in message and "2 such label(s)" in message
+
+
+@case("c4-pairs-conflicting-labels-all-listed")
+def test_every_conflicting_pair_is_listed_and_a_policy_settles_them(
+    tmp_path: Path, case: str
+) -> None:
+    rows = [*ranking_rows(3), "q0\tquestion 0 ?\tanswer 0.0\t0", "q2\tquestion 2 ?\tanswer 2.1\t1"]
+    folder = folder_of(tmp_path, train_tsv=tsv(GROUPED, *rows))
+    message = failure(lambda: pairs_split(folder), "2 pair(s)", "--on-conflict drop")
+    assert "line 2: '1', line 11: '0'" in message and "line 9: '0', line 12: '1'" in message
+    dropped = pairs_split(folder, on_conflict="drop")
+    assert len(dropped.examples) == 7  # both lines of both pairs gone
+    assert any("lines 2, 9, 11, 12 dropped" in n for n in dropped.notes)
+    kept = pairs_split(folder, on_conflict="max")
+    assert {(ex.right, ex.label) for ex in kept.examples} >= {("answer 0.0", 1), ("answer 2.1", 1)}
+    assert len(kept.examples) == 9
+    failure(lambda: pairs_split(folder, on_conflict="most"), "on_conflict", "error, drop, max")
+
+
+@case("c7-cli-task-with-pairs-folder")
+def test_task_and_on_conflict_are_taken_with_a_pairs_folder(tmp_path: Path, case: str) -> None:
+    import typer
+
+    from attnmatch.cli.training import _experiment
+
+    folder = folder_of(tmp_path, train_tsv=tsv(HEADER, *paraphrase_rows()))
+    data = {"dataset": f"pairs:{folder}", "options": {"task": "ranking", "on_conflict": "drop"}}
+    exp = _experiment(None, {"model": "bm25", "data": data}, ["--task", "--on-conflict"])
+    assert exp.data.options == {"task": "ranking", "on_conflict": "drop"}
+    with pytest.raises(typer.BadParameter, match="--on-conflict is for your own pairs"):
+        _experiment(None, {"data": {"dataset": "wikiqa"}}, ["--on-conflict"])

@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import math
@@ -376,7 +377,7 @@ def test_a_damaged_model_directory_on_the_command_line(
         args = ["evaluate", path, "--dataset", f"pairs:{PAIRS_FIXTURE}:test"]
     else:
         (pairs := tmp_path / "pairs.tsv").write_text("w1 w2\tw3\n", encoding="utf-8")
-        args = ["score", path, pairs]
+        args = ["score", path, pairs, "--format", "tsv"]
     outcome = run_cli(args, capsys)
     assert_clear_error(outcome, *needles)
     assert outcome.stdout == ""
@@ -391,7 +392,7 @@ def test_a_model_folder_that_is_a_file(
         Matcher.load(path)
     assert_clear_exception(info.value, str(path), "not a model directory")
     (pairs := tmp_path / "pairs.tsv").write_text("a\tb\n", encoding="utf-8")
-    assert_clear_error(run_cli(["score", path, pairs], capsys), str(path))
+    assert_clear_error(run_cli(["score", path, pairs, "--format", "tsv"], capsys), str(path))
 
 
 @pytest.mark.parametrize(
@@ -554,7 +555,7 @@ def test_a_saved_model_whose_outputs_overflow_on_the_command_line(
 ) -> None:
     path = _overflowing(Task(kind="ranking"), 1).save(tmp_path / "model")  # finite: it loads
     (pairs := tmp_path / "pairs.tsv").write_text("w1 w2\tw3\nw4\tw5\n", encoding="utf-8")
-    outcome = run_cli(["score", path, pairs], capsys)
+    outcome = run_cli(["score", path, pairs, "--format", "tsv"], capsys)
     assert_clear_error(outcome, str(path), "non-finite", "pair 0")
     assert outcome.stdout == ""
 
@@ -955,3 +956,45 @@ def test_the_loader_reads_what_save_writes_unchanged(saved: Path, tmp_path: Path
         for key in old.keys():
             assert torch.equal(new.get_tensor(key), old.get_tensor(key)), key
     assert model_dir.is_model_dir(again)
+
+
+@case("c4-metrics-json-holding-nan")
+def test_metrics_json_holding_nan_is_refused(saved: Path, tmp_path: Path, case: str) -> None:
+    path = _copy(saved, tmp_path)
+    (path / "metrics.json").write_text('{"dev": {"pearson": NaN}}', encoding="utf-8")
+    with pytest.raises(ValueError) as info:
+        Matcher.load(path)
+    assert_clear_exception(info.value, "metrics.json", "NaN", "strict JSON")
+
+
+@case("c2-score-takes-a-generator")
+def test_score_takes_a_generator_as_fit_does(saved: Path, case: str) -> None:
+    matcher = Matcher.load(saved)
+    pairs = [("w1 w2", "w3"), ("w4", "w5 w6")]
+    np.testing.assert_array_equal(matcher.score(p for p in pairs), matcher.score(pairs))
+    assert matcher.score(iter([])).shape == (0,)
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "needle"),
+    [
+        pytest.param("v.txt.gz", b"the 0.1 0.2\n", "not valid gzip", id="c7-vectors-not-gzip"),
+        pytest.param(
+            "v.txt.gz",
+            gzip.compress("".join(f"w{i} {i / 7:.5f} {i / 3:.5f}\n" for i in range(2000)).encode())[
+                :1000
+            ],
+            "cut short",
+            id="c7-vectors-gzip-truncated",
+        ),
+        pytest.param("v.zip", b"PK\x03\x04 not a zip", "not a valid zip", id="c7-vectors-bad-zip"),
+    ],
+)
+def test_broken_word_vector_archives_name_the_file(
+    tmp_path: Path, name: str, data: bytes, needle: str
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(ValueError) as info:
+        load_word_vectors(path)
+    assert_clear_exception(info.value, str(path), needle)

@@ -163,7 +163,7 @@ def main() -> None:
     except _click_errors.ClickException as e:
         if type(e).__name__ == "NoArgsIsHelpError":  # the help is shown already
             raise SystemExit(e.exit_code) from None
-        _print_error(e.format_message())
+        _print_error(_renamed(e) or e.format_message())
         raise SystemExit(2) from None
     except Exception as e:
         if isinstance(e, typer.Abort) and isinstance(e.__cause__, Exception):
@@ -177,6 +177,24 @@ def main() -> None:
     if code == 130:
         err.print("interrupted", highlight=False)
     raise SystemExit(code)
+
+
+# Options of earlier versions, and what replaced them (said instead of "no such option").
+RENAMED_OPTIONS = {
+    "--embeddings": "--inputs (word vectors: --inputs glove-6b-50d, or the path of a vectors file)",
+    "--encoder": "--inputs (a transformer: --inputs minilm-l6 or a Hugging Face model folder; "
+    "--fine-tune trains it)",
+}
+
+
+def _renamed(error: Exception) -> str | None:
+    """The message for an option that was renamed (`RENAMED_OPTIONS`); None for others."""
+    if not isinstance(error, _click_errors.NoSuchOption):
+        return None
+    name = error.option_name.partition("=")[0]
+    if name not in RENAMED_OPTIONS:
+        return None
+    return f"{name} is now {RENAMED_OPTIONS[name]}"
 
 
 def _error_message(error: BaseException) -> str:

@@ -6,6 +6,8 @@ import json
 import math
 import os
 import sys
+from contextlib import ExitStack
+from dataclasses import dataclass
 from enum import StrEnum
 from functools import partial
 from pathlib import Path
@@ -243,6 +245,35 @@ def _print_ranked(
     out.print(table)
 
 
+_FormatOption = Annotated[
+    str,
+    typer.Option(
+        "--format",
+        help="tsv (headerless LEFT<TAB>RIGHT lines), tsv-header (a header naming left and "
+        'right; other columns are kept) or jsonl (objects with "left" and "right"). auto: '
+        "by a .jsonl name, a JSON first line or a left/right header; any other first line "
+        "is an error asking for --format.",
+    ),
+]
+_WorkersOption = Annotated[
+    int,
+    typer.Option(
+        min=1, help="Processes scoring on this machine, each with its own copy of the model."
+    ),
+]
+_ShardOption = Annotated[
+    str | None,
+    typer.Option(
+        help="RANK/WORLD (e.g. 0/4) or torchrun (its RANK and WORLD_SIZE): score one shard "
+        "into OUTPUT.parts, resuming a killed run; the last shard to finish merges OUTPUT. "
+        "Needs -o on storage every shard reaches.",
+    ),
+]
+_ChunkSizeOption = Annotated[
+    int, typer.Option(min=1, help="Pairs read, scored and written at a time.")
+]
+
+
 def score(
     model_dir: Annotated[
         str, typer.Argument(help="A saved model directory, or an encoder (minilm-l6) zero-shot.")
@@ -252,9 +283,8 @@ def score(
         typer.Argument(
             metavar="PAIRS",
             show_default=False,
-            help="The pairs (default: stdin; '-' also reads stdin): TSV with a header naming "
-            "left and right (other columns are kept), headerless LEFT<TAB>RIGHT lines, or JSONL "
-            'objects with "left" and "right"; .gz is read as gzip.',
+            help="The pairs (default: stdin; '-' also reads stdin), in one of the --format "
+            "formats; .gz is read as gzip.",
         ),
     ] = None,
     pairs: Annotated[
@@ -270,16 +300,21 @@ def score(
             "score per line.",
         ),
     ] = None,
+    pairs_format: _FormatOption = "auto",
+    workers: _WorkersOption = 1,
+    shard: _ShardOption = None,
+    chunk_size: _ChunkSizeOption = 2048,
     device: _DeviceOption = "cpu",
     precision: _PrecisionOption = _Precision.fp32,
 ) -> None:
     """Score text pairs; prints one score per line in input order, or writes a scored file (-o).
 
     Scores are higher for better matches: relevance (ranking), log P(last class)
-    (classification), the predicted similarity (regression).
+    (classification), the predicted similarity (regression). --workers and --shard write the
+    bytes one process writes.
     """
     from attnmatch.matcher import load_matcher
-    from attnmatch.scoring import PairsFile, format_score, score_chunks, write_scored
+    from attnmatch.scoring import PairsFile
 
     if pairs_file is not None and pairs is not None:
         raise typer.BadParameter("give the pairs once: as PAIRS or --pairs", param_hint="--pairs")
@@ -291,36 +326,111 @@ def score(
                 f"{output} is the pairs file itself; write the scores to another file",
                 param_hint="--output",
             )
+    if shard is not None and (output is None or path is None or str(path) == "-"):
+        raise typer.BadParameter("needs a pairs file and -o OUTPUT", param_hint="--shard")
     torch_device = _device(device, precision.value)
-    with PairsFile(path) as records:
+    with PairsFile(path, pairs_format) as records:
         with _reading(model_dir):
             matcher = load_matcher(model_dir).to(torch_device, precision=precision.value)
+        with ExitStack() as stack:
+            scorer = None
+            if workers > 1:
+                from attnmatch.bulk import WorkerPool
 
-        def warn(chunk: list[Any]) -> None:
-            texts = [t for r in chunk for t in (r.left, r.right)]
-            _warn_unknown(matcher, texts, "the pairs")
+                pool = WorkerPool(model_dir, workers, device=device, precision=precision.value)
+                scorer = stack.enter_context(pool)
+            job = _ScoreJob(matcher, records, path, output, chunk_size, scorer)
+            if shard is not None:
+                job.shard(shard, model_dir, pairs_format)
+            elif output is None:
+                job.print()
+            else:
+                job.write()
 
-        if output is None:
-            for chunk in score_chunks(matcher, records, on_first=warn):
-                sys.stdout.write("".join(format_score(v) + "\n" for v in chunk.scores))
-                sys.stdout.flush()
-            return
+
+@dataclass(frozen=True)
+class _ScoreJob:
+    """One `attnmatch score` run: a loaded model, the open pairs and where the scores go."""
+
+    matcher: Any
+    records: Any  # scoring.PairsFile
+    path: Path | None
+    output: Path | None
+    chunk_size: int
+    scorer: Any  # scoring.ChunkScorer or None (this process)
+
+    def warn(self, chunk: list[Any]) -> None:
+        texts = [t for r in chunk for t in (r.left, r.right)]
+        _warn_unknown(self.matcher, texts, "the pairs")
+
+    def print(self) -> None:
+        from attnmatch.scoring import format_score, score_chunks
+
+        chunks = score_chunks(
+            self.matcher, self.records, self.chunk_size, on_first=self.warn, scorer=self.scorer
+        )
+        for chunk in chunks:
+            sys.stdout.write("".join(format_score(v) + "\n" for v in chunk.scores))
+            sys.stdout.flush()
+
+    def write(self) -> None:
+        from attnmatch.scoring import write_scored
+
+        assert self.output is not None
+        write = partial(
+            write_scored,
+            self.matcher,
+            self.records,
+            self.output,
+            chunk_size=self.chunk_size,
+            on_first=self.warn,
+            scorer=self.scorer,
+        )
         if not err.is_terminal:
-            with _writing(output, "--output"):
-                count = write_scored(matcher, records, output, on_first=warn)
+            with _writing(self.output, "--output"):
+                count = write()
         else:
             from rich.progress import MofNCompleteColumn, Progress, TimeElapsedColumn
 
             columns = (*Progress.get_default_columns(), MofNCompleteColumn(), TimeElapsedColumn())
             with (
                 Progress(*columns, console=err, transient=True) as bar,
-                _writing(output, "--output"),
+                _writing(self.output, "--output"),
             ):
-                task = bar.add_task("scoring pairs", total=_count_lines(path))
-                count = write_scored(
-                    matcher, records, output, on_chunk=partial(bar.advance, task), on_first=warn
-                )
-    err.print(f"{count} pairs scored into {shown(output)}", highlight=False, soft_wrap=True)
+                task = bar.add_task("scoring pairs", total=_count_lines(self.path))
+                count = write(on_chunk=partial(bar.advance, task))
+        err.print(
+            f"{count} pairs scored into {shown(self.output)}", highlight=False, soft_wrap=True
+        )
+
+    def shard(self, text: str, spec: str, pairs_format: str) -> None:
+        from attnmatch.bulk import Shard, fingerprint, merge_note, write_shard
+
+        assert self.output is not None and self.path is not None
+        try:
+            part = Shard.parse(text)
+        except ValueError as e:
+            raise typer.BadParameter(str(e), param_hint="--shard") from None
+        run = fingerprint(self.path, spec, self.chunk_size, pairs_format)
+        with _writing(self.output, "--output"):
+            outcome = write_shard(
+                self.matcher,
+                self.records,
+                self.output,
+                part,
+                run,
+                chunk_size=self.chunk_size,
+                scorer=self.scorer,
+            )
+        resumed = (
+            f" (resumed after {outcome.resumed_chunks} chunks)" if outcome.resumed_chunks else ""
+        )
+        err.print(
+            f"shard {part.rank}/{part.world}: {outcome.scored} pairs scored{resumed}; "
+            f"{merge_note(self.output, outcome, part)}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -27,6 +27,12 @@ class _Logger(StrEnum):
     wandb = "wandb"
 
 
+class _OnConflict(StrEnum):
+    error = "error"
+    drop = "drop"
+    max = "max"
+
+
 class _TaskKind(StrEnum):
     ranking = "ranking"
     classification = "classification"
@@ -47,8 +53,17 @@ _DataDirOption = Annotated[
 _TaskOption = Annotated[
     _TaskKind | None,
     typer.Option(
-        help="The task of your own pairs (data.options.task; --dataset pairs only, default "
-        "ranking). Benchmarks know their task."
+        help="The task of your own pairs (data.options.task; --dataset pairs or pairs:FOLDER "
+        "only; default: inferred from train's labels, the reason printed). Benchmarks know "
+        "their task."
+    ),
+]
+_OnConflictOption = Annotated[
+    _OnConflict | None,
+    typer.Option(
+        help="Your own pairs: one pair given two labels is an error listing every such pair "
+        "(error, the default), or every line of it is dropped (drop), or its highest label "
+        "kept (max) (data.options.on_conflict).",
     ),
 ]
 _InputsOption = Annotated[
@@ -110,6 +125,7 @@ def train(
     dataset: _DatasetOption = None,
     data_dir: _DataDirOption = None,
     task: _TaskOption = None,
+    on_conflict: _OnConflictOption = None,
     inputs: _InputsOption = None,
     fine_tune: _FineTuneOption = None,
     epochs: Annotated[int | None, typer.Option(min=0, help="Maximum epochs.")] = None,
@@ -137,6 +153,7 @@ def train(
         ("data.dataset", dataset),
         ("data.data_dir", None if data_dir is None else str(data_dir)),
         ("data.options.task", None if task is None else task.value),
+        ("data.options.on_conflict", None if on_conflict is None else on_conflict.value),
         ("train.epochs", epochs),
         ("train.device", device),
         ("train.precision", None if precision is None else precision.value),
@@ -144,7 +161,8 @@ def train(
     for key, value in flags:
         if value is not None:
             overrides = _merge_key(overrides, key, value)
-    exp = _experiment(config, overrides, task)
+    own = [flag for flag, v in (("--task", task), ("--on-conflict", on_conflict)) if v is not None]
+    exp = _experiment(config, overrides, own)
     exp = exp.with_inputs(inputs, trainable=fine_tune)
     trackers = tuple(dict.fromkeys(logger.value for logger in log))
     if trackers:  # before training: a missing package fails at once, with its install hint
@@ -155,7 +173,7 @@ def train(
     _train_and_report(exp, output, seed_list, log=trackers, **runs)
 
 
-def _experiment(config: Path | None, overrides: dict[str, Any], task: _TaskKind | None) -> Any:
+def _experiment(config: Path | None, overrides: dict[str, Any], own: list[str]) -> Any:
     """The ExperimentConfig of `attnmatch train`: CONFIG (if any) with the options' overrides;
     for your own pairs without a model, the default model for them (said on stderr)."""
     from attnmatch import configs
@@ -176,10 +194,11 @@ def _experiment(config: Path | None, overrides: dict[str, Any], task: _TaskKind 
             exp = load_experiment(config, overrides)
     else:
         exp = ExperimentConfig.from_dict(overrides)
-    if task is not None and exp.data.dataset != "pairs":
+    if own and exp.data.dataset.partition(":")[0] != "pairs":  # pairs:FOLDER too
         raise typer.BadParameter(
-            f"--task is for your own pairs (--dataset pairs); {exp.data.dataset} has its own task",
-            param_hint="--task",
+            f"{own[0]} is for your own pairs (--dataset pairs or pairs:FOLDER); "
+            f"{exp.data.dataset} has its own task and labels",
+            param_hint=own[0],
         )
     return exp
 

@@ -6,11 +6,15 @@ The `pairs` dataset (your files) and `Matcher.fit` (pairs in memory) both call `
 - labels that are not numbers ("duplicate", "entailment"): classification; the classes are the
   sorted distinct labels of train;
 - every label 1 (positive pairs only): ranking (the trainer draws the negatives);
-- labels 0/1 where some query has several candidates (its group, or its left text, on 2+
-  pairs): ranking;
+- labels 0/1 with a `group` column where some group holds several candidates: ranking (a left
+  text that recurs is no group: paraphrase and NLI sets repeat sentences);
 - labels 0/1 otherwise: classification;
 - integer labels of more than 2 levels, or any non-integer number: regression, the score range
   taken from train (see `choose_task`).
+
+A few labels outside the 0/1 scheme of all the others (at least 95% of train is 0/1: one stray
+-1 or 2) are an error naming their lines rather than a switch to regression or a 2-class task;
+an explicit task reads them as they are.
 
 "1.0" is the integer 1, for classification too (class "1"). An explicit task wins. The choice
 comes with its reason as a sentence, e.g. "task: ranking (labels 0/1, 873 queries with several
@@ -44,8 +48,9 @@ Labels = list[float | str]  # all numbers, or all class names (`read_labels`)
 # The rule of this module in one line (`attnmatch datasets info pairs`).
 RULE = (
     "labels that are not numbers -> classification (classes: train's sorted labels); every "
-    "label 1 -> ranking; 0/1 with queries of several candidates -> ranking; other 0/1 -> "
-    "classification; integers of 3+ levels or real numbers -> regression"
+    "label 1 -> ranking; 0/1 with a group column holding groups of several candidates -> "
+    "ranking; other 0/1 -> classification; integers of 3+ levels or real numbers -> regression "
+    "(a few labels outside an otherwise 0/1 train are an error naming their lines)"
 )
 
 
@@ -212,17 +217,44 @@ class LabelScheme:
         return RankingTask(name="pairs-ranking", description=self.description)
 
 
-def _several(groups: Sequence[str | None]) -> int:
-    """How many groups hold 2+ pairs."""
+def _several(groups: Sequence[str | None] | None) -> int:
+    """How many groups hold 2+ pairs (0 without a group column)."""
+    if groups is None:
+        return 0
     return sum(1 for n in Counter(groups).values() if n > 1)
 
 
-def infer_task(labels: Labels, groups: Sequence[str | None]) -> tuple[str, str]:
+BINARY_SHARE = 0.95  # train this much 0/1 or more: the other labels are strays
+
+
+def check_strays(labels: Labels, where: Sequence[str]) -> None:
+    """Refuses a few numeric labels outside the 0/1 scheme of all the others (module docstring).
+
+    Raises:
+        ValueError: naming every stray label's place, and the way out (an explicit task).
+    """
+    if not labels or isinstance(labels[0], str):
+        return
+    values = [float(v) for v in labels]
+    outside = [i for i, v in enumerate(values) if v not in (0.0, 1.0)]
+    binary = len(values) - len(outside)
+    if not outside or binary < BINARY_SHARE * len(values):
+        return
+    shown = ", ".join(f"{where[i]} ({label_name(labels[i])})" for i in outside)
+    raise ValueError(
+        f"{where[outside[0]]}: label {label_name(labels[outside[0]])} is outside the 0/1 labels "
+        f"of the other {binary} pairs; {len(outside)} such label(s): {shown}. Fix them, or give "
+        "the task (--task, or the option task=) to read every label as it is"
+    )
+
+
+def infer_task(labels: Labels, groups: Sequence[str | None] | None) -> tuple[str, str]:
     """The task the rule of this module gives training labels, and the reason as a sentence.
 
     Args:
         labels: train's labels, from `read_labels`.
-        groups: each pair's query (its group, or its left text).
+        groups: each pair's group, from a `group` column; None: no such column (recurring
+            left texts are not groups).
 
     Raises:
         ValueError: no labels, or a single value that is not 1 (nothing to learn).
@@ -254,9 +286,8 @@ def infer_task(labels: Labels, groups: Sequence[str | None]) -> tuple[str, str]:
                 f"task: ranking (labels 0/1, {several} quer{'ies' if several > 1 else 'y'} with "
                 f"several candidates; {change})"
             )
-        return "classification", (
-            f"task: classification (labels 0/1, no query with several candidates; {change})"
-        )
+        why_not = "no group column" if groups is None else "no group with several candidates"
+        return "classification", (f"task: classification (labels 0/1, {why_not}; {change})")
     if integers and len(levels) == 2:
         names = "/".join(label_name(v) for v in levels)
         return "classification", f"task: classification (labels {names}; {change})"
@@ -270,23 +301,25 @@ def infer_task(labels: Labels, groups: Sequence[str | None]) -> tuple[str, str]:
 
 def choose_task(
     labels: Labels,
-    groups: Sequence[str | None],
+    groups: Sequence[str | None] | None,
     *,
     task: str = "auto",
     min_score: float | None = None,
     max_score: float | None = None,
     source: str = "train",
+    where: Sequence[str] | None = None,
 ) -> LabelScheme:
     """The `LabelScheme` of training labels: `task` ("auto": `infer_task`), classes, score range
     and primary metric.
 
     Args:
         labels: train's labels, from `read_labels`.
-        groups: each pair's query (its group, or its left text).
+        groups: each pair's group (a `group` column); None: no such column.
         task: "auto", "ranking", "classification" or "regression".
         min_score, max_score: regression: the score range; None: train's (the lowest and highest
             label).
         source: what `labels` are, for messages ("train.tsv").
+        where: each label's place for messages ("train.tsv:7"; default "SOURCE: row I").
 
     Raises:
         ValueError: an unknown task, labels the task cannot read, or an empty range.
@@ -296,6 +329,7 @@ def choose_task(
     if not labels:
         raise ValueError(f"{source}: no labels")
     if task == "auto":
+        check_strays(labels, where or [f"{source}: row {i}" for i in range(len(labels))])
         try:
             task, reason = infer_task(labels, groups)
         except ValueError as e:

@@ -35,6 +35,16 @@ def read_pairs(
     them to the table's own names), as `(left, right, group)` triples and their labels
     (`read_labels`: numbers, or class names such as "duplicate"). Ranking groups default to the
     left text."""
+    texts, labels, _ = read_grouped_pairs(data, name, columns)
+    return texts, labels
+
+
+def read_grouped_pairs(
+    data: Any, name: str, columns: dict[str, str] | None = None
+) -> tuple[list[tuple[str, str, str]], Labels, bool]:
+    """`read_pairs`, and whether `data` gave groups (a group column, 4-tuples or Examples with
+    a group): only given groups make 0/1 labels a ranking task (`attnmatch.data.labels`)."""
+    grouped = False
     table = table_columns(
         data, name, required=("left", "right", "label"), optional=("group",), columns=columns
     )
@@ -44,7 +54,10 @@ def read_pairs(
     raw_labels: list[object] = []
     for i, row in enumerate(data):
         if isinstance(row, Example):
+            grouped = grouped or row.group is not None
             row = (row.left, row.right, row.label, row.group if row.group is not None else row.left)
+        elif isinstance(row, Sequence) and not isinstance(row, str) and len(row) == 4:
+            grouped = True
         if not isinstance(row, Sequence) or isinstance(row, str) or len(row) not in (3, 4):
             raise ValueError(f"{name}: row {i} is not (left, right, label[, group]): {row!r}")
         left, right = row[0], row[1]
@@ -54,7 +67,8 @@ def read_pairs(
         raw_labels.append(row[2])
     if not texts:
         raise ValueError(f"{name}: no pairs")
-    return texts, read_labels(raw_labels, [f"{name}: row {i}" for i in range(len(texts))])
+    where = [f"{name}: row {i}" for i in range(len(texts))]
+    return texts, read_labels(raw_labels, where), grouped
 
 
 def as_examples(
@@ -174,8 +188,9 @@ def _fit(
     if isinstance(train, str):  # a registered dataset, its standard splits
         config = _config(base, DataConfig(dataset=train))
         return _trained(config, train_run(config, out, progress=progress).model_dir)
-    texts, labels = read_pairs(train, "train", columns)
-    scheme = choose_task(labels, [group for _, _, group in texts], task=task or "auto")
+    texts, labels, grouped = read_grouped_pairs(train, "train", columns)
+    groups = [group for _, _, group in texts] if grouped else None
+    scheme = choose_task(labels, groups, task=task or "auto")
     train_split = _split(_labelled(texts, labels, scheme, "train"), "train", scheme)
     dev_split = None
     if dev is not None:

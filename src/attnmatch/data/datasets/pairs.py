@@ -10,10 +10,15 @@ mark is dropped; every error names the file and line (a parquet row is numbered 
 spreadsheet, the header being row 1) and, for a value, the column. A JSONL or parquet label may
 be a number or text, a group an integer or text; the texts are text.
 
-A pair is its group and its two texts (spaces normalised). The same pair twice in one file with
-two labels is an error naming both lines; the same pair twice with the same label is read once
-(the later lines are dropped, and `Split.notes` says which). In a ranking folder a group is one
-query: a group id given to two different left texts is an error naming both lines.
+A pair is its group and its two texts (spaces normalised). The same pair twice with the same
+label is read once (the later lines are dropped, and `Split.notes` says which). The same pair
+with different labels is a conflict, settled by the option `on_conflict` (`attnmatch train
+--on-conflict`): "error" (the default) lists every conflicting pair with its lines and labels;
+"drop" removes every line of a conflicting pair; "max" keeps the first line of the highest label
+(numbers only). `Split.notes` says what was dropped. In a ranking folder a group is one query: a
+group id given to two different left texts is an error naming both lines. Without a `group`
+column the left text groups a ranking task's pairs, but never makes the task ranking (see
+`attnmatch.data.labels`).
 
 The task comes from train's labels by the rule of `attnmatch.data.labels` (option `task`,
 default "auto"); so do the classes (the sorted distinct labels of train) and the score range of
@@ -67,13 +72,22 @@ NAME = "pairs"
 TITLE = "your own pairs: a folder of <split>.tsv (.csv, .jsonl, .parquet) files"
 COLUMNS = ("left", "right", "label")
 OPTIONAL_COLUMNS = ("group",)
-OPTIONS: dict[str, Any] = {"task": "auto", "min_score": None, "max_score": None, "holdout_seed": 0}
+OPTIONS: dict[str, Any] = {
+    "task": "auto",
+    "min_score": None,
+    "max_score": None,
+    "holdout_seed": 0,
+    "on_conflict": "error",
+}
+ON_CONFLICT = ("error", "drop", "max")
 OPTION_HELP = {
     "task": f"{' | '.join(TASK_CHOICES)} (default auto: inferred from train's labels)",
     "min_score": "regression: the lowest score (default: train's lowest label)",
     "max_score": "regression: the highest score (default: train's highest label)",
     "holdout_seed": "seeds the dev split held out of train when there is no dev file, and the "
     "answers sampled for large evaluation splits (default 0)",
+    "on_conflict": "one pair given two labels: error (default: list them all) | drop (every "
+    "line of the pair) | max (the highest label)",
 }
 TRAIN = "train"
 HOLDOUT_FRACTION = 0.15  # of train's groups, when no dev file exists
@@ -93,6 +107,7 @@ class PairsFile:
         has_group: whether the file has a group column.
         repeated: `(line, earlier line)` of each row dropped as a repeat of an earlier one
             (same pair, same label).
+        conflicts: lines dropped by `on_conflict` (drop, max).
     """
 
     path: Path
@@ -103,6 +118,7 @@ class PairsFile:
     lines: list[int]
     has_group: bool
     repeated: tuple[tuple[int, int], ...] = ()
+    conflicts: tuple[int, ...] = ()
 
     def where(self, i: int) -> str:
         """Row `i`'s place, "path:line"."""
@@ -139,22 +155,26 @@ def split_path(folder: str | Path, split: str) -> Path | None:
     return found[0] if found else None
 
 
-def read_pairs_file(path: str | Path) -> PairsFile:
+def read_pairs_file(path: str | Path, on_conflict: str = "error") -> PairsFile:
     """Parses one pairs file (`.gz` read transparently); a file unchanged on disk is parsed once.
 
     Raises:
         FileNotFoundError, IsADirectoryError: no such file.
         DatasetFormatError: a wrong header, field count, empty text or label, text that is not
-            UTF-8, a broken `.gz`, or one pair with two labels, naming file:line.
+            UTF-8, a broken `.gz`, or (`on_conflict="error"`) pairs with two labels, naming
+            file:line.
     """
     path = Path(path)
     check_file(path, "pairs file")
     stat = path.stat()
-    return _read_pairs_file(str(path), str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    resolved = str(path.resolve())
+    return _read_pairs_file(str(path), resolved, stat.st_size, stat.st_mtime_ns, on_conflict)
 
 
 @functools.lru_cache(maxsize=4)  # train is read by every split of a folder
-def _read_pairs_file(name: str, resolved: str, size: int, mtime_ns: int) -> PairsFile:
+def _read_pairs_file(
+    name: str, resolved: str, size: int, mtime_ns: int, on_conflict: str
+) -> PairsFile:
     path = Path(name)
     lefts: list[str] = []
     rights: list[str] = []
@@ -181,11 +201,15 @@ def _read_pairs_file(name: str, resolved: str, size: int, mtime_ns: int) -> Pair
         labels = read_labels(raw_labels, [f"{path}:{n}" for n in lines])
     except ValueError as e:
         raise DatasetFormatError(str(e)) from None
-    keep, repeated = _distinct_pairs(path, groups, lefts, rights, labels, lines)
-    if repeated:
+    keep, repeated, dropped = _distinct_pairs(
+        path, (groups, lefts, rights), labels, lines, on_conflict
+    )
+    if repeated or dropped:
         lefts, rights, groups = _pick(lefts, keep), _pick(rights, keep), _pick(groups, keep)
         labels, lines = _pick(labels, keep), _pick(lines, keep)
-    return PairsFile(path, lefts, rights, groups, labels, lines, "group" in header, repeated)
+    return PairsFile(
+        path, lefts, rights, groups, labels, lines, "group" in header, repeated, dropped
+    )
 
 
 def _rows(path: Path) -> tuple[list[str], Iterator[tuple[int, dict[str, Any]]]]:
@@ -233,34 +257,50 @@ def _shown(text: str, limit: int = 60) -> str:
 
 def _distinct_pairs(
     path: Path,
-    groups: list[str],
-    lefts: list[str],
-    rights: list[str],
+    texts: tuple[list[str], list[str], list[str]],
     labels: Labels,
     lines: list[int],
-) -> tuple[list[int], tuple[tuple[int, int], ...]]:
-    """The rows to keep (each pair once) and `(line, earlier line)` of the repeats dropped.
+    on_conflict: str,
+) -> tuple[list[int], tuple[tuple[int, int], ...], tuple[int, ...]]:
+    """The rows to keep (each pair once), `(line, earlier line)` of the repeats dropped, and
+    the lines dropped by `on_conflict` (module docstring).
 
     Raises:
-        DatasetFormatError: a pair repeated with another label, naming both lines.
+        DatasetFormatError: (`on_conflict="error"`) pairs given two labels, every one listed
+            with its lines and labels; "max" with class names.
     """
-    first: dict[tuple[str, str, str], int] = {}
+    rows: dict[tuple[str, ...], list[int]] = {}
+    keys = zip(*(map(_normalised, column) for column in texts), strict=True)
+    for i, key in enumerate(keys):
+        rows.setdefault(key, []).append(i)
+    conflicts = [r for r in rows.values() if len({label_name(labels[i]) for i in r}) > 1]
+    if conflicts and on_conflict == "error":
+        listed = "; ".join(
+            ", ".join(f"line {lines[i]}: {label_name(labels[i])!r}" for i in r) for r in conflicts
+        )
+        raise DatasetFormatError(
+            f"{path}: {len(conflicts)} pair(s) given different labels ({listed}); a pair has "
+            "one label: fix the lines, or pass --on-conflict drop (remove those pairs) or max "
+            "(keep the highest label)"
+        )
+    if conflicts and on_conflict == "max" and isinstance(labels[0], str):
+        raise DatasetFormatError(
+            f"{path}:{lines[conflicts[0][0]]}: --on-conflict max needs numeric labels, these "
+            "are class names; use drop, or fix the lines"
+        )
     keep: list[int] = []
     repeated: list[tuple[int, int]] = []
-    keys = zip(*(map(_normalised, texts) for texts in (groups, lefts, rights)), strict=True)
-    for i, key in enumerate(keys):
-        j = first.setdefault(key, i)
-        if j == i:
-            keep.append(i)
-        elif labels[j] == labels[i]:
-            repeated.append((lines[i], lines[j]))
-        else:
-            raise DatasetFormatError(
-                f"{path}:{lines[i]}: the pair of line {lines[j]} again, labelled "
-                f"{label_name(labels[i])!r} here and {label_name(labels[j])!r} there; a pair "
-                "has one label: fix or remove one of the two lines"
-            )
-    return keep, tuple(repeated)
+    dropped: list[int] = []
+    conflicting = {r[0] for r in conflicts}
+    for r in rows.values():
+        if r[0] in conflicting:
+            best = max(r, key=lambda i: float(labels[i])) if on_conflict == "max" else None
+            keep += [] if best is None else [best]
+            dropped += [lines[i] for i in r if i != best]
+            continue
+        keep.append(r[0])
+        repeated += [(lines[i], lines[r[0]]) for i in r[1:]]
+    return sorted(keep), tuple(sorted(repeated)), tuple(sorted(dropped))
 
 
 def check_queries(file: PairsFile) -> None:
@@ -316,6 +356,11 @@ def resolve_options(options: dict[str, Any]) -> dict[str, Any]:
         value = resolved[key]
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
             raise ValueError(f"pairs: option {key}={value!r} must be a number")
+    if resolved["on_conflict"] not in ON_CONFLICT:
+        raise ValueError(
+            f"pairs: option on_conflict={resolved['on_conflict']!r} is not one of "
+            f"{', '.join(ON_CONFLICT)}"
+        )
     seed = resolved["holdout_seed"]
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"pairs: option holdout_seed={seed!r} must be an integer >= 0")
@@ -341,15 +386,16 @@ def label_scheme(
         if path is None:
             raise DatasetNotFoundError(_missing(folder, split))
         notes = (f"{split}: no {reference} file in {folder}: the task is read from {path.name}",)
-    file = read_pairs_file(path)
+    file = read_pairs_file(path, options["on_conflict"])
     try:
         scheme = choose_task(
             file.labels,
-            file.groups,
+            file.groups if file.has_group else None,
             task=options["task"],
             min_score=options["min_score"],
             max_score=options["max_score"],
             source=str(path),
+            where=[file.where(i) for i in range(len(file.labels))],
         )
     except ValueError as e:
         raise DatasetFormatError(str(e)) from None
@@ -393,11 +439,13 @@ def load_pairs(
     if path is None:
         raise DatasetNotFoundError(_missing(folder, split))
     scheme, notes = label_scheme(folder, split, resolved, reference=reference)
-    file = read_pairs_file(path)
+    file = read_pairs_file(path, resolved["on_conflict"])
     if scheme.task == "ranking":
         check_queries(file)
     if file.repeated:
         notes += (_repeats_note(split, file),)
+    if file.conflicts:
+        notes += (_conflicts_note(split, file, resolved["on_conflict"]),)
     examples = []
     for i, value in enumerate(file.labels):
         try:
@@ -451,6 +499,15 @@ def _repeats_note(split: str, file: PairsFile) -> str:
     return (
         f"{split}: {len(file.repeated)} repeated pair(s) of {file.path.name} read once (line "
         f"{line} repeats line {earlier}{more}: same group, texts and label)"
+    )
+
+
+def _conflicts_note(split: str, file: PairsFile, policy: str) -> str:
+    lines = ", ".join(map(str, file.conflicts))
+    kept = "the highest label kept" if policy == "max" else "every line of those pairs dropped"
+    return (
+        f"{split}: pairs given different labels in {file.path.name} (on_conflict={policy}: "
+        f"{kept}): lines {lines} dropped"
     )
 
 
