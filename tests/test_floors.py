@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from attnmatch import floors as floors_module
 from attnmatch.data.schema import Example
@@ -155,3 +156,30 @@ def test_format_floors() -> None:
         "floors (test pearson): random -.012"
     ]
     assert format_floors({}, "map") == []
+
+
+def test_rank_encodes_a_candidate_set_once_and_scores_as_pairs_do(
+    encoder_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    matcher = Matcher.from_encoder(str(encoder_dir))
+    candidates = ["a cave is in the ice", "war", "the man runs", "a dog runs"]
+    queries = ["how are glacier caves formed ?", "who runs ?"]
+    expected = [matcher.score([(q, c) for c in candidates]) for q in queries]
+    embedded: list[int] = []
+    real_embed = Matcher.embed
+
+    def counting(self: Matcher, texts: list[str]) -> torch.Tensor:
+        embedded.append(len(texts))
+        return real_embed(self, texts)
+
+    monkeypatch.setattr(Matcher, "embed", counting)
+    for query, want in zip(queries, expected, strict=True):
+        got = {r.index: r.score for r in matcher.rank(query, candidates)}
+        np.testing.assert_allclose([got[i] for i in range(len(candidates))], want, atol=1e-5)
+    assert embedded == [4, 1, 1]  # the candidates once, then each query alone
+    with torch.no_grad():  # new weights: the kept vectors are stale and computed again
+        next(matcher.model.parameters()).add_(0.01)
+    matcher.rank(queries[0], candidates)
+    assert embedded[-2:] == [4, 1]
+    matcher.rank(queries[0], candidates[:2])  # another set
+    assert embedded[-2:] == [2, 1]

@@ -290,10 +290,13 @@ def run_floors(exp: Experiment, console: Console) -> dict[str, dict[str, dict[st
     from attnmatch.floors import compute_floors, format_floors
 
     encoders = ("minilm-l6",) if t.floors == "all" else ()
+    if t.floors == "lexical":
+        console.print('floors: the MiniLM zero-shot floor is off (train.floors = "lexical")')
     out: dict[str, dict[str, dict[str, float]]] = {}
     for name, split in (("dev", exp.dev), ("test", exp.test)):
         if split is None:
             continue
+        skipped: dict[str, str] = {}
         floors = compute_floors(
             split.examples,
             split.protocol,
@@ -301,11 +304,14 @@ def run_floors(exp: Experiment, console: Console) -> dict[str, dict[str, dict[st
             task=exp.matcher.task,
             encoders=encoders,
             max_encoder_pairs=FLOOR_ENCODER_PAIRS,
+            skipped=skipped,
         )
         out[name] = floors
         metric = selection_metric(exp) if name == "dev" else split.protocol.primary
         for line in format_floors(floors, metric, where=name):
             console.print(line, highlight=False, markup=False)
+        for floor, why in skipped.items():
+            console.print(f"floor left out ({name}): {floor}: {why}", highlight=False, markup=False)
     return out
 
 
