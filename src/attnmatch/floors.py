@@ -142,6 +142,26 @@ def _unreadable(task: Task, fitted: bool) -> str:
     return f"a similarity read as a {task.kind} output needs {needs}"
 
 
+def floor_matcher(
+    name: str, task: Task, fit_examples: Sequence[Example], *, metric: str = "accuracy"
+) -> Matcher:
+    """The floor `name` of `compute_floors` as a Matcher, calibrated as the floor was (on
+    a seeded sample of `fit_examples`): "<encoder> zero-shot" (a model directory can be
+    saved) or a lexical kind (nothing to save).
+
+    Raises:
+        ValueError: "random", or a name that is not a floor.
+    """
+    fit = _sample(fit_examples, 5000, 0) if not task.similarity_is_output else []
+    metric = metric if metric in THRESHOLD_METRICS else "accuracy"
+    if name.endswith(" zero-shot"):
+        source = name.removesuffix(" zero-shot")
+        return Matcher.from_encoder(source, task=task, calibration=fit or None, metric=metric)
+    if name in ("overlap", "bm25", "idf_overlap"):
+        return Matcher.from_lexical(name, task=task, calibration=fit or None, metric=metric)
+    raise ValueError(f"{name!r} is not a floor a model can be kept from")
+
+
 def format_floors(
     floors: dict[str, dict[str, float]], primary: str, *, where: str = "test"
 ) -> list[str]:
