@@ -271,6 +271,8 @@ register_preset(
     "encoder lr 2e-5)",
     recipe=bi_encoder_recipe,
 )
+
+
 def cross_encoder_recipe(task: Any) -> dict[str, Any]:
     """`fine_tuning_recipe` with the head on the mean of the pair's token states, not on
     `[CLS]`: all-MiniLM-L6-v2 was trained as a bi-encoder, through mean pooling; its `[CLS]`
