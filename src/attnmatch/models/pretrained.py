@@ -13,7 +13,8 @@ fitted on labelled pairs, `attnmatch.zero_shot`; `Matcher.from_encoder(task=...,
 
 Cross-encoder (Nogueira & Cho 2019; sentence-transformers' CrossEncoder): both texts in one
 sequence, `[CLS] left [SEP] right [SEP]` with token types 0 / 1, and a linear head on the
-`[CLS]` state (scores, class logits or score-level logits).
+`[CLS]` state or, as the MiniLM preset does, on the mean of the token states (scores, class
+logits or score-level logits).
 
 Decisions: the joint sequence is packed from the two single-text id sequences the data pipeline
 gives (the right text's first token, its `[CLS]`, is dropped), so both baselines share our data,
