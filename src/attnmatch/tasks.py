@@ -582,10 +582,18 @@ class ClassificationTask(Task):
         if not np.isfinite(margins).all():
             return self
         positive = np.asarray(labels) > 0
-        argmax_value = _threshold_metric(margins, positive, 0.0, metric)
         threshold = fit_threshold(margins, positive, metric=metric)
-        if _threshold_metric(margins, positive, threshold, metric) <= argmax_value:
-            threshold = 0.0  # the argmax is as good: no shift
+
+        def value(t: float, name: str) -> float:
+            return _threshold_metric(margins, positive, t, name)
+
+        def balance(t: float) -> float:
+            return value(t, "accuracy") + value(t, "f1")
+
+        # Moved only when it beats the argmax on the metric without losing more accuracy than
+        # it gains F1 (or the reverse): never, e.g., "every pair positive" for a little F1.
+        if value(threshold, metric) <= value(0.0, metric) or balance(threshold) < balance(0.0):
+            threshold = 0.0
         return replace(self, threshold=float(threshold))
 
     @classmethod
