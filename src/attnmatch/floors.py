@@ -71,7 +71,7 @@ def compute_floors(
         encoders: encoder sources to run zero-shot; one that is not installed is skipped.
         max_encoder_pairs: skip the encoders on larger splits (CPU time).
         seed: the sample of fitting pairs.
-        skipped: filled with {floor name: why it was left out} for each floor not computed.
+        skipped: filled with {floor name: why it was left out}.
 
     Returns:
         {floor name: the metrics a model's report on this split has}.
@@ -97,8 +97,7 @@ def compute_floors(
     for kind in lexical:
         scorer = LexicalScorer(kind)
         if not task.can_read_similarity(bool(fit), scorer.similarity_range):
-            why = _unreadable(task, bool(fit))
-            left_out[kind] = why
+            left_out[kind] = _unreadable(task, bool(fit))
             continue
         if not task.similarity_is_output:
             scorer.fit(right for _, right in fit_pairs)  # one collection for fit and eval
@@ -113,15 +112,36 @@ def compute_floors(
             protocol,
             task,
         )
+    encoder_args = (eval_pairs, fit_pairs, fit_labels, data, protocol, task)
+    floors |= _encoder_floors(encoders, *encoder_args, max_encoder_pairs, left_out)
+    return floors
+
+
+def _encoder_floors(
+    encoders: Sequence[str],
+    eval_pairs: list[tuple[str, str]],
+    fit_pairs: list[tuple[str, str]],
+    fit_labels: np.ndarray,
+    data: EncodedPairs,
+    protocol: Task,
+    task: Task,
+    max_encoder_pairs: int,
+    left_out: dict[str, str],
+) -> dict[str, dict[str, float]]:
+    """The "<encoder> zero-shot" floors of `compute_floors`; each left out is said in
+    `left_out` with why."""
+    floors: dict[str, dict[str, float]] = {}
+    fit = bool(fit_pairs)
+    calibrated = fit and not task.similarity_is_output
     for source in encoders:
-        if len(eval_examples) > max_encoder_pairs:
+        if len(eval_pairs) > max_encoder_pairs:
             left_out[f"{source} zero-shot"] = (
-                f"the split has {len(eval_examples)} pairs, more than the {max_encoder_pairs} "
+                f"the split has {len(eval_pairs)} pairs, more than the {max_encoder_pairs} "
                 "the encoder floor is computed on (CPU time)"
             )
             continue
-        if not task.can_read_similarity(bool(fit), (-1, 1)):
-            left_out[f"{source} zero-shot"] = _unreadable(task, bool(fit))
+        if not task.can_read_similarity(fit, (-1, 1)):
+            left_out[f"{source} zero-shot"] = _unreadable(task, fit)
             continue
         try:
             matcher = Matcher.from_encoder(source)
