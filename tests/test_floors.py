@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from attnmatch import floors as floors_module
 from attnmatch.data.schema import Example
@@ -155,3 +156,53 @@ def test_format_floors() -> None:
         "floors (test pearson): random -.012"
     ]
     assert format_floors({}, "map") == []
+
+
+def test_rank_encodes_a_candidate_set_once_and_scores_as_pairs_do(
+    encoder_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    matcher = Matcher.from_encoder(str(encoder_dir))
+    candidates = ["a cave is in the ice", "war", "the man runs", "a dog runs"]
+    queries = ["how are glacier caves formed ?", "who runs ?"]
+    expected = [matcher.score([(q, c) for c in candidates]) for q in queries]
+    embedded: list[int] = []
+    real_embed = Matcher.embed
+
+    def counting(self: Matcher, texts: list[str]) -> torch.Tensor:
+        embedded.append(len(texts))
+        return real_embed(self, texts)
+
+    monkeypatch.setattr(Matcher, "embed", counting)
+    for query, want in zip(queries, expected, strict=True):
+        got = {r.index: r.score for r in matcher.rank(query, candidates)}
+        np.testing.assert_allclose([got[i] for i in range(len(candidates))], want, atol=1e-5)
+    assert embedded == [4, 1, 1]  # the candidates once, then each query alone
+    with torch.no_grad():  # new weights: the kept vectors are stale and computed again
+        next(matcher.model.parameters()).add_(0.01)
+    matcher.rank(queries[0], candidates)
+    assert embedded[-2:] == [4, 1]
+    matcher.rank(queries[0], candidates[:2])  # another set
+    assert embedded[-2:] == [2, 1]
+
+
+def test_a_floor_that_beats_the_model_is_offered_as_the_model_to_keep(
+    encoder_dir: Path, tmp_path: Path
+) -> None:
+    from types import SimpleNamespace
+
+    from attnmatch.training.trainer import FLOOR_MODEL_DIR, offer_floor
+
+    source = str(encoder_dir)
+    exp = SimpleNamespace(matcher=SimpleNamespace(task=RANKING), fit_examples=[])
+    run = SimpleNamespace(path=tmp_path, model_dir=tmp_path / "model")
+    floors = {"random": {"map": 0.95}, f"{source} zero-shot": {"map": 0.9}, "bm25": {"map": 0.5}}
+    (line,) = offer_floor(exp, run, "map", floors)  # type: ignore[arg-type]
+    assert f"keep the {source} zero-shot floor (dev map 0.9000)" in line
+    saved = Matcher.load(tmp_path / FLOOR_MODEL_DIR)
+    pairs = [("how are glacier caves formed ?", "a cave is in the ice"), ("war", "peace")]
+    np.testing.assert_allclose(
+        saved.score(pairs), Matcher.from_encoder(source).score(pairs), atol=1e-6
+    )
+    floors["bm25"]["map"] = 0.99
+    (line,) = offer_floor(exp, run, "map", floors)  # type: ignore[arg-type]
+    assert "Matcher.from_lexical('bm25'" in line and "calibration" not in line

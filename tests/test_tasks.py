@@ -403,3 +403,35 @@ def test_item_values_of_each_kind() -> None:
         item_values(pairs, "f1")
     with pytest.raises(ValueError, match="pearson on regression items is not a mean over items"):
         item_values({"kind": "regression"}, "pearson")
+
+
+def test_a_threshold_fitted_on_dev_decides_and_is_saved() -> None:
+    task = ClassificationTask(class_names=("no", "yes"), primary="f1")
+    # margins (yes - no): the positives sit at 0.2 .. 0.6, above a threshold the argmax misses
+    outputs = np.array([[0.0, m] for m in (-2.0, -1.5, -1.0, -0.6, -0.4, -0.2)], dtype=np.float32)
+    labels = np.array([0, 0, 0, 1, 1, 1])
+    calibrated = task.calibrated_on(outputs, labels)
+    assert isinstance(calibrated, ClassificationTask)
+    assert -1.0 < calibrated.threshold < -0.6
+    assert calibrated.decode(outputs).labels == ["no", "no", "no", "yes", "yes", "yes"]
+    assert task.decode(outputs).labels == ["no"] * 6
+    probabilities = calibrated.decode(outputs).probabilities
+    assert probabilities is not None and (probabilities[3:, 1] > 0.5).all()
+    data = EncodedPairs(
+        texts=[np.zeros(1, dtype=np.int64)],
+        left=np.zeros(6, dtype=np.int64),
+        right=np.zeros(6, dtype=np.int64),
+        labels=labels.astype(np.float32),
+        group_ids=np.arange(6),
+        group_names=[str(i) for i in range(6)],
+    )
+    metrics = report_from_outputs(outputs, data, task, task=calibrated).metrics
+    assert metrics["f1"] == 1.0 and metrics["accuracy"] == 1.0
+    saved = calibrated.to_dict()
+    loaded = Task.from_dict(json.loads(json.dumps(saved)))
+    assert isinstance(loaded, ClassificationTask) and loaded.threshold == calibrated.threshold
+    assert "threshold" not in task.to_dict()  # an argmax model saves as before
+    good = np.array([[0.0, m] for m in (-2.0, -1.0, 1.0, 2.0)], dtype=np.float32)
+    assert task.calibrated_on(good, np.array([0, 0, 1, 1])).threshold == 0.0  # argmax is best
+    with pytest.raises(ValueError, match="threshold"):
+        ClassificationTask(class_names=("a", "b", "c"), threshold=1.0)

@@ -28,10 +28,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import torch
 import torch.nn.functional as F
 
-from attnmatch.data.collate import pad_ids
 from attnmatch.data.encoding import EncodedPairs, encode_examples
 from attnmatch.data.schema import Example
 from attnmatch.evaluation import report_from_outputs
@@ -55,6 +53,7 @@ def compute_floors(
     max_encoder_pairs: int = 20000,
     max_fit_pairs: int = 5000,
     seed: int = 0,
+    skipped: dict[str, str] | None = None,
 ) -> dict[str, dict[str, float]]:
     """The no-training floors of a split (module docstring), by name, in the order random,
     lexical, encoders.
@@ -72,6 +71,7 @@ def compute_floors(
         encoders: encoder sources to run zero-shot; one that is not installed is skipped.
         max_encoder_pairs: skip the encoders on larger splits (CPU time).
         seed: the sample of fitting pairs.
+        skipped: filled with {floor name: why it was left out}.
 
     Returns:
         {floor name: the metrics a model's report on this split has}.
@@ -86,6 +86,7 @@ def compute_floors(
     data = encode_examples(eval_examples, _no_ids)
     fit = _sample(fit_examples, max_fit_pairs, seed)
     floors: dict[str, dict[str, float]] = {}
+    left_out = skipped if skipped is not None else {}
     fit_labels = np.asarray([float(e.label) for e in fit])
     random_floor = _random_floor(data, protocol, task, fit_labels)
     if random_floor is not None:
@@ -96,6 +97,7 @@ def compute_floors(
     for kind in lexical:
         scorer = LexicalScorer(kind)
         if not task.can_read_similarity(bool(fit), scorer.similarity_range):
+            left_out[kind] = _unreadable(task, bool(fit))
             continue
         if not task.similarity_is_output:
             scorer.fit(right for _, right in fit_pairs)  # one collection for fit and eval
@@ -110,19 +112,74 @@ def compute_floors(
             protocol,
             task,
         )
-    if len(eval_examples) > max_encoder_pairs or not task.can_read_similarity(bool(fit), (-1, 1)):
-        return floors
+    encoder_args = (eval_pairs, fit_pairs, fit_labels, data, protocol, task)
+    floors |= _encoder_floors(encoders, *encoder_args, max_encoder_pairs, left_out)
+    return floors
+
+
+def _encoder_floors(
+    encoders: Sequence[str],
+    eval_pairs: list[tuple[str, str]],
+    fit_pairs: list[tuple[str, str]],
+    fit_labels: np.ndarray,
+    data: EncodedPairs,
+    protocol: Task,
+    task: Task,
+    max_encoder_pairs: int,
+    left_out: dict[str, str],
+) -> dict[str, dict[str, float]]:
+    """The "<encoder> zero-shot" floors of `compute_floors`; each left out is said in
+    `left_out` with why."""
+    floors: dict[str, dict[str, float]] = {}
+    fit = bool(fit_pairs)
+    calibrated = fit and not task.similarity_is_output
     for source in encoders:
+        if len(eval_pairs) > max_encoder_pairs:
+            left_out[f"{source} zero-shot"] = (
+                f"the split has {len(eval_pairs)} pairs, more than the {max_encoder_pairs} "
+                "the encoder floor is computed on (CPU time)"
+            )
+            continue
+        if not task.can_read_similarity(fit, (-1, 1)):
+            left_out[f"{source} zero-shot"] = _unreadable(task, fit)
+            continue
         try:
             matcher = Matcher.from_encoder(source)
-        except (FileNotFoundError, ImportError):
-            continue  # not installed: no floor
+        except (FileNotFoundError, ImportError) as e:
+            left_out[f"{source} zero-shot"] = f"the encoder is not installed ({e})"
+            continue
         similarities = encoder_cosines(matcher, eval_pairs)
         fit_similarities = encoder_cosines(matcher, fit_pairs) if calibrated else None
         floors[f"{source} zero-shot"] = _report(
             similarities, fit_similarities, fit_labels, (-1.0, 1.0), data, protocol, task
         )
     return floors
+
+
+def _unreadable(task: Task, fitted: bool) -> str:
+    """Why a similarity cannot be read as `task`'s output (module docstring)."""
+    needs = "2 classes at most" if fitted else "labelled training pairs to calibrate on"
+    return f"a similarity read as a {task.kind} output needs {needs}"
+
+
+def floor_matcher(
+    name: str, task: Task, fit_examples: Sequence[Example], *, metric: str = "accuracy"
+) -> Matcher:
+    """The floor `name` of `compute_floors` as a Matcher, calibrated as the floor was (on
+    a seeded sample of `fit_examples`): "<encoder> zero-shot" (a model directory can be
+    saved) or a lexical kind (nothing to save).
+
+    Raises:
+        ValueError: "random", or a name that is not a floor.
+    """
+    fit = _sample(fit_examples, 5000, 0) if not task.similarity_is_output else []
+    metric = metric if metric in THRESHOLD_METRICS else "accuracy"
+    if name.endswith(" zero-shot"):
+        source = name.removesuffix(" zero-shot")
+        return Matcher.from_encoder(source, task=task, calibration=fit or None, metric=metric)
+    if name in ("overlap", "bm25", "idf_overlap"):
+        return Matcher.from_lexical(name, task=task, calibration=fit or None, metric=metric)
+    raise ValueError(f"{name!r} is not a floor a model can be kept from")
 
 
 def format_floors(
@@ -141,32 +198,10 @@ def encoder_cosines(matcher: Matcher, pairs: Sequence[tuple[str, str]]) -> np.nd
     Raises:
         TypeError: the matcher's model is not a bi-encoder.
     """
-    from attnmatch.models.pretrained import BiEncoder
-
-    model = matcher.model
-    if not isinstance(model, BiEncoder) or matcher.inputs is None:
-        raise TypeError(f"encoder cosines need a bi_encoder matcher, got {matcher.model_type}")
     if not pairs:
         return np.zeros(0, dtype=np.float32)
     texts = list(dict.fromkeys(t for pair in pairs for t in pair))
-    ids = matcher.inputs.encode(texts)
-    order = np.argsort([len(x) for x in ids], kind="stable")  # similar lengths, less padding
-    device = next(model.parameters()).device
-    vectors: torch.Tensor | None = None
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            for start in range(0, len(order), matcher.batch_size):
-                idx = order[start : start + matcher.batch_size]
-                tokens, mask = pad_ids([ids[i] for i in idx])  # (b, T)
-                out = model.embed(tokens.to(device), mask.to(device)).float().cpu()  # (b, E)
-                if vectors is None:
-                    vectors = torch.empty(len(texts), out.shape[1])
-                vectors[torch.from_numpy(idx)] = out
-    finally:
-        model.train(was_training)
-    assert vectors is not None  # at least one text
+    vectors = matcher.embed(texts)  # (T, E)
     index = {t: i for i, t in enumerate(texts)}
     u = vectors[[index[a] for a, _ in pairs]]  # (N, E)
     v = vectors[[index[b] for _, b in pairs]]  # (N, E)

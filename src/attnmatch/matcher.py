@@ -35,7 +35,7 @@ from torch.overrides import TorchFunctionMode
 
 from attnmatch import model_dir
 from attnmatch.configs import ConfigError
-from attnmatch.data.collate import bucketed_batches, collate
+from attnmatch.data.collate import bucketed_batches, collate, pad_ids
 from attnmatch.data.encoding import EncodedPairs, encode_examples
 from attnmatch.data.schema import Example
 from attnmatch.data.tabular import table_columns
@@ -63,6 +63,7 @@ from attnmatch.models.contract import (
     unwrap,
 )
 from attnmatch.models.fast import inference_for
+from attnmatch.models.pretrained import BiEncoder
 from attnmatch.nn.overlap import WithOverlapFeatures
 from attnmatch.tasks import Predictions, RankingTask, Task
 
@@ -113,6 +114,10 @@ class Matcher:
     precision: Precision = "fp32"
     # The model when it reads texts (decided once, here): it is given texts, never ids.
     _text: TextModel | None = field(init=False, default=None, repr=False, compare=False)
+    # A bi-encoder's last ranked candidate set, its vectors and what they were computed with.
+    _candidate_vectors: tuple[tuple[Any, ...], torch.Tensor] | None = field(
+        init=False, default=None, repr=False, compare=False
+    )
 
     # ----------------------------------------------------------------- construction
 
@@ -624,7 +629,11 @@ class Matcher:
             isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1
         ):
             raise ValueError(f"top_k must be an integer >= 1 (or None for all), got {top_k!r}")
-        scores = self.score([(query, c) for c in candidates])
+        if self._embedder() is not None:  # a bi-encoder: the candidate set is encoded once
+            outputs = self._finite(self._compared(query, candidates), "output")
+            scores = self._finite(self.task.decode(outputs).scores, "score")
+        else:
+            scores = self.score([(query, c) for c in candidates])
         order = np.argsort(-scores, kind="stable")
         if top_k is not None:
             order = order[:top_k]
@@ -650,6 +659,58 @@ class Matcher:
             ValueError: an empty query or one above the bounds, or a bad depth or top_k.
         """
         return index.search(query, reranker=self, first_stage=first_stage, top_k=top_k, depth=depth)
+
+    def embed(self, texts: Sequence[str]) -> torch.Tensor:
+        """The sentence vectors of a bi-encoder (`models.pretrained.BiEncoder.embed`), each
+        distinct text encoded once, in batches of similar lengths: (N, E) float32 on the CPU.
+
+        Raises:
+            TypeError: the model is not a bi-encoder.
+        """
+        model = self._embedder()
+        if model is None:
+            raise TypeError(f"sentence vectors need a bi_encoder model, got {self.model_type}")
+        distinct = list(dict.fromkeys(texts))
+        if not distinct:
+            return torch.zeros(0, model.config.encoder.output_dim)
+        ids = self._inputs().encode(distinct)
+        order = np.argsort([len(x) for x in ids], kind="stable")  # less padding
+        vectors = torch.empty(len(distinct), model.config.encoder.output_dim)
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.inference_mode(), autocast(self.device, self.precision):
+                for start in range(0, len(order), self.batch_size):
+                    idx = order[start : start + self.batch_size]
+                    tokens, mask = pad_ids([ids[i] for i in idx])  # (b, T)
+                    out = model.embed(tokens.to(self.device), mask.to(self.device))  # (b, E)
+                    vectors[torch.from_numpy(idx)] = out.float().cpu()
+        finally:
+            model.train(was_training)
+        index = {t: i for i, t in enumerate(distinct)}
+        return vectors[[index[t] for t in texts]]  # (N, E)
+
+    def _embedder(self) -> BiEncoder | None:
+        return self.model if isinstance(self.model, BiEncoder) else None
+
+    def _compared(self, query: str, candidates: Sequence[str]) -> np.ndarray:
+        """A bi-encoder's outputs for the query against each candidate, the candidates' vectors
+        kept from the previous call when the set, the weights and the device are the same."""
+        model = self._embedder()
+        assert model is not None
+        key = (tuple(candidates), _weights_version(model), str(self.device), self.precision)
+        cached = self._candidate_vectors
+        if cached is None or cached[0] != key:
+            cached = self._candidate_vectors = (key, self.embed(candidates))
+        v = cached[1]  # (N, E)
+        u = self.embed([query]).expand(v.shape[0], -1)  # (N, E)
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.inference_mode():
+                return model.compare(u.to(self.device), v.to(self.device)).float().cpu().numpy()
+        finally:
+            model.train(was_training)
 
     def classify(self, pairs: Sequence[tuple[str, str]]) -> list[str]:
         """The predicted class name of each pair (classification models only)."""
@@ -750,6 +811,14 @@ class Matcher:
             f"({len(rows)} of {len(values)} pairs): no scores are returned; the model is "
             "numerically broken on these texts (re-train it)"
         )
+
+
+def _weights_version(model: nn.Module) -> tuple[int, ...]:
+    """The in-place version counters of the model's parameters and buffers: they change when
+    an optimiser step or a load writes the weights, so vectors computed before are stale."""
+    return tuple(p._version for p in model.parameters()) + tuple(
+        b._version for b in model.buffers()
+    )
 
 
 def _no_ids(texts: Sequence[str]) -> list[np.ndarray]:

@@ -67,7 +67,7 @@ DISTILL_LOSSES: dict[str, tuple[str, ...]] = {
     "regression": ("score_mse",),
 }
 # The keys of a saved task (config.json "task").
-SAVED_KEYS = ("kind", "class_names", "min_score", "max_score", "calibration")
+SAVED_KEYS = ("kind", "class_names", "min_score", "max_score", "calibration", "threshold")
 # A cosine read by a listwise softmax: 20 x cosine, sentence-transformers' scale.
 COSINE_RANKING_SCALE = 20.0
 
@@ -292,7 +292,9 @@ class Task(ABC):
         """Keyword arguments of `attnmatch.losses.compute_loss` for this task."""
         return {}
 
-    def calibrated_on(self, outputs: np.ndarray, labels: np.ndarray) -> Task:
+    def calibrated_on(
+        self, outputs: np.ndarray, labels: np.ndarray, *, metric: str | None = None
+    ) -> Task:
         """This task with what it calibrates on labelled outputs (the dev split's, when a
         model is selected): a ranking task's Platt scaling; the others are unchanged."""
         return self
@@ -301,6 +303,11 @@ class Task(ABC):
         """`[train]` settings a pretrained encoder fine-tunes this task with, beyond the
         shared recipe (`attnmatch.models.pretrained.fine_tuning_recipe`)."""
         return {}
+
+    def selection_notes(self) -> tuple[str, ...]:
+        """What selecting a model on dev calibrates besides choosing the epoch
+        (`calibrated_on`), said when a run starts."""
+        return ()
 
     def cosine_head(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """(`[train]` settings, model overrides) that train a bi-encoder's cosine as this
@@ -467,9 +474,14 @@ class RankingTask(Task):
     def labels_candidates(self) -> bool:
         return True
 
-    def calibrated_on(self, outputs: np.ndarray, labels: np.ndarray) -> Task:
+    def calibrated_on(
+        self, outputs: np.ndarray, labels: np.ndarray, *, metric: str | None = None
+    ) -> Task:
         scores = self.scores(torch.from_numpy(np.ascontiguousarray(outputs))).numpy()  # (N,)
         return replace(self, calibration=fit_platt(scores, np.asarray(labels) > 0))
+
+    def selection_notes(self) -> tuple[str, ...]:
+        return ("a Platt scaling of its scores into probabilities is fitted on dev",)
 
     def fine_tuning_train(self) -> dict[str, Any]:
         return {"loss": "listwise"}
@@ -533,6 +545,10 @@ class ClassificationTask(Task):
         num_classes: C, instead of class_names: the classes are then named "0" .. "C-1".
         metrics: "accuracy", "f1" (binary F1 of class 1 when C = 2, macro F1 otherwise) and
             "macro_f1".
+        threshold: 2 classes: the last class is predicted when its logit exceeds the first's
+            by more than this (0: the argmax); fitted on dev to the primary metric when a
+            model is selected (`calibrated_on`). Every decoding and metric reads the logits
+            shifted by it, so probabilities agree with the labels.
     """
 
     kind: str = "classification"
@@ -541,6 +557,7 @@ class ClassificationTask(Task):
     primary: str = "accuracy"
     class_names: tuple[str, ...] = ()
     num_classes: int = 0
+    threshold: float = 0.0
 
     KIND: ClassVar[str] = "classification"
     has_labels: ClassVar[bool] = True
@@ -564,9 +581,56 @@ class ClassificationTask(Task):
             raise ValueError(f"class name(s) {twice} given twice; each class needs its own name")
         object.__setattr__(self, "class_names", names)
         object.__setattr__(self, "num_classes", len(names))
+        if not math.isfinite(self.threshold) or (self.threshold and len(names) != 2):
+            raise ValueError(f"a threshold is a finite number for 2 classes, got {self.threshold}")
 
     def _saved(self) -> dict[str, Any]:
-        return {"class_names": list(self.class_names)}
+        saved: dict[str, Any] = {"class_names": list(self.class_names)}
+        return saved | ({"threshold": self.threshold} if self.threshold else {})
+
+    def shifted(self, outputs: np.ndarray) -> np.ndarray:
+        """The logits the decision reads: the last class's lowered by `threshold`; (N, C)."""
+        if not self.threshold:
+            return outputs
+        out = np.array(outputs, dtype=np.float32)  # (N, C)
+        out[:, -1] -= self.threshold
+        return out
+
+    def selection_notes(self) -> tuple[str, ...]:
+        if len(self.class_names) != 2:
+            return ()
+        return (
+            "its decision threshold is fitted on dev to maximise that metric (accuracy where "
+            "it is not accuracy or F1)",
+        )
+
+    def calibrated_on(
+        self, outputs: np.ndarray, labels: np.ndarray, *, metric: str | None = None
+    ) -> Task:
+        """2 classes: the threshold of the logit margin that maximises `metric` (default: the
+        primary; accuracy for a metric no threshold serves) on these labelled outputs
+        (`zero_shot.fit_threshold`); more classes: unchanged."""
+        if len(self.class_names) != 2 or len(outputs) == 0:
+            return self
+        metric = metric or self.primary
+        metric = metric if metric in ("accuracy", "f1", "macro_f1") else "accuracy"
+        margins = np.asarray(outputs, dtype=np.float64)[:, -1] - outputs[:, 0]  # (N,)
+        if not np.isfinite(margins).all():
+            return self
+        positive = np.asarray(labels) > 0
+        threshold = fit_threshold(margins, positive, metric=metric)
+
+        def value(t: float, name: str) -> float:
+            return _threshold_metric(margins, positive, t, name)
+
+        def balance(t: float) -> float:
+            return value(t, "accuracy") + value(t, "f1")
+
+        # Moved only when it beats the argmax on the metric without losing more accuracy than
+        # it gains F1 (or the reverse): never, e.g., "every pair positive" for a little F1.
+        if value(threshold, metric) <= value(0.0, metric) or balance(threshold) < balance(0.0):
+            threshold = 0.0
+        return replace(self, threshold=float(threshold))
 
     @classmethod
     def _loaded(cls, data: dict[str, Any]) -> Task:
@@ -575,7 +639,10 @@ class ClassificationTask(Task):
         names = data.get("class_names", ())
         if not isinstance(names, list | tuple):  # a string would become one class per letter
             raise ValueError(f"task class_names must be a list of names, got {names!r}")
-        return cls(class_names=tuple(names))
+        threshold = data.get("threshold", 0.0)
+        if isinstance(threshold, bool) or not isinstance(threshold, int | float):
+            raise ValueError(f"task threshold must be a number, got {threshold!r}")
+        return cls(class_names=tuple(names), threshold=float(threshold))
 
     @classmethod
     def v1_fields(cls, label_space: dict[str, Any], num_outputs: Any) -> dict[str, Any]:
@@ -587,9 +654,15 @@ class ClassificationTask(Task):
         return len(self.class_names)
 
     def scores(self, outputs: torch.Tensor) -> torch.Tensor:
+        if self.threshold:
+            outputs = outputs.clone()
+            outputs[:, -1] -= self.threshold
         return ranking_scores(outputs)  # log P(last class), e.g. "duplicate", "entailment"
 
     def labels(self, outputs: torch.Tensor) -> list[str]:
+        if self.threshold:
+            outputs = outputs.clone()
+            outputs[:, -1] -= self.threshold
         return [self.class_names[int(i)] for i in outputs.argmax(dim=-1)]
 
     def teacher_targets(self, outputs: np.ndarray) -> np.ndarray:
@@ -597,12 +670,14 @@ class ClassificationTask(Task):
         return F.softmax(logits.float(), dim=-1).numpy()  # (N, C)
 
     def decode(self, outputs: np.ndarray) -> Predictions:
+        outputs = self.shifted(outputs)
         logits = torch.from_numpy(np.ascontiguousarray(outputs))  # (N, C)
         probabilities = torch.softmax(logits.float(), dim=-1).numpy()  # (N, C)
+        plain = replace(self, threshold=0.0)  # the logits are shifted already
         return Predictions(
-            scores=self.scores(logits).numpy(),
+            scores=plain.scores(logits).numpy(),
             relevance=probabilities[:, -1].astype(np.float64),  # P(last class)
-            labels=self.labels(logits),
+            labels=plain.labels(logits),
             probabilities=probabilities,
             class_names=self.class_names,
         )
@@ -617,6 +692,7 @@ class ClassificationTask(Task):
         from attnmatch.metrics import classification_metrics  # on first evaluation (above)
 
         gold = data.labels.astype(np.int64)
+        outputs = _decided(outputs, model)
         return classification_metrics(outputs, gold, metrics=self.metrics), []
 
     def items(
@@ -626,7 +702,7 @@ class ClassificationTask(Task):
             "kind": self.kind,
             "protocol": self.name,
             "labels": data.labels.astype(np.int64).tolist(),
-            "predicted": np.asarray(outputs).argmax(axis=1).tolist(),
+            "predicted": np.asarray(_decided(outputs, model)).argmax(axis=1).tolist(),
         }
 
     @classmethod
@@ -950,3 +1026,24 @@ def migrate_v1_task(name: str, label_space: dict[str, Any], num_outputs: Any) ->
     (`Task.v1_fields`); an unknown name is kept for the loader to refuse."""
     kind = TASKS.get(name)
     return {"kind": name, **({} if kind is None else kind.v1_fields(label_space, num_outputs))}
+
+
+def _decided(outputs: np.ndarray, model: Task | None) -> np.ndarray:
+    """A classifier's outputs as its decision reads them (its threshold applied)."""
+    return model.shifted(outputs) if isinstance(model, ClassificationTask) else outputs
+
+
+def _threshold_metric(
+    margins: np.ndarray, positive: np.ndarray, threshold: float, metric: str
+) -> float:
+    """`metric` of the rule "the last class when margin > threshold" (`fit_threshold`'s)."""
+    predicted = margins > threshold
+    tp = int((predicted & positive).sum())
+    fp, fn = int((predicted & ~positive).sum()), int((~predicted & positive).sum())
+    if metric == "accuracy":
+        return float((predicted == positive).mean())
+    f1 = 2 * tp / max(2 * tp + fp + fn, 1)
+    if metric == "f1":
+        return f1
+    tn = len(positive) - tp - fp - fn
+    return (f1 + 2 * tn / max(2 * tn + fn + fp, 1)) / 2

@@ -316,3 +316,39 @@ def test_a_run_made_before_inputs_existed_is_refused_in_one_line() -> None:
     saved["embeddings"] = {"source": "glove-6b-50d", "dim": 50}
     with pytest.raises(ValueError, match="earlier attnmatch .*train it again in a new folder"):
         check_resumable(saved, current)
+
+
+def test_a_run_says_what_it_selects_keeps_and_leaves_out(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    console = Console(record=True, width=400)
+    # A learning rate too small to learn: word overlap beats the model on dev.
+    config = tiny_experiment(epochs=2, lr=1e-9, floors="lexical")
+    train(config, tmp_path / "run", progress=False, console=console)
+    text = console.export_text()
+    assert "selection: the epoch with the best dev map (the primary metric of the dev" in text
+    assert "; a Platt scaling of its scores into probabilities is fitted on dev" in text
+    assert "model: epoch " in text and "of 2, the best dev map" in text
+    assert 'the MiniLM zero-shot floor is off (train.floors = "lexical")' in text
+    assert "does not beat the" in text
+    assert "keep the " in text and "floor (dev map " in text
+    assert "Matcher.from_lexical(" in text and "attnmatch rank " in text
+
+
+def test_without_dev_no_dev_schedule_is_announced_and_the_last_epoch_is_kept(
+    tmp_path: Path,
+) -> None:
+    from rich.console import Console
+
+    from attnmatch.data.datasets import load_split
+    from attnmatch.training.experiment import experiment_from_splits
+
+    console = Console(record=True, width=400)
+    config = tiny_experiment(epochs=None, floors="none")
+    train_split = load_split("pairs", "train", data_dir=str(FIXTURE))
+    exp = experiment_from_splits(config, train_split, None, None)
+    train(config, tmp_path / "run", progress=False, console=console, experiment=exp)
+    text = console.export_text()
+    assert "dev evaluated every" not in text
+    assert "selection: no dev split: the model of the last epoch is kept" in text
+    assert "model: the last epoch's (" in text

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from rich.console import Console
 
 from attnmatch import configs
 from attnmatch.data.datasets import Split
@@ -24,6 +25,7 @@ from attnmatch.models import default_inputs
 from attnmatch.tasks import Task
 from attnmatch.training.config import DataConfig, ExperimentConfig, TrainConfig
 from attnmatch.training.experiment import experiment_from_splits
+from attnmatch.training.trainer import FLOOR_MODEL_DIR
 from attnmatch.training.trainer import train as train_run
 
 
@@ -160,6 +162,14 @@ def fit_matcher(
             with tempfile.TemporaryDirectory(prefix="attnmatch-fit-") as tmp:
                 matcher = _fit(train, dev, base, task, Path(tmp), progress, columns)
                 matcher.path = None
+                if (Path(tmp) / FLOOR_MODEL_DIR).is_dir():
+                    Console(stderr=True).print(
+                        f"the {FLOOR_MODEL_DIR} above was in a temporary folder, now deleted: "
+                        "pass output_dir= to keep it, or build it again (Matcher.from_encoder "
+                        "with task= and calibration=, docs/baselines.md)",
+                        highlight=False,
+                        markup=False,
+                    )
                 return matcher
         return _fit(train, dev, base, task, Path(output_dir), progress, columns)
 

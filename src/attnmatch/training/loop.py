@@ -261,7 +261,7 @@ def select(exp: Experiment, state: TrainState, epoch: int, run: RunDir) -> dict[
     best = state.best_score
     if best is None or (score > best if better else score < best):
         state.best_score, state.best_epoch, state.bad_epochs = score, epoch, 0
-        calibrated = task.calibrated_on(outputs, exp.dev.data.labels)
+        calibrated = task.calibrated_on(outputs, exp.dev.data.labels, metric=metric)
         run.save_best(dataclasses.replace(exp.matcher, task=calibrated), report.metrics)
     else:
         state.bad_epochs += 1
@@ -377,7 +377,11 @@ def budget_lines(exp: Experiment, sampler: Sampler, budget: Budget) -> list[str]
             f"negatives: {sampler.source} (answers of other queries), "
             f"{sampler.num_groups()} positive pairs"
         )
-    every = f", dev evaluated every {budget.eval_every} epochs" if budget.eval_every > 1 else ""
+    every = (
+        f", dev evaluated every {budget.eval_every} epochs"
+        if budget.eval_every > 1 and exp.dev is not None
+        else ""
+    )
     line = (
         f"budget: {budget.epochs} epochs x {budget.steps_per_epoch} optimiser steps "
         f"({t.batch_size} {unit} a batch) = {budget.steps} steps{every}"
@@ -387,7 +391,24 @@ def budget_lines(exp: Experiment, sampler: Sampler, budget: Budget) -> list[str]
         if t.epochs is not None and budget.steps < t.min_steps:
             line += f" (train.epochs = {t.epochs} was given: unset it for the automatic budget of >= {t.min_steps} steps)"
     lines.append(line)
+    lines.append(selection_line(exp))
     return lines
+
+
+def selection_line(exp: Experiment) -> str:
+    """Which model the run keeps, and why that metric: said before training starts."""
+    if exp.dev is None:
+        return "selection: no dev split: the model of the last epoch is kept"
+    metric = selection_metric(exp)
+    protocol = exp.dev.protocol
+    if exp.config.train.select_metric:
+        why = "train.select_metric"
+    else:
+        why = f"the primary metric of the dev protocol {protocol.name!r}"
+        if "primary" in protocol.description:  # your pairs: the rule that chose it
+            why += f": {protocol.description}"
+    line = f"selection: the epoch with the best dev {metric} ({why})"
+    return line + "".join(f"; {note}" for note in exp.matcher.task.selection_notes())
 
 
 def never_improved(exp: Experiment, state: TrainState) -> str | None:

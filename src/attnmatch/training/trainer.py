@@ -251,12 +251,15 @@ def _finish(
         run.write_items(
             "test", report_items(outputs, exp.test.data, exp.test.protocol, task=best.task)
         )
+    console.print(chosen_line(exp, state, dev.metrics if dev else None, run), highlight=False)
     floors = run_floors(exp, console)
     if dev is not None and floors.get("dev"):
         metric = selection_metric(exp)
         warning = below_floor(metric, dev.metrics[metric], floors["dev"])
         if warning is not None:
             console.print(warning, highlight=False)
+            for line in offer_floor(exp, run, metric, floors["dev"]):
+                console.print(line, highlight=False, markup=False)
     result = TrainResult(
         output_dir=run.path,
         model_dir=run.model_dir,
@@ -317,6 +320,52 @@ def split_fingerprints(exp: Experiment) -> dict[str, dict[str, Any]]:
     return {name: fingerprint(examples) for name, examples in splits.items() if examples}
 
 
+def chosen_line(
+    exp: Experiment, state: TrainState, dev: dict[str, float] | None, run: RunDir
+) -> str:
+    """Which model the run kept, in one line."""
+    if dev is None or exp.dev is None:
+        return f"model: the last epoch's ({state.epoch}; no dev split to select on), in {run.model_dir}"
+    metric = selection_metric(exp)
+    return (
+        f"model: epoch {state.best_epoch} of {state.epoch}, the best dev {metric} "
+        f"({dev[metric]:.4f}), in {run.model_dir}"
+    )
+
+
+FLOOR_MODEL_DIR = "floor-model"  # in a run folder: the floor kept when it beats the model
+
+
+def offer_floor(
+    exp: Experiment, run: RunDir, metric: str, floors: dict[str, dict[str, float]]
+) -> list[str]:
+    """When a floor beats the trained model on dev, the floor as the model to keep: an
+    encoder's zero-shot matcher saved beside the model (run/floor-model), a lexical one as
+    the command that builds it (it has no weights). Lines to print."""
+    from attnmatch.floors import floor_matcher
+    from attnmatch.metrics import greater_is_better
+
+    scored = {n: m[metric] for n, m in floors.items() if metric in m and n != "random"}
+    if not scored:
+        return []
+    name = (max if greater_is_better(metric) else min)(scored, key=lambda n: scored[n])
+    try:
+        floor = floor_matcher(name, exp.matcher.task, exp.fit_examples, metric=metric)
+    except (ValueError, FileNotFoundError, ImportError) as e:
+        return [f"the {name} floor cannot be rebuilt as a model to keep: {e}"]
+    head = f"keep the {name} floor (dev {metric} {scored[name]:.4f}) rather than {run.model_dir}:"
+    if floor.inputs is None:  # a lexical matcher: no weights to save
+        calibrated = "" if exp.matcher.task.similarity_is_output else ", calibration=train_pairs"
+        return [
+            f"{head} it has no weights; build it with Matcher.from_lexical({name!r}, "
+            f"task=Matcher.load({str(run.model_dir)!r}).task{calibrated}) in Python, or rank "
+            f"with `attnmatch rank {name} ...`"
+        ]
+    target = run.path / FLOOR_MODEL_DIR
+    floor.save(target, metrics={"floor": name, "dev": floors[name]})
+    return [f"{head} it is saved in {target} (attnmatch rank/score {target}, Matcher.load)"]
+
+
 FLOOR_ENCODER_PAIRS = 5000  # the zero-shot encoder floor on larger splits costs minutes of CPU
 
 
@@ -329,10 +378,13 @@ def run_floors(exp: Experiment, console: Console) -> dict[str, dict[str, dict[st
     from attnmatch.floors import compute_floors, format_floors
 
     encoders = ("minilm-l6",) if t.floors == "all" else ()
+    if t.floors == "lexical":
+        console.print('floors: the MiniLM zero-shot floor is off (train.floors = "lexical")')
     out: dict[str, dict[str, dict[str, float]]] = {}
     for name, split in (("dev", exp.dev), ("test", exp.test)):
         if split is None:
             continue
+        skipped: dict[str, str] = {}
         floors = compute_floors(
             split.examples,
             split.protocol,
@@ -340,11 +392,14 @@ def run_floors(exp: Experiment, console: Console) -> dict[str, dict[str, dict[st
             task=exp.matcher.task,
             encoders=encoders,
             max_encoder_pairs=FLOOR_ENCODER_PAIRS,
+            skipped=skipped,
         )
         out[name] = floors
         metric = selection_metric(exp) if name == "dev" else split.protocol.primary
         for line in format_floors(floors, metric, where=name):
             console.print(line, highlight=False, markup=False)
+        for floor, why in skipped.items():
+            console.print(f"floor left out ({name}): {floor}: {why}", highlight=False, markup=False)
     return out
 
 
