@@ -23,7 +23,7 @@ from typing import Annotated, Any
 
 import typer
 
-from attnmatch.cli import data, inference, research, serve, training
+from attnmatch.cli import data, export, inference, research, serve, training
 from attnmatch.cli.console import _PipeClosed, _PipeGuard, _print_error, _warn, err
 from attnmatch.cli.files import _describe
 
@@ -44,6 +44,7 @@ app.command()(training.train)
 app.command()(inference.evaluate)
 app.command()(inference.rank)
 app.command()(inference.score)
+app.command()(export.export)
 models_app.command("list")(data.models_list)
 datasets_app.command("list")(data.datasets_list)
 datasets_app.command("info")(data.datasets_info)

@@ -16,6 +16,8 @@ import typer
 from attnmatch.cli.console import _print_metrics, _warn, err, out
 from attnmatch.cli.files import _check_output_file, _reading, _writing
 from attnmatch.cli.options import (
+    _Backend,
+    _BackendOption,
     _device,
     _DeviceOption,
     _parse_sets,
@@ -73,6 +75,7 @@ def evaluate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     device: _DeviceOption = "cpu",
     precision: _PrecisionOption = _Precision.fp32,
+    backend: _BackendOption = _Backend.auto,
 ) -> None:
     """Evaluate a saved model on a dataset split under its official protocol.
 
@@ -88,7 +91,9 @@ def evaluate(
         _check_output_file(per_query, "--per-query")
     torch_device = _device(device, precision.value)
     with _reading(model_dir):
-        matcher = load_matcher(model_dir).to(torch_device, precision=precision.value)
+        matcher = load_matcher(model_dir, backend=backend.value).to(
+            torch_device, precision=precision.value
+        )
     with _reading(f"--dataset {dataset}"):
         report = matcher.evaluate(dataset, data_dir=data_dir, **options)
     if per_query is not None:
@@ -159,6 +164,7 @@ def rank(
     ] = None,
     device: _DeviceOption = "cpu",
     precision: _PrecisionOption = _Precision.fp32,
+    backend: _BackendOption = _Backend.auto,
 ) -> None:
     """Rank candidates (one per line, from a file or stdin) for a query."""
     from attnmatch.matcher import load_matcher
@@ -178,7 +184,9 @@ def rank(
     if not texts:
         raise ValueError(f"no candidates in {source} (expected one non-empty line per candidate)")
     with _reading(model_dir):
-        matcher = load_matcher(model_dir).to(torch_device, precision=precision.value)
+        matcher = load_matcher(model_dir, backend=backend.value).to(
+            torch_device, precision=precision.value
+        )
     _warn_unknown(matcher, [query, *texts], "the query and candidates")
     ranked = matcher.rank(query, texts, top_k=top_k)
     for r in ranked:  # never print a NaN: not a ranking, and not JSON
@@ -253,6 +261,7 @@ def score(
     ] = None,
     device: _DeviceOption = "cpu",
     precision: _PrecisionOption = _Precision.fp32,
+    backend: _BackendOption = _Backend.auto,
 ) -> None:
     """Score text pairs; prints one score per line in input order, or writes a scored file (-o).
 
@@ -275,7 +284,9 @@ def score(
     torch_device = _device(device, precision.value)
     with PairsFile(path) as records:
         with _reading(model_dir):
-            matcher = load_matcher(model_dir).to(torch_device, precision=precision.value)
+            matcher = load_matcher(model_dir, backend=backend.value).to(
+                torch_device, precision=precision.value
+            )
 
         def warn(chunk: list[Any]) -> None:
             texts = [t for r in chunk for t in (r.left, r.right)]

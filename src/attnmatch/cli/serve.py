@@ -11,7 +11,15 @@ import typer
 
 from attnmatch.cli.console import _warn, err
 from attnmatch.cli.files import _reading
-from attnmatch.cli.options import _device, _DeviceOption, _Precision, _PrecisionOption, _run_tag
+from attnmatch.cli.options import (
+    _Backend,
+    _BackendOption,
+    _device,
+    _DeviceOption,
+    _Precision,
+    _PrecisionOption,
+    _run_tag,
+)
 from attnmatch.terminal import shown
 
 
@@ -69,6 +77,7 @@ def serve(
     ] = False,
     device: _DeviceOption = "cpu",
     precision: _PrecisionOption = _Precision.fp32,
+    backend: _BackendOption = _Backend.auto,
     threads: Annotated[
         int | None,
         typer.Option(
@@ -98,7 +107,9 @@ def serve(
     loaded = {}
     for name, spec in _model_specs(models):
         with _reading(spec):
-            loaded[name] = load_matcher(spec).to(torch_device, precision=precision.value)
+            loaded[name] = load_matcher(spec, backend=backend.value).to(
+                torch_device, precision=precision.value
+            )
     app_ = create_app(loaded, settings=settings)
     _log_requests()
     shown_host = f"[{host}]" if ":" in host else host
