@@ -206,6 +206,9 @@ _EXTRAS = {
     "optuna": "pip install 'attnmatch[tune]'",
     "tomli_w": "pip install 'attnmatch[tune]'",
     "tensorboard": "pip install 'attnmatch[tensorboard]'",
+    "onnx": "pip install 'attnmatch[onnx]'",
+    "onnxscript": "pip install 'attnmatch[onnx]'",
+    "onnxruntime": "pip install 'attnmatch[onnx]'",
 }
 
 
