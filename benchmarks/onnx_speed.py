@@ -111,7 +111,12 @@ def st_style(matcher: Matcher, kind: str, folder: Path, threads: int) -> Callabl
         for i in range(0, len(texts), ST_BATCH):
             chunk = texts[i : i + ST_BATCH]
             batch = tokenizer(
-                chunk, padding=True, truncation=True, max_length=256, return_tensors="np"
+                chunk,
+                padding=True,
+                truncation=True,
+                max_length=256,
+                return_tensors="np",
+                return_token_type_ids=True,
             )
             hidden = run(batch)  # (b, T, H)
             mask = batch["attention_mask"][..., None].astype(np.float32)
@@ -128,7 +133,13 @@ def st_style(matcher: Matcher, kind: str, folder: Path, threads: int) -> Callabl
             idx = order[i : i + ST_BATCH]
             lefts, rights = [pairs[j][0] for j in idx], [pairs[j][1] for j in idx]
             batch = tokenizer(
-                lefts, rights, padding=True, truncation=True, max_length=512, return_tensors="np"
+                lefts,
+                rights,
+                padding=True,
+                truncation=True,
+                max_length=512,
+                return_tensors="np",
+                return_token_type_ids=True,
             )
             out[idx] = run(batch)[:, 0]
         return out

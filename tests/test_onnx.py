@@ -180,25 +180,25 @@ def test_a_model_whose_forward_decides_from_values_is_refused(tmp_path: Path) ->
     assert not (tmp_path / "m").exists()
 
 
-def test_cli_export_then_score_with_each_backend(bi: Matcher, tmp_path: Path) -> None:
+def test_cli_export_then_score_on_onnx(bi: Matcher, tmp_path: Path) -> None:
     model = bi.save(tmp_path / "model")
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("".join(f"{a}\t{b}\n" for a, b in PAIRS))
 
     def run(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "attnmatch", *args], capture_output=True, text=True, timeout=300
+            [sys.executable, "-m", "attnmatch", *args],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            stdin=subprocess.DEVNULL,
         )
 
     done = run("export", str(model), "--format", "onnx", "--output", str(tmp_path / "out"))
     assert done.returncode == 0, done.stderr
-    scores = {}
-    for spec, backend in ((model, "torch"), (tmp_path / "out", "auto"), (model, "onnx")):
-        done = run("score", str(spec), str(pairs), "--backend", backend)
-        assert done.returncode == 0, done.stderr
-        scores[str(spec), backend] = np.array([float(x) for x in done.stdout.split()])
-    values = list(scores.values())
-    for other in values[1:]:
-        np.testing.assert_allclose(other, values[0], atol=1e-5)
+    done = run("score", str(tmp_path / "out"), str(pairs), "--backend", "onnx")
+    assert done.returncode == 0, done.stderr
+    scores = np.array([float(x) for x in done.stdout.split()])
+    np.testing.assert_allclose(scores, bi.score(PAIRS), atol=1e-5)
     done = run("score", str(tmp_path / "out"), str(pairs), "--backend", "torch")
     assert done.returncode != 0 and "exported directory" in done.stderr
