@@ -49,8 +49,12 @@ def zero_shot(ref: str, task: Task) -> Matcher:
 
 
 def compare(matcher: Matcher, ref: str, folder: Path, name: str) -> dict[str, Any]:
-    fp32 = Matcher.load(matcher.export_onnx(folder / f"{name}-fp32"))
-    int8 = Matcher.load(matcher.export_onnx(folder / f"{name}-int8", quantize="int8"))
+    # One export per model and head: the zero-shot matchers of one task are the same model.
+    fp32_dir, int8_dir = folder / f"{name}-fp32", folder / f"{name}-int8"
+    if not fp32_dir.exists():
+        matcher.export_onnx(fp32_dir)
+        matcher.export_onnx(int8_dir, quantize="int8")
+    fp32, int8 = Matcher.load(fp32_dir), Matcher.load(int8_dir)
     kind, split, *rest = ref.split(":")
     options: dict[str, Any] = {"task": matcher.task.kind} if kind == "pairs" else {}
     name_split = rest[-1] if rest else split
@@ -91,11 +95,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for ref in args.splits.split(","):
-            rows.append(compare(zero_shot(ref, SPLITS[ref]), ref, folder, f"zero-shot-{len(rows)}"))
+            task = SPLITS[ref]
+            key = f"zero-shot-{task.kind}" if task.kind != "classification" else f"zero-shot-{ref}"
+            rows.append(
+                compare(zero_shot(ref, task), ref, folder, key.replace(":", "_").replace("/", "_"))
+            )
         if args.cross:
             cross = Matcher.untrained("cross_encoder", inputs="minilm-l6", task=RankingTask())
             for ref in ("wikiqa:test",):
-                rows.append(compare(cross, ref, folder, f"cross-{len(rows)}"))
+                rows.append(compare(cross, ref, folder, "cross"))
     if args.output is not None:
         args.output.write_text(json.dumps(rows, indent=2) + "\n")
 
