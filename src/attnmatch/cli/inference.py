@@ -20,6 +20,7 @@ from attnmatch.cli.options import (
     _BackendOption,
     _device,
     _DeviceOption,
+    _load_model,
     _parse_sets,
     _Precision,
     _PrecisionOption,
@@ -81,7 +82,6 @@ def evaluate(
 
     SemEval STS splits report Pearson per set and, as "pearson", the pair-weighted mean.
     """
-    from attnmatch.matcher import load_matcher
     from attnmatch.strict_json import dumps_json
 
     options = _parse_sets(dataset_option or [], "--dataset-option")
@@ -91,9 +91,7 @@ def evaluate(
         _check_output_file(per_query, "--per-query")
     torch_device = _device(device, precision.value)
     with _reading(model_dir):
-        matcher = load_matcher(model_dir, backend=backend.value).to(
-            torch_device, precision=precision.value
-        )
+        matcher = _load_model(model_dir, torch_device, precision, backend)
     with _reading(f"--dataset {dataset}"):
         report = matcher.evaluate(dataset, data_dir=data_dir, **options)
     if per_query is not None:
@@ -167,7 +165,6 @@ def rank(
     backend: _BackendOption = _Backend.auto,
 ) -> None:
     """Rank candidates (one per line, from a file or stdin) for a query."""
-    from attnmatch.matcher import load_matcher
 
     if as_json and output_format not in (None, _RankFormat.json):
         raise typer.BadParameter(
@@ -184,9 +181,7 @@ def rank(
     if not texts:
         raise ValueError(f"no candidates in {source} (expected one non-empty line per candidate)")
     with _reading(model_dir):
-        matcher = load_matcher(model_dir, backend=backend.value).to(
-            torch_device, precision=precision.value
-        )
+        matcher = _load_model(model_dir, torch_device, precision, backend)
     _warn_unknown(matcher, [query, *texts], "the query and candidates")
     ranked = matcher.rank(query, texts, top_k=top_k)
     for r in ranked:  # never print a NaN: not a ranking, and not JSON
@@ -268,7 +263,6 @@ def score(
     Scores are higher for better matches: relevance (ranking), log P(last class)
     (classification), the predicted similarity (regression).
     """
-    from attnmatch.matcher import load_matcher
     from attnmatch.scoring import PairsFile, format_score, score_chunks, write_scored
 
     if pairs_file is not None and pairs is not None:
@@ -284,9 +278,7 @@ def score(
     torch_device = _device(device, precision.value)
     with PairsFile(path) as records:
         with _reading(model_dir):
-            matcher = load_matcher(model_dir, backend=backend.value).to(
-                torch_device, precision=precision.value
-            )
+            matcher = _load_model(model_dir, torch_device, precision, backend)
 
         def warn(chunk: list[Any]) -> None:
             texts = [t for r in chunk for t in (r.left, r.right)]

@@ -143,6 +143,13 @@ _BACKEND_HELP = (
 _BackendOption = Annotated[_Backend, typer.Option("--backend", help=_BACKEND_HELP)]
 
 
+def _load_model(spec: str, device: Any, precision: _Precision, backend: _Backend) -> Any:
+    """`load_matcher` of a command's MODEL, with its --device, --precision and --backend."""
+    from attnmatch.matcher import load_matcher
+
+    return load_matcher(spec, backend=backend.value).to(device, precision=precision.value)
+
+
 _PrecisionOption = Annotated[_Precision, typer.Option("--precision", help=_PRECISION_HELP)]
 
 

@@ -16,6 +16,7 @@ from attnmatch.cli.options import (
     _BackendOption,
     _device,
     _DeviceOption,
+    _load_model,
     _Precision,
     _PrecisionOption,
     _run_tag,
@@ -91,7 +92,6 @@ def serve(
     _check_installed()
     import uvicorn
 
-    from attnmatch.matcher import load_matcher
     from attnmatch.serving import ServeSettings, create_app
 
     if not math.isfinite(max_wait_ms):
@@ -107,9 +107,7 @@ def serve(
     loaded = {}
     for name, spec in _model_specs(models):
         with _reading(spec):
-            loaded[name] = load_matcher(spec, backend=backend.value).to(
-                torch_device, precision=precision.value
-            )
+            loaded[name] = _load_model(spec, torch_device, precision, backend)
     app_ = create_app(loaded, settings=settings)
     _log_requests()
     shown_host = f"[{host}]" if ":" in host else host
