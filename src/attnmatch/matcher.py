@@ -47,6 +47,8 @@ from attnmatch.devices import (
     resolve_device,
 )
 from attnmatch.evaluation import NO_PAIRS, Report, report_from_outputs
+from attnmatch.export import is_exported
+from attnmatch.export.runtime import OnnxModel
 from attnmatch.inputs import Inputs, check_accepts, load_inputs, parse_inputs
 from attnmatch.models import (
     build_model,
@@ -164,6 +166,8 @@ class Matcher:
         """
         torch_device = resolve_device(device)
         chosen = check_precision(precision or self.precision, torch_device)
+        if self.backend == "onnx":
+            _check_onnx_device(torch_device, chosen)
         self.model.to(torch_device)
         self.precision = chosen
         return self
@@ -176,9 +180,12 @@ class Matcher:
         device: str | torch.device = "cpu",
         precision: str = "fp32",
         batch_size: int = 512,
+        backend: str = "auto",
     ) -> Matcher:
         """Loads a model directory strictly: every key known and of its type, every weight
         present, shaped, typed and finite, the vocabulary as large as the embedding table.
+        Loads an exported directory (`export_onnx`) onto ONNX Runtime, with no Python class of
+        the model.
 
         Loading changes no global state (the model is built under a forked random generator).
         The weights load onto any device, wherever they were trained.
@@ -186,14 +193,29 @@ class Matcher:
         Args:
             device: "cpu", "cuda", "cuda:N" or "auto" (`attnmatch.devices`).
             precision: of inference, "fp32", "bf16" or "fp16" (not on the CPU).
+            backend: "torch", "onnx" or "auto": an exported directory runs on ONNX Runtime
+                (its only runtime), a model directory on torch; "onnx" on a model directory
+                exports it in float32 first (seconds for MiniLM; `export_onnx` once instead,
+                docs/speed.md). ONNX runs on the CPU in float32.
 
         Raises:
             FileNotFoundError: the directory or one of its files is missing (named).
             OSError: a file cannot be read (named).
             ValueError: a file is malformed, of an unknown format, or does not fit the others
-                (the file named, with the field or tensor); `device`, `precision` or
-                `batch_size` is invalid.
+                (the file named, with the field or tensor); `device`, `precision`,
+                `batch_size` or `backend` is invalid, or the model does not export.
         """
+        _check_backend(backend)
+        if is_exported(path):
+            return cls._load_exported(Path(path), device, precision, batch_size, backend)
+        matcher = cls._load_torch(path, device=device, precision=precision, batch_size=batch_size)
+        return matcher._onnx_copy() if backend == "onnx" else matcher
+
+    @classmethod
+    def _load_torch(
+        cls, path: str | Path, *, device: str | torch.device, precision: str, batch_size: int
+    ) -> Matcher:
+        """`load` of a model directory (torch)."""
         torch_device = resolve_device(device)
         chosen = check_precision(precision, torch_device)
         _check_batch_size(batch_size)
@@ -235,6 +257,95 @@ class Matcher:
             batch_size=batch_size,
             precision=chosen,
         )
+
+    @classmethod
+    def _load_exported(
+        cls, path: Path, device: str | torch.device, precision: str, batch_size: int, backend: str
+    ) -> Matcher:
+        """`load` of an exported directory (ONNX Runtime, the CPU, float32)."""
+        from attnmatch.export import load_onnx_model
+
+        if backend == "torch":
+            raise ValueError(
+                f"{path} is an exported directory (ONNX graphs, no torch weights): load it with "
+                "backend 'onnx' or 'auto', or load the model directory it was exported from"
+            )
+        _check_onnx_device(resolve_device(device), precision)
+        _check_batch_size(batch_size)
+        config_file = path / "config.json"
+        header = model_dir.read_json(config_file)
+        if not isinstance(header, dict) or header.get("format") != model_dir.FORMAT:
+            raise ValueError(f"{config_file}: not an {model_dir.FORMAT} config (field 'format')")
+        for key in ("model_type", "config", "task", "inputs"):
+            if not isinstance(header.get(key), str if key == "model_type" else dict):
+                raise ValueError(f"{config_file}: missing or malformed field {key!r}")
+        model_type = header["model_type"]
+        with _naming(config_file):
+            model_config = model_config_from_dict(model_type, header["config"], path="config")
+        task = _load_task(config_file, header["task"])
+        _check_task_fits(config_file, task, model_config)
+        model = load_onnx_model(path, model_config)
+        try:
+            inputs = load_inputs(path, header["inputs"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"{config_file}: inputs: {' '.join(str(e).split())}") from e
+        _check_inputs_fit(path, model, inputs)
+        metrics_file = path / "metrics.json"
+        metrics = model_dir.read_json(metrics_file) if metrics_file.is_file() else {}
+        return cls(
+            model=model,
+            model_type=model_type,
+            inputs=inputs,
+            task=task,
+            metrics=metrics if isinstance(metrics, dict) else {},
+            path=path,
+            batch_size=batch_size,
+        )
+
+    @property
+    def backend(self) -> str:
+        """What runs the model: "onnx" (ONNX Runtime, an exported model) or "torch"."""
+        return "onnx" if isinstance(self.model, OnnxModel) else "torch"
+
+    def export_onnx(self, path: str | Path, *, quantize: str | None = None) -> Path:
+        """Writes an exported directory (`attnmatch.export`): the model as ONNX graphs with
+        dynamic batch and length axes, beside this model's config.json and inputs, so that
+        `Matcher.load(path)` runs it on ONNX Runtime with no Python class of the model.
+
+        Args:
+            quantize: None (float32, equal to torch within 1e-5: checked on export) or
+                "int8" (ONNX Runtime's dynamic int8 quantisation of the matrix products).
+
+        Raises:
+            ValueError: a lexical or already exported matcher, an unknown `quantize`, or a
+                model that does not export (why named; docs/speed.md lists them).
+        """
+        import tempfile
+
+        from attnmatch.export import export_onnx, kept_files
+
+        if self.backend == "onnx":
+            raise ValueError("this matcher runs an exported model already: copy its directory")
+        if self._text is not None:
+            raise ValueError(f"a {self.model_type} matcher has no weights to export")
+        with tempfile.TemporaryDirectory() as tmp:
+            saved = self.save(Path(tmp) / "model")
+            files = kept_files(saved)
+        return export_onnx(self.model, self.encode, path, header_files=files, quantize=quantize)
+
+    def _onnx_copy(self) -> Matcher:
+        """This matcher exported in float32 and loaded on ONNX Runtime (from a temporary
+        directory: the sessions hold the graphs in memory)."""
+        import tempfile
+
+        if self._text is not None:
+            raise ValueError(f"a {self.model_type} matcher has no ONNX form: use backend torch")
+        with tempfile.TemporaryDirectory() as tmp:
+            exported = Matcher.load(
+                self.export_onnx(Path(tmp) / "onnx"), batch_size=self.batch_size
+            )
+        exported.path = self.path
+        return exported
 
     @classmethod
     def from_encoder(
@@ -489,6 +600,11 @@ class Matcher:
         """
         if self._text is not None:
             raise ValueError(self._text.save_refusal())
+        if self.backend == "onnx":
+            raise ValueError(
+                "this matcher runs an exported model (ONNX graphs): copy its directory, or save "
+                "the torch model it was exported from"
+            )
         header: dict[str, Any] = {
             "model_type": self.model_type,
             "config": model_dir.config_dict(self.model),
@@ -883,6 +999,23 @@ def _type_of(value: object) -> str:
     return f"a {type(value).__name__}"
 
 
+BACKENDS = ("auto", "torch", "onnx")
+
+
+def _check_backend(backend: str) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+
+
+def _check_onnx_device(device: torch.device, precision: str) -> None:
+    """An exported model runs on the CPU in float32 (ONNX Runtime's CPU provider)."""
+    if device.type != "cpu" or precision != "fp32":
+        raise ValueError(
+            f"an ONNX model runs on the CPU in fp32 (got device {device}, precision "
+            f"{precision}): use backend torch for a GPU or another precision"
+        )
+
+
 def _check_batch_size(size: int) -> None:
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise ValueError(f"batch_size must be an integer >= 1, got {size!r}")
@@ -1031,20 +1164,31 @@ def _check_inputs_fit(path: Path, model: nn.Module, inputs: Inputs) -> None:
 
 
 def load_matcher(
-    spec: str | Path, *, device: str | torch.device = "cpu", precision: str = "fp32"
+    spec: str | Path,
+    *,
+    device: str | torch.device = "cpu",
+    precision: str = "fp32",
+    backend: str = "auto",
 ) -> Matcher:
-    """A saved model directory (`Matcher.load`), an encoder source to use zero-shot
-    (`Matcher.from_encoder`: "minilm-l6" or a Hugging Face model directory), or a lexical
-    scorer ("bm25", "overlap", "idf_overlap": `Matcher.from_lexical`), on `device` in
-    `precision` (`attnmatch.devices`; a lexical scorer runs on the CPU whatever the device).
+    """A saved model directory (`Matcher.load`), an exported one, an encoder source to use
+    zero-shot (`Matcher.from_encoder`: "minilm-l6" or a Hugging Face model directory), or a
+    lexical scorer ("bm25", "overlap", "idf_overlap": `Matcher.from_lexical`), on `device` in
+    `precision` (`attnmatch.devices`; a lexical scorer runs on the CPU whatever the device),
+    run by `backend` ("auto", "torch" or "onnx": `Matcher.load`).
 
     Raises:
-        ValueError: `device` or `precision` is invalid here (checked before anything loads),
-            or what `spec` names cannot be loaded.
+        ValueError: `device`, `precision` or `backend` is invalid here (checked before
+            anything loads), or what `spec` names cannot be loaded.
     """
     torch_device = resolve_device(device)
     check_precision(precision, torch_device)
-    return _load_matcher(spec).to(torch_device, precision=precision)
+    _check_backend(backend)
+    if backend == "onnx":
+        _check_onnx_device(torch_device, precision)
+    if is_exported(spec):
+        return Matcher.load(spec, device=torch_device, precision=precision, backend=backend)
+    matcher = _load_matcher(spec).to(torch_device, precision=precision)
+    return matcher._onnx_copy() if backend == "onnx" else matcher
 
 
 def _load_matcher(spec: str | Path) -> Matcher:

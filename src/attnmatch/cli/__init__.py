@@ -23,7 +23,7 @@ from typing import Annotated, Any
 
 import typer
 
-from attnmatch.cli import data, distill, inference, research, retrieval, serve, training
+from attnmatch.cli import data, distill, export, inference, research, retrieval, serve, training
 from attnmatch.cli.console import _PipeClosed, _PipeGuard, _print_error, _warn, err
 from attnmatch.cli.files import _describe
 
@@ -45,6 +45,7 @@ app.command()(distill.distill)
 app.command()(inference.evaluate)
 app.command()(inference.rank)
 app.command()(inference.score)
+app.command()(export.export)
 app.command()(retrieval.index)
 app.command()(retrieval.search)
 models_app.command("list")(data.models_list)
@@ -227,6 +228,9 @@ _EXTRAS = {
     "tomli_w": "pip install 'attnmatch[tune]'",
     "tensorboard": "pip install 'attnmatch[tensorboard]'",
     "faiss": "pip install 'attnmatch[retrieval]'",
+    "onnx": "pip install 'attnmatch[onnx]'",
+    "onnxscript": "pip install 'attnmatch[onnx]'",
+    "onnxruntime": "pip install 'attnmatch[onnx]'",
 }
 
 

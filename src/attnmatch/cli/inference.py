@@ -18,8 +18,11 @@ import typer
 from attnmatch.cli.console import _print_metrics, _warn, err, out
 from attnmatch.cli.files import _check_output_file, _reading, _writing
 from attnmatch.cli.options import (
+    _Backend,
+    _BackendOption,
     _device,
     _DeviceOption,
+    _load_model,
     _parse_sets,
     _Precision,
     _PrecisionOption,
@@ -87,6 +90,7 @@ def evaluate(
         ),
     ] = None,
     depth: Annotated[int, typer.Option(help="--pipeline: candidates reranked.")] = 100,
+    backend: _BackendOption = _Backend.auto,
 ) -> None:
     """Evaluate a saved model on a dataset split under its official protocol.
 
@@ -99,7 +103,6 @@ def evaluate(
         return
     if model_dir is None:
         raise typer.BadParameter("give the model to evaluate", param_hint="MODEL_DIR")
-    from attnmatch.matcher import load_matcher
     from attnmatch.strict_json import dumps_json
 
     options = _parse_sets(dataset_option or [], "--dataset-option")
@@ -109,7 +112,7 @@ def evaluate(
         _check_output_file(per_query, "--per-query")
     torch_device = _device(device, precision.value)
     with _reading(model_dir):
-        matcher = load_matcher(model_dir).to(torch_device, precision=precision.value)
+        matcher = _load_model(model_dir, torch_device, precision, backend)
     with _reading(f"--dataset {dataset}"):
         report = matcher.evaluate(dataset, data_dir=data_dir, **options)
     if per_query is not None:
@@ -180,9 +183,9 @@ def rank(
     ] = None,
     device: _DeviceOption = "cpu",
     precision: _PrecisionOption = _Precision.fp32,
+    backend: _BackendOption = _Backend.auto,
 ) -> None:
     """Rank candidates (one per line, from a file or stdin) for a query."""
-    from attnmatch.matcher import load_matcher
 
     if as_json and output_format not in (None, _RankFormat.json):
         raise typer.BadParameter(
@@ -199,7 +202,7 @@ def rank(
     if not texts:
         raise ValueError(f"no candidates in {source} (expected one non-empty line per candidate)")
     with _reading(model_dir):
-        matcher = load_matcher(model_dir).to(torch_device, precision=precision.value)
+        matcher = _load_model(model_dir, torch_device, precision, backend)
     _warn_unknown(matcher, [query, *texts], "the query and candidates")
     ranked = matcher.rank(query, texts, top_k=top_k)
     for r in ranked:  # never print a NaN: not a ranking, and not JSON
@@ -306,6 +309,7 @@ def score(
     chunk_size: _ChunkSizeOption = 2048,
     device: _DeviceOption = "cpu",
     precision: _PrecisionOption = _Precision.fp32,
+    backend: _BackendOption = _Backend.auto,
 ) -> None:
     """Score text pairs; prints one score per line in input order, or writes a scored file (-o).
 
@@ -313,7 +317,6 @@ def score(
     (classification), the predicted similarity (regression). --workers and --shard write the
     bytes one process writes.
     """
-    from attnmatch.matcher import load_matcher
     from attnmatch.scoring import PairsFile
 
     if pairs_file is not None and pairs is not None:
@@ -331,7 +334,7 @@ def score(
     torch_device = _device(device, precision.value)
     with PairsFile(path, pairs_format) as records:
         with _reading(model_dir):
-            matcher = load_matcher(model_dir).to(torch_device, precision=precision.value)
+            matcher = _load_model(model_dir, torch_device, precision, backend)
         with ExitStack() as stack:
             scorer = None
             if workers > 1:

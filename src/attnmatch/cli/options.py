@@ -127,6 +127,29 @@ _PRECISION_HELP = (
 _DeviceOption = Annotated[str, typer.Option("--device", help=_DEVICE_HELP)]
 
 
+class _Backend(StrEnum):
+    auto = "auto"
+    torch = "torch"
+    onnx = "onnx"
+
+
+_BACKEND_HELP = (
+    "What runs the model: torch, onnx (ONNX Runtime on the CPU in fp32; a model directory is "
+    "exported first, an exported one runs as it is), or auto (onnx for an exported directory, "
+    "else torch; docs/speed.md)."
+)
+
+
+_BackendOption = Annotated[_Backend, typer.Option("--backend", help=_BACKEND_HELP)]
+
+
+def _load_model(spec: str, device: Any, precision: _Precision, backend: _Backend) -> Any:
+    """`load_matcher` of a command's MODEL, with its --device, --precision and --backend."""
+    from attnmatch.matcher import load_matcher
+
+    return load_matcher(spec, backend=backend.value).to(device, precision=precision.value)
+
+
 _PrecisionOption = Annotated[_Precision, typer.Option("--precision", help=_PRECISION_HELP)]
 
 

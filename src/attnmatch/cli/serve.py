@@ -11,7 +11,15 @@ import typer
 
 from attnmatch.cli.console import _warn, err
 from attnmatch.cli.files import _reading
-from attnmatch.cli.options import _device, _DeviceOption, _Precision, _PrecisionOption, _run_tag
+from attnmatch.cli.options import (
+    _Backend,
+    _BackendOption,
+    _device,
+    _DeviceOption,
+    _Precision,
+    _PrecisionOption,
+    _run_tag,
+)
 from attnmatch.terminal import shown
 
 
@@ -138,6 +146,7 @@ def serve(
     ] = False,
     device: _DeviceOption = "cpu",
     precision: _PrecisionOption = _Precision.fp32,
+    backend: _BackendOption = _Backend.auto,
     threads: Annotated[
         int | None,
         typer.Option(
@@ -177,7 +186,7 @@ def serve(
     loaded = {}
     for name, spec in specs:  # with workers, loaded here once to fail early with a clear line
         with _reading(spec):
-            loaded.update(load_models([(name, spec)], torch_device, precision.value))
+            loaded.update(load_models([(name, spec)], torch_device, precision.value, backend.value))
     loaded_index = _load_index(index)
     _announce(list(loaded), host, port, workers, api_key is not None)
     if workers > 1:
@@ -190,6 +199,7 @@ def serve(
         workers=workers,
         device=torch_device,
         precision=precision.value,
+        backend=backend.value,
         settings=settings,
         limits=limits,
         loaded=loaded or None,

@@ -28,9 +28,15 @@ from attnmatch.serving.limits import HttpLimits, protocol_options, use_limits
 PLAN_ENV = "ATTNMATCH_SERVE_PLAN"
 
 
-def load_models(specs: list[tuple[str, str]], device: Any, precision: str) -> dict[str, Matcher]:
-    """name -> the Matcher of each (name, spec), on `device` in `precision`."""
-    return {name: load_matcher(spec).to(device, precision=precision) for name, spec in specs}
+def load_models(
+    specs: list[tuple[str, str]], device: Any, precision: str, backend: str = "auto"
+) -> dict[str, Matcher]:
+    """name -> the Matcher of each (name, spec), on `device` in `precision`, run by `backend`
+    (`Matcher.load`: torch, onnx or auto)."""
+    return {
+        name: load_matcher(spec, backend=backend).to(device, precision=precision)
+        for name, spec in specs
+    }
 
 
 def run(
@@ -42,6 +48,7 @@ def run(
     device: Any,
     precision: str,
     settings: ServeSettings,
+    backend: str = "auto",
     limits: HttpLimits,
     loaded: dict[str, Matcher] | None = None,
     index: Path | None = None,
@@ -65,7 +72,7 @@ def run(
     }
     log_requests()
     if workers == 1:
-        models = loaded if loaded is not None else load_models(specs, device, precision)
+        models = loaded if loaded is not None else load_models(specs, device, precision, backend)
         if loaded_index is None and index is not None:
             loaded_index = load_index(index)
         app = create_app(models, settings=settings, index=loaded_index)
@@ -75,6 +82,7 @@ def run(
         "models": specs,
         "device": str(device),
         "precision": precision,
+        "backend": backend,
         "settings": dataclasses.asdict(settings),
         "limits": dataclasses.asdict(limits),
         "index": None if index is None else str(index),
@@ -100,7 +108,7 @@ def worker_app() -> Any:
     settings["allowed_hosts"] = tuple(settings["allowed_hosts"])
     specs = [(name, spec) for name, spec in plan["models"]]
     log_requests()
-    models = load_models(specs, torch.device(plan["device"]), plan["precision"])
+    models = load_models(specs, torch.device(plan["device"]), plan["precision"], plan["backend"])
     index = None if plan["index"] is None else load_index(Path(plan["index"]))
     return create_app(models, settings=ServeSettings(**settings), index=index)
 

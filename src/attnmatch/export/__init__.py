@@ -1,0 +1,283 @@
+"""Export to ONNX and run under ONNX Runtime (`Matcher.export_onnx`, `attnmatch export`).
+
+An exported directory keeps the model directory's files that are not weights (config.json with
+its model type, model config, task and inputs; tokenizer.json or vocab.json; metrics.json) and
+holds ONNX graphs instead of model.safetensors:
+
+    config.json        as in the model directory (`attnmatch.model_dir`)
+    tokenizer.json     or vocab.json: the inputs, as in the model directory
+    metrics.json       as in the model directory (when it has one)
+    onnx.json          {"format": "attnmatch.onnx/1", "form", "graphs": {name: file},
+                        "quantize": null | "int8", "opset"}
+    text.onnx, head.onnx (form "towers") or pairs.onnx (form "pairs")
+
+`Matcher.load` reads it with no Python class of the model (`runtime.OnnxModel`). Export checks
+that the float32 graphs equal the model's `forward` within `EXACT_ATOL` on pairs of other
+lengths than the example it traces, and refuses a model whose graphs do not
+(`graphs.py` says why a traced `forward` may not). int8 is ONNX Runtime's dynamic quantisation
+(`onnxruntime.quantization.quantize_dynamic`: int8 weights of the matrix products, activations
+quantised per batch at run time); its metric change is measured, not checked (docs/speed.md).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from attnmatch import __version__
+from attnmatch.atomic import atomic_directory
+from attnmatch.data.collate import collate
+from attnmatch.data.encoding import EncodedPairs
+from attnmatch.export.graphs import Graph, graphs_of
+from attnmatch.export.runtime import OnnxModel, predict_onnx, session
+from attnmatch.strict_json import read_json
+
+FORMAT = "attnmatch.onnx/1"
+MANIFEST = "onnx.json"
+OPSET = 17
+QUANTIZE = (None, "int8")
+EXACT_ATOL = 1e-5  # float32 graphs against `forward`, on the probe pairs
+_FILES_KEPT = ("config.json", "tokenizer.json", "vocab.json", "metrics.json")
+# Texts of the example and probe pairs: of several lengths, so that a graph that froze a
+# length of the example is caught on the others.
+_TEXTS = (
+    "how are glacier caves formed?",
+    "A glacier cave is a cave formed within the ice of a glacier.",
+    "The Alps",
+    "what is the capital of france and how many people live there today",
+    "Paris is the capital and most populous city of France, with an estimated population of "
+    "about two million residents in the city proper.",
+    "ok",
+)
+
+
+def is_exported(path: str | Path) -> bool:
+    """Whether `path` is an exported directory (it has onnx.json)."""
+    return (Path(path) / MANIFEST).is_file()
+
+
+def export_onnx(
+    model: nn.Module,
+    encode: Any,
+    path: str | Path,
+    *,
+    header_files: dict[str, str],
+    quantize: str | None = None,
+) -> Path:
+    """Writes the exported directory of `model` (atomically) and returns its path.
+
+    Args:
+        model: the matcher's torch model (on any device; exported from a CPU copy).
+        encode: the matcher's `encode(examples) -> EncodedPairs`, for the example and probes.
+        header_files: the text of the files kept from the model directory, by file name
+            (config.json, tokenizer.json or vocab.json, metrics.json).
+        quantize: None (float32) or "int8" (dynamic int8 matrix products).
+
+    Raises:
+        ValueError: `quantize` is unknown, or the model does not export (traced graphs that
+            differ from `forward`; the difference named), or `path` is not a folder to write.
+    """
+    if quantize not in QUANTIZE:
+        raise ValueError(f"quantize must be None or 'int8', got {quantize!r}")
+    path = Path(path)
+    if path.exists() and not (path.is_dir() and (is_exported(path) or not any(path.iterdir()))):
+        raise ValueError(
+            f"{path} exists and is not an exported directory: not replacing it (choose another "
+            "path, or remove it first)"
+        )
+    model = copy.deepcopy(model).cpu().eval()
+    probe = encode(_probe_examples())
+    form, graphs = graphs_of(model)
+    with atomic_directory(path) as tmp:
+        files = {g.name: _export_graph(g, model, form, probe, tmp) for g in graphs}
+        _check_exact(model, form, files, probe, tmp)
+        if quantize == "int8":
+            for name in files:
+                _quantize_int8(tmp / files[name])
+        for name, text in header_files.items():
+            (tmp / name).write_text(text, encoding="utf-8")
+        manifest = {
+            "format": FORMAT,
+            "attnmatch_version": __version__,
+            "form": form,
+            "graphs": files,
+            "quantize": quantize,
+            "opset": OPSET,
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def load_onnx_model(path: str | Path, config: Any, *, threads: int | None = None) -> OnnxModel:
+    """The graphs of an exported directory under ONNX Runtime, on `threads` intra-op threads
+    (default: torch's thread count).
+
+    Raises:
+        FileNotFoundError: onnx.json or a graph file is missing (named).
+        ValueError: onnx.json is malformed (the field named) or a graph cannot be read.
+    """
+    path = Path(path)
+    manifest_file = path / MANIFEST
+    manifest = read_json(manifest_file)
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise ValueError(f"{manifest_file}: not an {FORMAT} manifest (field 'format')")
+    form, graphs, quantize = manifest.get("form"), manifest.get("graphs"), manifest.get("quantize")
+    expected = {"towers": {"text", "head"}, "pairs": {"pairs"}}.get(str(form))
+    if expected is None:
+        raise ValueError(f"{manifest_file}: field 'form' must be 'towers' or 'pairs', got {form!r}")
+    if not isinstance(graphs, dict) or set(graphs) != expected:
+        raise ValueError(f"{manifest_file}: field 'graphs' must name the graphs {sorted(expected)}")
+    if quantize not in QUANTIZE:
+        raise ValueError(f"{manifest_file}: field 'quantize' must be null or 'int8'")
+    sessions = {}
+    for name, file in graphs.items():
+        graph_file = path / str(file)
+        if not isinstance(file, str) or Path(file).name != file or not graph_file.is_file():
+            raise FileNotFoundError(
+                f"{graph_file}: the {name} graph named in {manifest_file} is missing"
+            )
+        try:
+            sessions[name] = session(graph_file, threads or torch.get_num_threads())
+        except Exception as e:  # onnxruntime raises its own exception types
+            reason = " ".join(str(e).split())[:300]
+            raise ValueError(
+                f"{graph_file}: not an ONNX graph ONNX Runtime can run ({reason})"
+            ) from e
+    return OnnxModel(str(form), sessions, config, quantize)
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """The exporters' and the quantiser's log lines (torch's and the root logger's) silenced
+    for the body: export reports its own errors."""
+    loggers = [logging.getLogger(), logging.getLogger("torch")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+def _probe_examples() -> list[Any]:
+    from attnmatch.data.schema import Example
+
+    pairs = [(a, b) for a in _TEXTS for b in _TEXTS]
+    return [Example(left=a, right=b, label=0) for a, b in pairs]
+
+
+def _export_graph(graph: Graph, model: nn.Module, form: str, probe: EncodedPairs, tmp: Path) -> str:
+    """Exports `graph` on an example from `probe` into tmp/<name>.onnx with its exporter
+    (`Graph.exporter`); returns the file name."""
+    dynamo = graph.exporter == "torch.export"
+    batch = collate(probe, np.arange(4))  # the first text against four of several lengths
+    if graph.inputs == ("ids", "mask"):
+        args: tuple[torch.Tensor, ...] = (batch.right_ids, batch.right_mask)
+    elif graph.inputs == ("u", "v"):
+        text = graphs_of(model)[1][0].module
+        with torch.inference_mode():
+            args = (text(batch.left_ids, batch.left_mask), text(batch.right_ids, batch.right_mask))
+    else:
+        args = (batch.left_ids, batch.left_mask, batch.right_ids, batch.right_mask)
+    file = f"{graph.name}.onnx"
+    try:
+        with warnings.catch_warnings(), torch.no_grad(), _quiet():
+            warnings.simplefilter("ignore")
+            if dynamo:
+                dims = {
+                    n: torch.export.Dim(n) for axes in graph.axes.values() for n in axes.values()
+                }
+                shapes = tuple({i: dims[n] for i, n in graph.axes[x].items()} for x in graph.inputs)
+                torch.onnx.export(
+                    graph.module,
+                    args,
+                    str(tmp / file),
+                    dynamo=True,
+                    opset_version=max(OPSET, 18),  # torch.export's exporter writes 18 or later
+                    input_names=list(graph.inputs),
+                    output_names=[graph.output],
+                    dynamic_shapes=shapes,
+                    external_data=False,
+                    report=False,
+                    verbose=False,
+                )
+            else:
+                torch.onnx.export(
+                    graph.module,
+                    args,
+                    str(tmp / file),
+                    dynamo=False,
+                    opset_version=OPSET,
+                    input_names=list(graph.inputs),
+                    output_names=[graph.output],
+                    dynamic_axes=graph.axes,
+                )
+    except Exception as e:
+        reason = " ".join(str(e).split())[:200]
+        how = "torch.export" if dynamo else "tracing"
+        raise ValueError(
+            f"the {type(model).__name__} model does not export to ONNX: {how} of its {form} "
+            f"graph failed ({type(e).__name__}: {reason})"
+        ) from e
+    return file
+
+
+def _check_exact(
+    model: nn.Module, form: str, files: dict[str, str], probe: EncodedPairs, tmp: Path
+) -> None:
+    """The float32 graphs give `forward`'s outputs on every probe pair (36 pairs of 6 texts of
+    several lengths, in batches of several sizes) within EXACT_ATOL; else a ValueError."""
+    onnx_model = OnnxModel(form, {n: session(tmp / f, 1) for n, f in files.items()}, None, None)
+    idx = np.arange(len(probe))
+    with torch.inference_mode():
+        expected = model(collate(probe, idx)).float().numpy()  # (N, C)
+    try:
+        got = np.concatenate([predict_onnx(onnx_model, probe, size).numpy() for size in (7, 36)])
+    except Exception as e:  # ONNX Runtime refuses a shape the trace froze
+        reason = " ".join(str(e).split())[:200]
+        raise ValueError(
+            f"the {type(model).__name__} model does not export to ONNX: its traced graph "
+            f"fails on pairs of other lengths than the example's ({reason}); its forward "
+            "decides shapes from values"
+        ) from e
+    worst = float(np.abs(got - np.concatenate([expected, expected])).max())
+    if not worst <= EXACT_ATOL:
+        raise ValueError(
+            f"the {type(model).__name__} model does not export to ONNX: its traced graph "
+            f"differs from forward by {worst:.3g} (> {EXACT_ATOL}) on pairs of other lengths "
+            "than the example's; its forward decides from values (lengths, .item())"
+        )
+
+
+def _quantize_int8(file: Path) -> None:
+    """Replaces the graph `file` by ONNX Runtime's dynamic int8 quantisation of its matrix
+    products (weights int8 per tensor, activations quantised per batch at run time)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    out = file.with_name(file.stem + ".int8.onnx")
+    with _quiet():
+        quantize_dynamic(
+            file, out, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gemm"]
+        )
+    out.replace(file)
+
+
+def kept_files(directory: Path) -> dict[str, str]:
+    """The text of the files an export keeps from a model directory (`_FILES_KEPT`)."""
+    return {
+        name: (directory / name).read_text(encoding="utf-8")
+        for name in _FILES_KEPT
+        if (directory / name).is_file()
+    }

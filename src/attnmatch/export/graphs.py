@@ -1,0 +1,232 @@
+"""The ONNX graphs of a model: which computation each graph holds, its inputs and dynamic axes.
+
+A model exports in one of two forms (`FORMS`, by the model's exact class, like the whole-input
+paths of `models/fast/`):
+
+- **towers** (the bi-encoder): a `text` graph, (ids (B, T), mask (B, T)) -> vectors (B, E), and
+  a `head` graph, (u (B, E), v (B, E)) -> (B, C). The runtime encodes each distinct text once
+  and scores the pairs from the vectors, as sentence-transformers encodes a corpus once.
+- **pairs** (the cross-encoder and every other model): one `pairs` graph, (left_ids (B, L),
+  left_mask, right_ids (B, R), right_mask) -> (B, C).
+
+The bi- and cross-encoder's graphs are written for export and equal `forward` up to float
+rounding: `forward` decides things from values (it encodes a text repeated in a batch once; it
+packs a pair to the longest pair's width, read with `.item()`; it sets a mask in place), which a
+traced graph would freeze at the example's values. The graphs compute the same outputs without
+those decisions (every row encoded; pairs packed to the width L + R - 1, the extra columns
+masked). Every other model exports its own `forward` as traced, and `export_onnx` keeps it only
+if it equals `forward` on pairs of other lengths than the example's (`check_exact`).
+
+Dims: B pairs or texts, T / L / R tokens, W = L + R - 1 packed tokens, E vector size,
+C outputs, H hidden size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnmatch.data.schema import PairBatch
+from attnmatch.inputs.transformer import TransformerTokenEncoder
+from attnmatch.models.contract import token_encoder, unwrap
+from attnmatch.models.pretrained import BiEncoder, CrossEncoder
+from attnmatch.nn.masking import masked_mean
+
+PAIR_INPUTS = ("left_ids", "left_mask", "right_ids", "right_mask")
+
+
+@dataclass(frozen=True)
+class Graph:
+    """One graph to export: a module whose `forward` takes `inputs` (in order) and returns
+    `output`; `axes[name]` names the dynamic axes of each input and of the output. `exporter`:
+    "trace" (torch's TorchScript tracer, seconds) or "torch.export" (a minute or two for
+    MiniLM; the tracer mis-exports the transformer over packed pairs, whose masks have
+    padding inside a row, and `torch.export` exports it exactly)."""
+
+    name: str
+    module: nn.Module
+    inputs: tuple[str, ...]
+    output: str
+    axes: dict[str, dict[int, str]]
+    exporter: str = "trace"
+
+
+def _pair_axes(output: str) -> dict[str, dict[int, str]]:
+    return {
+        "left_ids": {0: "batch", 1: "left_length"},
+        "left_mask": {0: "batch", 1: "left_length"},
+        "right_ids": {0: "batch", 1: "right_length"},
+        "right_mask": {0: "batch", 1: "right_length"},
+        output: {0: "batch"},
+    }
+
+
+def _transformer_states(
+    encoder: nn.Module, ids: torch.Tensor, mask: torch.Tensor, types: torch.Tensor | None
+) -> torch.Tensor:
+    """`TransformerTokenEncoder` in eval mode, written without in-place updates: (B, T) -> (B,
+    T, H), zero on padding. A text without tokens attends to its first position, as there."""
+    assert isinstance(encoder, TransformerTokenEncoder)
+    first = mask[:, :1] | ~mask.any(dim=1, keepdim=True)  # (B, 1)
+    attend = torch.cat([first, mask[:, 1:]], dim=1)  # (B, T)
+    ids = ids.masked_fill(~mask, encoder.pad_id)  # (B, T)
+    want_all = encoder.layer != encoder.num_layers
+    out = encoder.transformer(
+        input_ids=ids,
+        attention_mask=attend.long(),
+        token_type_ids=types,
+        output_hidden_states=want_all,
+        return_dict=True,
+    )
+    hidden = out.hidden_states[encoder.layer] if want_all else out.last_hidden_state  # (B, T, H)
+    return hidden * mask.unsqueeze(-1)  # (B, T, H)
+
+
+class _TextTower(nn.Module):
+    """A bi-encoder's sentence vectors: (ids (B, T), mask (B, T)) -> (B, E)."""
+
+    def __init__(self, model: BiEncoder) -> None:
+        super().__init__()
+        self.encoder = token_encoder(model)
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if isinstance(self.encoder, TransformerTokenEncoder):
+            states = _transformer_states(self.encoder, ids, mask, None)  # (B, T, H)
+        else:
+            states = self.encoder(ids, mask)  # (B, T, E)
+        return masked_mean(states, mask.unsqueeze(-1), dim=1)  # (B, E)
+
+
+class _BiEncoderHead(nn.Module):
+    """A bi-encoder's score from the two sentence vectors: (u (B, E), v (B, E)) -> (B, C)."""
+
+    def __init__(self, model: BiEncoder) -> None:
+        super().__init__()
+        self.config = model.config
+        self.classifier = model.classifier
+
+    def forward(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        if self.classifier is not None:
+            return self.classifier(torch.cat([u, v, (u - v).abs()], dim=-1))  # (B, C)
+        cos = F.cosine_similarity(u, v, dim=-1, eps=1e-8)  # (B,)
+        z = self.config.scale * cos + self.config.shift  # (B,)
+        if self.config.cosine_logits:
+            return torch.stack([torch.zeros_like(z), z], dim=-1)  # (B, 2)
+        return z.unsqueeze(-1)  # (B, 1)
+
+
+class _CrossEncoderPairs(nn.Module):
+    """A cross-encoder over packed pairs (`pack_pairs`, to the static width L + R - 1 cut to
+    the model's max_length): (left_ids, left_mask, right_ids, right_mask) -> (B, C)."""
+
+    def __init__(self, model: CrossEncoder) -> None:
+        super().__init__()
+        self.encoder = token_encoder(model)
+        self.head = model.head
+        self.max_length = model.max_length
+
+    def forward(
+        self,
+        left_ids: torch.Tensor,
+        left_mask: torch.Tensor,
+        right_ids: torch.Tensor,
+        right_mask: torch.Tensor,
+    ) -> torch.Tensor:
+        # Sizes are read as tensors, never as Python numbers, which a trace would freeze.
+        n_left = left_mask.sum(dim=1, keepdim=True)  # (B, 1)
+        n_right = (right_mask.sum(dim=1, keepdim=True) - 1).clamp(min=0)  # (B, 1)
+        total = (n_left + n_right).clamp(max=self.max_length)  # (B, 1)
+        joined = torch.cat([left_ids, right_ids[:, 1:]], dim=1)  # (B, W)
+        pos = torch.cumsum(torch.ones_like(joined[:1]), dim=1) - 1  # (1, W)
+        width_l = torch.ones_like(left_ids[:1]).sum(dim=1, keepdim=True)  # (1, 1): L
+        from_left = pos < n_left  # (B, W)
+        # The right text's tokens follow the left text's real ones: skip the left padding.
+        index = torch.where(from_left, pos, pos + width_l - n_left)  # (B, W)
+        index = torch.minimum(index, pos[:, -1:])  # (B, W), within the W columns
+        ids = joined.gather(1, index)  # (B, W)
+        mask = pos < total  # (B, W)
+        types = (~from_left & mask).long()  # (B, W)
+        ids, mask, types = (t[:, : self.max_length] for t in (ids, mask, types))  # (B, W')
+        hidden = _transformer_states(self.encoder, ids * mask, mask, types)  # (B, W, H)
+        return self.head(hidden[:, 0])  # (B, C)
+
+
+class _Forward(nn.Module):
+    """A model's own `forward` over the four id tensors of a batch: -> (B, C)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(
+        self,
+        left_ids: torch.Tensor,
+        left_mask: torch.Tensor,
+        right_ids: torch.Tensor,
+        right_mask: torch.Tensor,
+    ) -> torch.Tensor:
+        b = left_ids.shape[0]
+        batch = PairBatch(
+            left_ids=left_ids,
+            left_mask=left_mask,
+            right_ids=right_ids,
+            right_mask=right_mask,
+            labels=torch.zeros(b),
+            group_index=torch.zeros(b, dtype=torch.long),
+        )
+        return self.model(batch)  # (B, C)
+
+
+def _towers(model: nn.Module) -> tuple[str, list[Graph]]:
+    assert isinstance(model, BiEncoder)
+    text_axes = {"ids": {0: "batch", 1: "length"}, "mask": {0: "batch", 1: "length"}}
+    head_axes = {"u": {0: "batch"}, "v": {0: "batch"}, "outputs": {0: "batch"}}
+    return "towers", [
+        Graph(
+            "text",
+            _TextTower(model),
+            ("ids", "mask"),
+            "vectors",
+            text_axes | {"vectors": {0: "batch"}},
+        ),
+        Graph("head", _BiEncoderHead(model), ("u", "v"), "outputs", head_axes),
+    ]
+
+
+def _cross_pairs(model: nn.Module) -> tuple[str, list[Graph]]:
+    assert isinstance(model, CrossEncoder)
+    return "pairs", [
+        Graph(
+            "pairs",
+            _CrossEncoderPairs(model),
+            PAIR_INPUTS,
+            "outputs",
+            _pair_axes("outputs"),
+            exporter="torch.export",
+        )
+    ]
+
+
+def _own_forward(model: nn.Module) -> tuple[str, list[Graph]]:
+    return "pairs", [Graph("pairs", _Forward(model), PAIR_INPUTS, "outputs", _pair_axes("outputs"))]
+
+
+# The export form of each model class with a graph written for export; others: `_own_forward`.
+FORMS: dict[type[nn.Module], Callable[[nn.Module], tuple[str, list[Graph]]]] = {
+    BiEncoder: _towers,
+    CrossEncoder: _cross_pairs,
+}
+
+
+def graphs_of(model: nn.Module) -> tuple[str, list[Graph]]:
+    """The form ("towers" or "pairs") and graphs of `model` (module docstring)."""
+    return FORMS.get(type(model), _own_forward)(model)
+
+
+def written_for_export(model: nn.Module) -> bool:
+    """Whether `model` exports graphs written for export (else its traced `forward`)."""
+    return type(unwrap(model)) in FORMS

@@ -1,0 +1,204 @@
+"""ONNX export and the ONNX Runtime backend (`attnmatch.export`, `Matcher.export_onnx`,
+`Matcher.load(backend=)`, `attnmatch export`, `--backend`), on a tiny random BERT."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attnmatch import Matcher
+from attnmatch.data.datasets import load_split
+from attnmatch.export import EXACT_ATOL, is_exported
+from attnmatch.export.runtime import OnnxModel
+from attnmatch.tasks import RankingTask, Task
+from tests.models.conftest import tiny_inputs, tiny_model
+from tests.tiny_transformer import WORDS, write_tiny_encoder
+
+PAIRS = [
+    ("how are glacier caves formed ?", "a glacier cave is a cave formed in the ice"),
+    ("what year did the war end", "it ended in 1945 ."),
+    ("man plays guitar", "a dog runs"),
+    ("ice", "water melts"),
+]
+
+
+@pytest.fixture(scope="module")
+def encoder_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_tiny_encoder(tmp_path_factory.mktemp("enc") / "tiny-bert")
+
+
+@pytest.fixture(scope="module")
+def bi(encoder_dir: Path) -> Matcher:
+    return Matcher.from_encoder(str(encoder_dir))
+
+
+@pytest.fixture(scope="module")
+def cross(encoder_dir: Path) -> Matcher:
+    inputs = {"kind": "transformer", "source": str(encoder_dir), "trainable": True}
+    return Matcher.untrained("cross_encoder", inputs=inputs, task=RankingTask(), seed=3)
+
+
+@pytest.fixture(scope="module")
+def exported(
+    bi: Matcher, cross: Matcher, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("onnx")
+    return {
+        "bi": bi.export_onnx(out / "bi"),
+        "bi-int8": bi.export_onnx(out / "bi-int8", quantize="int8"),
+        "cross": cross.export_onnx(out / "cross"),
+    }
+
+
+def _benchmark_pairs(name: str, n: int) -> list[tuple[str, str]]:
+    """The first `n` test pairs of a bundled benchmark, with the tiny vocabulary's words mixed
+    in so that the tiny tokenizer gives more than unknown pieces."""
+    examples = load_split(name, "test").examples[:n]
+    rng = np.random.default_rng(0)
+    words = np.array(WORDS)
+    return [
+        (
+            f"{e.left[:80]} {' '.join(rng.choice(words, 3))}",
+            f"{' '.join(rng.choice(words, 5))} {e.right[:120]}",
+        )
+        for e in examples
+    ]
+
+
+@pytest.mark.parametrize("name", ["wikiqa", "sts-benchmark", "quora"])
+def test_fp32_export_equals_torch_on_benchmark_pairs(
+    name: str, bi: Matcher, cross: Matcher, exported: dict[str, Path]
+) -> None:
+    pairs = _benchmark_pairs(name, 60)
+    for torch_matcher, key in ((bi, "bi"), (cross, "cross")):
+        onnx_matcher = Matcher.load(exported[key], batch_size=16)
+        assert onnx_matcher.backend == "onnx" and isinstance(onnx_matcher.model, OnnxModel)
+        got, want = onnx_matcher.outputs(pairs), torch_matcher.outputs(pairs)
+        assert got.shape == want.shape == (len(pairs), 1)
+        np.testing.assert_allclose(got, want, rtol=0, atol=EXACT_ATOL)
+        assert not np.allclose(want, want[0])  # the pairs score differently: a real check
+
+
+def test_exported_directory_keeps_the_metadata_and_needs_no_weights(
+    bi: Matcher, exported: dict[str, Path]
+) -> None:
+    path = exported["bi"]
+    names = {p.name for p in path.iterdir()}
+    assert {"config.json", "tokenizer.json", "onnx.json", "text.onnx", "head.onnx"} <= names
+    assert "model.safetensors" not in names and is_exported(path)
+    header = json.loads((path / "config.json").read_text())
+    assert header["model_type"] == "bi_encoder" and header["task"]["kind"] == "ranking"
+    loaded = Matcher.load(path)
+    assert list(loaded.model.parameters()) == []  # no torch model was built
+    assert loaded.task.kind == bi.task.kind and loaded.num_outputs == bi.num_outputs
+    assert loaded.inputs is not None and loaded.inputs.tokens("ice") == bi._inputs().tokens("ice")
+    assert not loaded.explains
+    ranked = loaded.rank(PAIRS[0][0], [b for _, b in PAIRS])
+    assert [r.index for r in ranked] == [
+        r.index for r in bi.rank(PAIRS[0][0], [b for _, b in PAIRS])
+    ]
+
+
+def test_int8_export_is_quantised_and_close(bi: Matcher, exported: dict[str, Path]) -> None:
+    import onnx
+
+    graph = onnx.load(str(exported["bi-int8"] / "text.onnx")).graph
+    ops = {node.op_type for node in graph.node}
+    assert "DynamicQuantizeLinear" in ops or "MatMulInteger" in ops
+    manifest = json.loads((exported["bi-int8"] / "onnx.json").read_text())
+    assert manifest["quantize"] == "int8"
+    int8 = Matcher.load(exported["bi-int8"]).score(PAIRS)
+    fp32 = bi.score(PAIRS)
+    assert np.isfinite(int8).all() and np.abs(int8 - fp32).max() < 0.1
+
+
+def test_backends_load_and_refuse_clearly(
+    encoder_dir: Path, bi: Matcher, exported: dict[str, Path], tmp_path: Path
+) -> None:
+    saved = bi.save(tmp_path / "torch-model")
+    assert Matcher.load(saved).backend == "torch"  # auto: a model directory runs on torch
+    on_onnx = Matcher.load(saved, backend="onnx")  # exported on load, in float32
+    assert on_onnx.backend == "onnx"
+    np.testing.assert_allclose(on_onnx.score(PAIRS), bi.score(PAIRS), atol=EXACT_ATOL)
+    with pytest.raises(ValueError, match="exported directory"):
+        Matcher.load(exported["bi"], backend="torch")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        Matcher.load(saved, backend="tensorrt")
+    with pytest.raises(ValueError, match="CPU in fp32"):
+        Matcher.load(exported["bi"], precision="bf16")
+    with pytest.raises(ValueError, match="copy its directory"):
+        on_onnx.save(tmp_path / "again")
+    with pytest.raises(ValueError, match="quantize must be"):
+        bi.export_onnx(tmp_path / "x", quantize="int4")
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not replacing it"):
+        bi.export_onnx(tmp_path / "busy")
+    with pytest.raises(ValueError, match="no weights to export"):
+        Matcher.from_lexical("overlap").export_onnx(tmp_path / "lex")
+
+
+def test_a_damaged_manifest_is_one_line_naming_the_file(
+    exported: dict[str, Path], tmp_path: Path
+) -> None:
+    import shutil
+
+    copy = Path(shutil.copytree(exported["bi"], tmp_path / "copy"))
+    (copy / "onnx.json").write_text(
+        json.dumps(
+            {
+                "format": "attnmatch.onnx/1",
+                "form": "pairs",
+                "graphs": {"pairs": "pairs.onnx"},
+                "quantize": None,
+            }
+        )
+    )
+    with pytest.raises(FileNotFoundError, match="pairs.onnx"):
+        Matcher.load(copy)
+    (copy / "onnx.json").write_text('{"format": "attnmatch.onnx/1", "form": "stack"}')
+    with pytest.raises(ValueError, match=r"onnx\.json: field 'form'"):
+        Matcher.load(copy)
+
+
+def test_a_model_whose_forward_decides_from_values_is_refused(tmp_path: Path) -> None:
+    """aMV-LSTM's recurrence runs by length: its traced graph is refused, naming why."""
+    model = tiny_model("amvlstm_q")
+    matcher = Matcher(
+        model=model.eval(),
+        model_type="amvlstm_q",
+        inputs=tiny_inputs(model),
+        task=Task(kind="ranking"),
+    )
+    with pytest.raises(ValueError, match="does not export to ONNX"):
+        matcher.export_onnx(tmp_path / "m")
+    assert not (tmp_path / "m").exists()
+
+
+def test_cli_export_then_score_on_onnx(bi: Matcher, tmp_path: Path) -> None:
+    model = bi.save(tmp_path / "model")
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("".join(f"{a}\t{b}\n" for a, b in PAIRS))
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "attnmatch", *args],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            stdin=subprocess.DEVNULL,
+        )
+
+    done = run("export", str(model), "--format", "onnx", "--output", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    done = run("score", str(tmp_path / "out"), str(pairs), "--backend", "onnx")
+    assert done.returncode == 0, done.stderr
+    scores = np.array([float(x) for x in done.stdout.split()])
+    np.testing.assert_allclose(scores, bi.score(PAIRS), atol=1e-5)
+    done = run("score", str(tmp_path / "out"), str(pairs), "--backend", "torch")
+    assert done.returncode != 0 and "exported directory" in done.stderr
