@@ -196,9 +196,9 @@ def test_cli_export_then_score_on_onnx(bi: Matcher, tmp_path: Path) -> None:
 
     done = run("export", str(model), "--format", "onnx", "--output", str(tmp_path / "out"))
     assert done.returncode == 0, done.stderr
-    done = run("score", str(tmp_path / "out"), str(pairs), "--backend", "onnx")
+    done = run("score", str(tmp_path / "out"), str(pairs), "--format", "tsv", "--backend", "onnx")
     assert done.returncode == 0, done.stderr
     scores = np.array([float(x) for x in done.stdout.split()])
     np.testing.assert_allclose(scores, bi.score(PAIRS), atol=1e-5)
-    done = run("score", str(tmp_path / "out"), str(pairs), "--backend", "torch")
+    done = run("score", str(tmp_path / "out"), str(pairs), "--format", "tsv", "--backend", "torch")
     assert done.returncode != 0 and "exported directory" in done.stderr

@@ -235,7 +235,7 @@ def test_reading_errors_name_the_model(
     model folder and what is wrong (typer's EOFError -> "Aborted!" exit 1 included)."""
     import attnmatch.matcher
 
-    def load(spec: object) -> Matcher:
+    def load(spec: object, **options: object) -> Matcher:
         raise error
 
     monkeypatch.setattr(attnmatch.matcher, "load_matcher", load)
@@ -280,7 +280,7 @@ def test_permission_error_names_the_file(
 
     secret = tmp_path / "secret-model"
 
-    def load(spec: object) -> Matcher:
+    def load(spec: object, **options: object) -> Matcher:
         raise PermissionError(errno.EACCES, "Permission denied", str(secret / "config.json"))
 
     monkeypatch.setattr(attnmatch.matcher, "load_matcher", load)
@@ -554,7 +554,7 @@ def test_interrupt_exits_130(
 ) -> None:
     import attnmatch.matcher
 
-    def load(spec: object) -> Matcher:
+    def load(spec: object, **options: object) -> Matcher:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(attnmatch.matcher, "load_matcher", load)
@@ -864,11 +864,11 @@ def test_a_library_warning_is_one_warning_line(
 ) -> None:
     import warnings
 
-    def warn_then_load(path: Any) -> Matcher:
+    def warn_then_load(path: Any, **options: Any) -> Matcher:
         warnings.warn(
             "vectors cover 10% of the vocabulary\n(check lowercase)", UserWarning, stacklevel=2
         )
-        return Matcher.load(path)
+        return Matcher.load(path, **options)
 
     monkeypatch.setattr("attnmatch.matcher.load_matcher", warn_then_load)
     outcome = run_cli(_rank(ranker, tmp_path, "w3 w4\n"), capsys)

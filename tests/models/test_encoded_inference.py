@@ -135,13 +135,12 @@ def test_every_fast_module_is_imported_by_the_package() -> None:
     assert modules - {"_registry", "_windows"} == {Path(f).stem for f in PAPER_FILES}
     for name in modules:
         assert hasattr(fast, name), name
-    assert {cls.__name__ for cls in _registry._PATHS} == {
-        "MVLSTM",
-        "HCRN",
-        "DAMM",
-        "MPCNN",
-        "IARNN",
-    }
+    registered = {cls.__name__ for cls in _registry._PATHS}
+    papers = {"MVLSTM", "HCRN", "DAMM", "MPCNN", "IARNN"}
+    assert papers <= registered
+    # besides the papers' models, only an ONNX Runtime model (registered when attnmatch.export
+    # has been imported) has a whole-input path
+    assert registered - papers <= {"OnnxModel"}
 
 
 def _imports(tree: ast.Module) -> set[str]:

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnmatch.data.schema import PairBatch
-from attnmatch.inputs.transformer import TransformerTokenEncoder
+from attnmatch.inputs.transformer import traceable_states
 from attnmatch.models.contract import token_encoder, unwrap
 from attnmatch.models.pretrained import BiEncoder, CrossEncoder
 from attnmatch.nn.masking import masked_mean
@@ -65,27 +65,6 @@ def _pair_axes(output: str) -> dict[str, dict[int, str]]:
     }
 
 
-def _transformer_states(
-    encoder: nn.Module, ids: torch.Tensor, mask: torch.Tensor, types: torch.Tensor | None
-) -> torch.Tensor:
-    """`TransformerTokenEncoder` in eval mode, written without in-place updates: (B, T) -> (B,
-    T, H), zero on padding. A text without tokens attends to its first position, as there."""
-    assert isinstance(encoder, TransformerTokenEncoder)
-    first = mask[:, :1] | ~mask.any(dim=1, keepdim=True)  # (B, 1)
-    attend = torch.cat([first, mask[:, 1:]], dim=1)  # (B, T)
-    ids = ids.masked_fill(~mask, encoder.pad_id)  # (B, T)
-    want_all = encoder.layer != encoder.num_layers
-    out = encoder.transformer(
-        input_ids=ids,
-        attention_mask=attend.long(),
-        token_type_ids=types,
-        output_hidden_states=want_all,
-        return_dict=True,
-    )
-    hidden = out.hidden_states[encoder.layer] if want_all else out.last_hidden_state  # (B, T, H)
-    return hidden * mask.unsqueeze(-1)  # (B, T, H)
-
-
 class _TextTower(nn.Module):
     """A bi-encoder's sentence vectors: (ids (B, T), mask (B, T)) -> (B, E)."""
 
@@ -94,10 +73,7 @@ class _TextTower(nn.Module):
         self.encoder = token_encoder(model)
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        if isinstance(self.encoder, TransformerTokenEncoder):
-            states = _transformer_states(self.encoder, ids, mask, None)  # (B, T, H)
-        else:
-            states = self.encoder(ids, mask)  # (B, T, E)
+        states = traceable_states(self.encoder, ids, mask)  # (B, T, E)
         return masked_mean(states, mask.unsqueeze(-1), dim=1)  # (B, E)
 
 
@@ -151,7 +127,7 @@ class _CrossEncoderPairs(nn.Module):
         mask = pos < total  # (B, W)
         types = (~from_left & mask).long()  # (B, W)
         ids, mask, types = (t[:, : self.max_length] for t in (ids, mask, types))  # (B, W')
-        hidden = _transformer_states(self.encoder, ids * mask, mask, types)  # (B, W, H)
+        hidden = traceable_states(self.encoder, ids * mask, mask, types)  # (B, W, H)
         return self.head(hidden[:, 0])  # (B, C)
 
 

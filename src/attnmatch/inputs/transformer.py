@@ -208,6 +208,30 @@ class TransformerTokenEncoder(nn.Module):
         self._cache = None
 
 
+def traceable_states(
+    encoder: nn.Module, ids: torch.Tensor, mask: torch.Tensor, types: torch.Tensor | None = None
+) -> torch.Tensor:
+    """A token encoder's states as an exported graph (`attnmatch.export`) computes them: (B, T)
+    -> (B, T, H). A `TransformerTokenEncoder` in eval mode, written without in-place updates,
+    zero on padding (a text without tokens attends to its first position, as there); any other
+    encoder, its own forward."""
+    if not isinstance(encoder, TransformerTokenEncoder):
+        return encoder(ids, mask)  # (B, T, E)
+    first = mask[:, :1] | ~mask.any(dim=1, keepdim=True)  # (B, 1)
+    attend = torch.cat([first, mask[:, 1:]], dim=1)  # (B, T)
+    ids = ids.masked_fill(~mask, encoder.pad_id)  # (B, T)
+    want_all = encoder.layer != encoder.num_layers
+    out = encoder.transformer(
+        input_ids=ids,
+        attention_mask=attend.long(),
+        token_type_ids=types,
+        output_hidden_states=want_all,
+        return_dict=True,
+    )
+    hidden = out.hidden_states[encoder.layer] if want_all else out.last_hidden_state  # (B, T, H)
+    return hidden * mask.unsqueeze(-1)  # (B, T, H)
+
+
 class _OutputCache:
     """Hidden states per distinct id sequence (right-padded batches), least recently used
     dropped beyond a size."""

@@ -793,7 +793,10 @@ def _table_rows(results_dir: Path) -> dict[str, dict[str, Any]]:
         if not isinstance(data, dict) or "rows" not in data:
             continue
         for row in data["rows"]:
-            rows[f"{data.get('table', path.stem)}:{row['id']}"] = row
+            if (
+                isinstance(row, dict) and "id" in row
+            ):  # a reproduced table's row, not another file's
+                rows[f"{data.get('table', path.stem)}:{row['id']}"] = row
     return rows
 
 
