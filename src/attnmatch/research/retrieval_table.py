@@ -169,6 +169,14 @@ def render(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _rows_of_other_corpora(path: Path, corpora: list[str]) -> list[dict[str, Any]]:
+    """The rows of `path` (results/retrieval.json) measured on corpora other than `corpora`."""
+    if not path.exists():
+        return []
+    rows = json.loads(path.read_text(encoding="utf-8"))["rows"]
+    return [r for r in rows if r["corpus"] not in corpora]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reranker", action="append", default=[], help="NAME=SPEC")
@@ -179,7 +187,11 @@ def main(argv: list[str] | None = None) -> None:
     json_path = args.results / "retrieval.json"
     if not args.render:
         rerankers = dict(item.split("=", 1) for item in args.reranker)
-        measure(args.corpus or list(CORPORA), rerankers, out=json_path)
+        corpora = args.corpus or list(CORPORA)
+        measured = measure(corpora, rerankers, out=None)
+        kept = _rows_of_other_corpora(json_path, corpora)  # a corpus not measured now stays
+        data = {**measured, "rows": kept + measured["rows"]}
+        write_text_atomic(json_path, json.dumps(data, indent=2) + "\n")
     data = json.loads(json_path.read_text(encoding="utf-8"))
     write_text_atomic(args.results / "retrieval.md", render(data))
 
