@@ -13,6 +13,7 @@ from attnmatch import floors as floors_module
 from attnmatch.data.schema import Example
 from attnmatch.floors import compute_floors, encoder_cosines, format_floors
 from attnmatch.matcher import Matcher
+from attnmatch.models.pretrained import BiEncoder
 from attnmatch.tasks import ClassificationTask, RankingTask, RegressionTask, Task
 from tests.tiny_transformer import write_tiny_encoder
 
@@ -164,7 +165,7 @@ def test_rank_encodes_a_candidate_set_once_and_scores_as_pairs_do(
     matcher = Matcher.from_encoder(str(encoder_dir))
     candidates = ["a cave is in the ice", "war", "the man runs", "a dog runs"]
     queries = ["how are glacier caves formed ?", "who runs ?"]
-    expected = [matcher.score([(q, c) for c in candidates]) for q in queries]
+    expected = [_forward_scores(matcher, [(q, c) for c in candidates]) for q in queries]
     embedded: list[int] = []
     real_embed = Matcher.embed
 
@@ -183,6 +184,31 @@ def test_rank_encodes_a_candidate_set_once_and_scores_as_pairs_do(
     assert embedded[-2:] == [4, 1]
     matcher.rank(queries[0], candidates[:2])  # another set
     assert embedded[-2:] == [2, 1]
+
+
+def _forward_scores(matcher: Matcher, pairs: list[tuple[str, str]]) -> np.ndarray:
+    """Scores through the model's pair forward (`Matcher.predict`), not sentence vectors."""
+    data = matcher.encode([Example(left=a, right=b, label=0) for a, b in pairs])
+    return matcher.task.decode(matcher.predict(data)).scores
+
+
+def test_bi_encoder_scores_encode_each_distinct_text_once_as_the_forward_does(
+    encoder_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    matcher = Matcher.from_encoder(str(encoder_dir))
+    answers = ["a cave is in the ice", "war", "", "the man runs", "a dog runs"] * 3
+    pairs = [(q, a) for q in ("how are caves formed ?", "who runs ?") for a in answers]
+    expected = _forward_scores(matcher, pairs)
+    rows: list[int] = []
+    real_embed = BiEncoder.embed
+
+    def counting(self: BiEncoder, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        rows.append(ids.shape[0])
+        return real_embed(self, ids, mask)
+
+    monkeypatch.setattr(BiEncoder, "embed", counting)
+    np.testing.assert_allclose(matcher.score(pairs), expected, atol=1e-5)
+    assert sum(rows) == 2 + 5  # two questions and five distinct answers, of 30 pairs
 
 
 def test_a_floor_that_beats_the_model_is_offered_as_the_model_to_keep(

@@ -679,6 +679,8 @@ class Matcher:
             return np.zeros((0, 1), dtype=np.float32)
         if self._text is not None:
             return self._finite(self._text.score_texts(pairs), "output")
+        if self._embedder() is not None:  # a bi-encoder: each distinct text encoded once
+            return self._finite(self._embedded_outputs(pairs), "output")
         data = self.encode([Example(left=a, right=b, label=0) for a, b in pairs])
         return self._finite(self.predict(data), "output")
 
@@ -808,6 +810,26 @@ class Matcher:
 
     def _embedder(self) -> BiEncoder | None:
         return self.model if isinstance(self.model, BiEncoder) else None
+
+    def _embedded_outputs(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """A bi-encoder's outputs for pairs: every distinct text of either side encoded once
+        (`embed`), then the head (`BiEncoder.compare`) in batches: (N, num_outputs)."""
+        model = self._embedder()
+        assert model is not None
+        vectors = self.embed([text for pair in pairs for text in pair])  # (2N, E)
+        u, v = vectors[0::2], vectors[1::2]  # (N, E) each
+        was_training = model.training
+        model.eval()
+        out: list[torch.Tensor] = []
+        try:
+            with torch.inference_mode():
+                for start in range(0, len(pairs), 4096):
+                    a = u[start : start + 4096].to(self.device)  # (b, E)
+                    b = v[start : start + 4096].to(self.device)  # (b, E)
+                    out.append(model.compare(a, b).float().cpu())  # (b, C)
+        finally:
+            model.train(was_training)
+        return torch.cat(out).numpy()
 
     def _compared(self, query: str, candidates: Sequence[str]) -> np.ndarray:
         """A bi-encoder's outputs for the query against each candidate, the candidates' vectors
