@@ -286,3 +286,60 @@ def test_checkpoints_made_before_the_loss_scale_was_saved_resume(tmp_path: Path)
         tiny_experiment(epochs=2, floors="none"), tmp_path / "run", resume=True, progress=False
     )
     assert [h["epoch"] for h in resumed.history] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("default", "busy", "requested", "expected"),
+    [
+        (2, 0.0, 0, 2),  # a quiet machine: torch's default
+        (2, 1.0, 0, 1),  # one CPU of two busy elsewhere: one thread, said
+        (2, 5.0, 0, 1),  # a crowded machine: at least one
+        (4, 1.0, 0, 3),
+        (2, 1.0, 2, 2),  # asked for: kept, whatever the load
+        (1, 3.0, 0, 1),  # torch already on one thread (torchrun's default)
+    ],
+)
+def test_automatic_threads_leave_out_the_cpus_other_work_keeps_busy(
+    monkeypatch: pytest.MonkeyPatch, default: int, busy: float, requested: int, expected: int
+) -> None:
+    import os
+
+    from attnmatch import devices
+
+    monkeypatch.setattr(devices, "busy_cpus", lambda: busy)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(default)), raising=False)
+    before = torch.get_num_threads()
+    torch.set_num_threads(default)
+    try:
+        threads, note = devices.cpu_threads(requested)
+    finally:
+        torch.set_num_threads(before)
+    assert threads == expected
+    assert (note is not None) == (requested == 0 and expected < default)
+    if note is not None:
+        assert note.startswith(f"threads: {expected} of {default}") and "train.threads" in note
+
+
+def test_busy_cpus_reads_the_runnable_threads_less_the_reader() -> None:
+    from attnmatch.devices import busy_cpus
+
+    busy = busy_cpus(samples=3, interval=0.0)
+    assert busy >= 0.0 and busy < 10_000
+
+
+def test_a_run_says_when_it_uses_fewer_threads_than_the_cpus(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from attnmatch import devices
+
+    monkeypatch.setattr(devices, "busy_cpus", lambda: 1.0)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    seen: list[int] = []
+    monkeypatch.setattr(torch, "set_num_threads", seen.append)
+    from rich.console import Console
+
+    console = Console(record=True, width=200)
+    config = tiny_experiment(epochs=1)
+    train(config, tmp_path / "run", progress=False, console=console)
+    assert "threads: 1 of 2" in console.export_text()
+    assert seen[0] == 1 and seen[-1] == 2  # one thread for the run, the caller's two after

@@ -121,3 +121,46 @@ def module_device(module: torch.nn.Module) -> torch.device:
     lexical scorer)."""
     first = next(itertools.chain(module.parameters(), module.buffers()), None)
     return torch.device("cpu") if first is None else first.device
+
+
+def busy_cpus(samples: int = 5, interval: float = 0.02) -> float:
+    """How many CPUs other work keeps busy now: the median over `samples` readings of the
+    kernel's count of runnable threads (`/proc/loadavg`), less this reading thread; where there
+    is no /proc, the one-minute load average."""
+    import os
+    import statistics
+    import time
+
+    readings: list[float] = []
+    for i in range(samples):
+        try:
+            with open("/proc/loadavg", encoding="ascii") as f:
+                running = int(f.read().split()[3].split("/")[0])
+        except (OSError, ValueError, IndexError):
+            return float(os.getloadavg()[0]) if hasattr(os, "getloadavg") else 0.0
+        readings.append(max(0, running - 1))
+        if i + 1 < samples:
+            time.sleep(interval)
+    return float(statistics.median(readings))
+
+
+def cpu_threads(requested: int) -> tuple[int, str | None]:
+    """The torch CPU threads a run uses, and a line saying why when it is fewer than torch's
+    default. `requested` > 0 is kept. 0 (automatic): torch's default, less the CPUs that other
+    work keeps busy (`busy_cpus`), at least 1. On a busy machine a run with a thread per CPU
+    waits at every operation for the thread that another process displaced (OpenMP's barrier):
+    benchmarks/finetune_speed.py --busy measures it."""
+    import os
+
+    default = torch.get_num_threads()
+    if requested > 0 or default <= 1:
+        return (requested or default), None
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    busy = busy_cpus()
+    free = max(1, min(default, int((cpus or default) - busy + 0.5)))
+    if free >= default:
+        return default, None
+    return free, (
+        f"threads: {free} of {default} ({busy:g} CPUs busy with other work; a thread per CPU "
+        "would wait for the busy ones); train.threads=N chooses"
+    )

@@ -130,7 +130,8 @@ class TrainConfig:
         early).
     eval_batch_size: pairs per inference batch.
     bucket_pool: length-bucketing pool in batches (0 disables).
-    threads: torch CPU threads (0: torch's default).
+    threads: torch CPU threads (0: automatic, torch's default less the CPUs busy with other
+        work, `attnmatch.devices.cpu_threads`).
     device: where the run trains and evaluates: "cpu" (the default), "cuda", "cuda:N" or
         "auto" (CUDA when available, else the CPU); `attnmatch.devices`. The default stays
         "cpu" so that a config gives the same run wherever it is started; the device may

@@ -25,7 +25,7 @@ from rich.console import Console
 
 from attnmatch.atomic import write_text_atomic
 from attnmatch.configs import ConfigError
-from attnmatch.devices import check_precision, resolve_device
+from attnmatch.devices import check_precision, cpu_threads, resolve_device
 from attnmatch.evaluation import report_from_outputs, report_items
 from attnmatch.matcher import Matcher
 from attnmatch.models import input_layer
@@ -49,17 +49,20 @@ from attnmatch.training.trackers import epoch_logs
 
 
 @contextmanager
-def torch_settings(threads: int) -> Iterator[None]:
-    """CPU threads (0: keep) and flushing of subnormal floats for the duration of a run, then
-    the caller's settings again. Near-zero activations (e.g. softmax-gated inputs) become
-    subnormal floats, an order of magnitude slower on x86 CPUs; flushing them changes results
+def torch_settings(threads: int) -> Iterator[str | None]:
+    """CPU threads and flushing of subnormal floats for the duration of a run, then the
+    caller's settings again; yields a line to say when fewer threads than torch's default are
+    used. `threads` 0: automatic, torch's default less the CPUs busy with other work
+    (`devices.cpu_threads`). Near-zero activations (e.g. softmax-gated inputs) become subnormal
+    floats, an order of magnitude slower on x86 CPUs; flushing them changes results
     negligibly."""
     before, flushing = torch.get_num_threads(), _flushes_denormals()
-    if threads:
-        torch.set_num_threads(threads)
+    chosen, note = cpu_threads(threads)
+    if chosen != before:
+        torch.set_num_threads(chosen)
     torch.set_flush_denormal(True)
     try:
-        yield
+        yield note
     finally:
         torch.set_flush_denormal(flushing)
         torch.set_num_threads(before)
@@ -113,8 +116,10 @@ def train(
     run = RunDir(output_dir)
     # Under torchrun, rank 0 alone holds the folder, writes and evaluates (training.distributed).
     claim = distributed.rank0_context(run.claim, resume, overwrite=overwrite)
-    with claim, torch_settings(config.train.threads):
+    with claim, torch_settings(config.train.threads) as threads_note:
         start = time.perf_counter()
+        if threads_note is not None:
+            console.print(threads_note, highlight=False, markup=False)
         env = environment()  # the commit of the code that starts to run, and whether it is clean
         if resume and experiment is None and (done := _finished(run, config, console)) is not None:
             return done
