@@ -32,6 +32,7 @@ from attnmatch.training.distill import (
     cross_pairs,
     distill,
     extra_candidates,
+    teacher_targets,
 )
 from attnmatch.training.experiment import load_splits
 
@@ -138,6 +139,23 @@ def test_cache_is_reused_and_a_changed_teacher_or_data_refused(tmp_path: Path) -
     assert "\n" not in str(refused.value)
     with pytest.raises(ValueError, match="other training data"):
         cached_targets(path, [bm25], examples[:-1])
+    from safetensors.numpy import save_file
+
+    save_file({"targets": first}, str(path), metadata={"teacher": "x", "data": "y"})
+    with pytest.raises(ValueError, match="made another way"):  # an older recipe's file
+        cached_targets(path, [bm25], examples)
+
+
+def test_ranking_teachers_are_standardised_before_they_are_averaged() -> None:
+    examples = _ranking_examples()
+    bm25, overlap = Matcher.from_lexical("bm25"), Matcher.from_lexical("overlap")
+    one = teacher_targets([bm25], examples)[:, 0]
+    assert abs(one.mean()) < 1e-5 and abs(one.std() - 1) < 1e-4
+    raw = bm25.score([(ex.left, ex.right) for ex in examples])
+    assert np.corrcoef(one, raw)[0, 1] > 0.9999  # an affine map: the ranking is the same
+    both = teacher_targets([bm25, overlap], examples)[:, 0]
+    expected = (one + teacher_targets([overlap], examples)[:, 0]) / 2
+    np.testing.assert_allclose(both, expected, atol=1e-5)
 
 
 def _student(**train: object) -> ExperimentConfig:
