@@ -235,6 +235,35 @@ def test_reproduce_update_replaces_only_the_rows_given(
     assert "gated" in (results / "tiny.md").read_text()
 
 
+def test_two_updates_of_one_table_at_once_keep_both_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another `--update` that finishes while this one trains: its row is kept, not lost."""
+    from attnmatch.research import reproduce as module
+
+    _project(tmp_path, monkeypatch)
+    runs, results = tmp_path / "runs", tmp_path / "results"
+    module.reproduce("tiny", seeds=[1], runs_dir=runs, results_dir=results, progress=False)
+    real_train_row = module._train_row
+
+    def meanwhile(*args: object, **kwargs: object) -> dict[str, object]:
+        row = real_train_row(*args, **kwargs)  # type: ignore[arg-type]
+        monkeypatch.setattr(module, "_train_row", real_train_row)
+        module.reproduce(  # the other process: row "plain" at seed 3, written first
+            "tiny", seeds=[3], rows=["plain"], runs_dir=runs, results_dir=results,
+            progress=False, update=True,
+        )  # fmt: skip
+        return row
+
+    monkeypatch.setattr(module, "_train_row", meanwhile)
+    module.reproduce(
+        "tiny", seeds=[2], rows=["gated"], runs_dir=runs, results_dir=results, progress=False,
+        update=True,
+    )  # fmt: skip
+    rows = {r["id"]: r for r in json.loads((results / "tiny.json").read_text())["rows"]}
+    assert rows["plain"]["seeds"] == [3] and rows["gated"]["seeds"] == [2]
+
+
 def test_decided_again_from_the_system_files_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -15,11 +15,11 @@ pytest.importorskip("optuna")
 import optuna  # noqa: E402
 
 from attnmatch import cli  # noqa: E402
+from attnmatch.atomic import file_lock
 from attnmatch.configs import ConfigError  # noqa: E402
 from attnmatch.research.tune import (  # noqa: E402
     STUDY_FILE,
     STUDY_NAME,
-    _file_lock,
     _storage,
     apply_params,
     check_space,
@@ -308,7 +308,7 @@ def test_one_search_at_a_time_holds_the_folder(tmp_path: Path) -> None:
     config, spec = load_tune_config(write_config(tmp_path, FIXTURE))
     out = tmp_path / "search"
     out.mkdir()
-    with _file_lock(out / ".lock") as held:
+    with file_lock(out / ".lock") as held:
         assert held
         with pytest.raises(RunFolderInUse, match="in use by another attnmatch tune"):
             tune(config, spec, out, trials=1, threads=1)

@@ -36,6 +36,28 @@ from pathlib import Path
 from typing import Any, TextIO
 
 
+@contextmanager
+def file_lock(path: str | Path, *, blocking: bool = True) -> Iterator[bool]:
+    """An exclusive advisory lock (`fcntl.flock`) on `path`, created if missing, for the block;
+    yields False when `blocking` is False and another process holds it. Where there is no
+    fcntl (Windows) it yields True without locking."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on Linux/macOS
+        fcntl = None  # type: ignore[assignment]
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+            except BlockingIOError:
+                yield False
+                return
+        yield True
+    finally:
+        os.close(fd)
+
+
 def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     """Writes `data` to `path` through a temporary file in the same folder and `os.replace`.
 

@@ -625,10 +625,36 @@ def _with_items(claim: Claim, rec_a: Any, rec_b: Any, resamples: int) -> tuple[A
         old = paired_means(a.mean(axis=0), b.mean(axis=0), resamples=resamples)
         return claims_stats.two_level_means(a, b), old
     pa, pb, gold, groups = _pearson_inputs(claim, runs_a, runs_b)
-    old = paired_pearson(pa, pb, gold, groups, resamples=max(100, resamples // 5))
-    seed_var, df = claims_stats.seed_part(
-        [r["test"][claim.metric] for r in runs_a], [r["test"][claim.metric] for r in runs_b]
+    return two_level_pearson(
+        pa,
+        pb,
+        gold,
+        groups,
+        seeds_a=[r["test"][claim.metric] for r in runs_a],
+        seeds_b=[r["test"][claim.metric] for r in runs_b],
+        resamples=max(100, resamples // 5),
     )
+
+
+def two_level_pearson(
+    pa: np.ndarray,
+    pb: np.ndarray,
+    gold: np.ndarray,
+    groups: Sequence[str] | None,
+    *,
+    seeds_a: Sequence[float],
+    seeds_b: Sequence[float],
+    resamples: int,
+) -> tuple[claims_stats.SeedAware, Paired]:
+    """(the seed-aware test, the item-only test) of (pair-weighted) Pearson of A minus B: the
+    seed part from each seed's Pearson (`seeds_a`, `seeds_b`), the item part from the paired
+    bootstrap over items (`paired_pearson`).
+
+    Shape:
+        pa, pb: ``(S_A, N)``, ``(S_B, N)`` predictions per seed; gold: ``(N,)``.
+    """
+    old = paired_pearson(pa, pb, gold, groups, resamples=resamples)
+    seed_var, df = claims_stats.seed_part(seeds_a, seeds_b)
     item_var = ((old.high - old.low) / (2 * claims_stats.Z975)) ** 2  # bootstrap over items
     new = claims_stats.combine(
         old.diff, seed_var, df, item_var, old.items, "two-level (seeds, items)"

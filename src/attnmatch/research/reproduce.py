@@ -49,7 +49,7 @@ from typing import Any
 from rich.console import Console
 
 from attnmatch import configs
-from attnmatch.atomic import write_text_atomic
+from attnmatch.atomic import file_lock, write_text_atomic
 from attnmatch.inputs import merge_inputs
 from attnmatch.models import get_preset, list_models, list_presets
 from attnmatch.research.results_index import render_markdown, write_results_readme
@@ -260,14 +260,22 @@ def reproduce(
         "notes": list(spec.notes),
         "summary": spec.summary,
     }
-    if previous is not None:  # the other rows as they were
-        fresh = {r["id"]: r for r in out_rows}
-        kept = {r["id"]: r for r in previous["rows"]}
-        result["rows"] = [
-            fresh.get(r.id) or kept[r.id] for r in spec.rows if r.id in fresh or r.id in kept
-        ]
     if rows is None or update:  # partial reproductions overwrite nothing unless asked
-        _write_result(result, spec, Path(results_dir))
+        saved = inside(results_dir, spec.table + ".json")
+        # Another `--update` of the same table may have finished while these rows trained: the
+        # table is read again under a lock, so that its rows are kept too.
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        with file_lock(saved.with_name(f".{saved.name}.lock")):
+            if previous is not None:  # the other rows as they are now
+                previous = json.loads(saved.read_text(encoding="utf-8"))
+                fresh = {r["id"]: r for r in out_rows}
+                kept = {r["id"]: r for r in previous["rows"]}
+                result["rows"] = [
+                    fresh.get(r.id) or kept[r.id]
+                    for r in spec.rows
+                    if r.id in fresh or r.id in kept
+                ]
+            _write_result(result, spec, Path(results_dir))
     return result
 
 

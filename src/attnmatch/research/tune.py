@@ -52,8 +52,6 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -61,7 +59,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from rich.console import Console
 
 from attnmatch import configs
-from attnmatch.atomic import write_bytes_atomic, write_text_atomic
+from attnmatch.atomic import file_lock, write_bytes_atomic, write_text_atomic
 from attnmatch.configs import ConfigError
 from attnmatch.metrics import greater_is_better
 from attnmatch.terminal import visible
@@ -70,11 +68,6 @@ from attnmatch.training.run_dir import RunFolderInUse
 
 if TYPE_CHECKING:
     import optuna
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: one search per folder is not enforced
-    fcntl = None  # type: ignore[assignment]
 
 STUDY_FILE = "study.db"
 STUDY_NAME = "attnmatch"
@@ -435,23 +428,6 @@ class _Search:
     sampler_seed: int
 
 
-@contextmanager
-def _file_lock(path: Path, *, blocking: bool = True) -> Iterator[bool]:
-    """An exclusive lock on `path` for the block; yields False when `blocking` is False and
-    another process holds it."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        if fcntl is not None:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-            except BlockingIOError:
-                yield False
-                return
-        yield True
-    finally:
-        os.close(fd)
-
-
 def _counted(trial: Any) -> bool:
     """Whether a trial counts towards the N trials: running, complete, pruned, or failed by
     its own error (an interrupted one is retried instead)."""
@@ -489,7 +465,7 @@ def run_worker(search: _Search, console: Console | None = None) -> None:
         study_name=STUDY_NAME, storage=_storage(run_dir), sampler=sampler, pruner=pruner
     )
     while True:
-        with _file_lock(run_dir / LOCKS[1]):
+        with file_lock(run_dir / LOCKS[1]):
             if sum(_counted(t) for t in study.get_trials(deepcopy=False)) >= search.trials:
                 return
             trial = study.ask()
@@ -612,7 +588,7 @@ def tune(
     check_run_dir(run_dir, resume)
     run_dir.mkdir(parents=True, exist_ok=True)
     threads = threads or max(1, (os.cpu_count() or 1) // jobs)
-    with _file_lock(run_dir / LOCKS[0], blocking=False) as mine:
+    with file_lock(run_dir / LOCKS[0], blocking=False) as mine:
         if not mine:
             raise RunFolderInUse(
                 f"{run_dir} is in use by another attnmatch tune: wait for it to end, or choose "
