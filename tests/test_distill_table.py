@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
 from attnmatch.research.distill_table import ROWS, collect, render
 
 ROOT = Path(__file__).parents[1]
@@ -46,3 +48,31 @@ def test_a_row_with_runs_has_means_and_a_paired_test(tmp_path: Path) -> None:
     assert first["distilled"]["mean"] == 0.875 and first["labels"]["mean"] == 0.5
     assert first["paired"]["difference"] == 0.375 and first["paired"]["p"] < 0.05
     assert "6,000" in render(data) and "not run" in render(data)  # the other rows
+
+
+def _regression_seed(folder: Path, seed: int, predictions: list[float], gold: list[float]) -> None:
+    run = folder / f"seed-{seed}"
+    run.mkdir(parents=True)
+    items = {"kind": "regression", "labels": gold, "predictions": predictions}
+    (run / "test_items.json").write_text(json.dumps(items))
+    pearson = float(np.corrcoef(predictions, gold)[0, 1])
+    (run / "result.json").write_text(json.dumps({"test": {"pearson": pearson}}))
+
+
+def test_a_pearson_row_has_the_seed_aware_test_and_a_shared_labels_row(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    gold = rng.uniform(0, 5, size=200)
+    (row,) = [r for r in ROWS if r.metric == "pearson" and r.dataset == "STS Benchmark"]
+    folder = tmp_path / "runs" / row.id
+    for seed in (1, 2, 3):
+        good = gold + rng.normal(0, 0.5, size=200)
+        poor = gold + rng.normal(0, 3.0, size=200)
+        _regression_seed(folder / "distilled", seed, good.tolist(), gold.tolist())
+        _regression_seed(folder / "labels", seed, poor.tolist(), gold.tolist())
+    summary = {"teacher": {"test": {"pearson": 0.85}}, "pairs_per_s": {"teacher": 60}}
+    (folder / "distilled" / "summary.json").write_text(json.dumps(summary))
+    (r,) = [x for x in collect(tmp_path / "runs", tmp_path)["distillation"] if x["id"] == row.id]
+    assert r["distilled"]["mean"] > 0.9 > 0.6 > r["labels"]["mean"]
+    assert r["paired"]["difference"] > 0.3 and r["paired"]["p"] < 0.05
+    (shared,) = [x for x in ROWS if x.labels is not None]
+    assert (shared.labels, shared.dataset) in {(x.id, x.dataset) for x in ROWS}
