@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import Counter, OrderedDict
-from collections.abc import Iterable, Sequence
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -30,7 +28,7 @@ from torch import nn
 from attnmatch import configs
 from attnmatch.data.subword import SubwordTokenizer
 from attnmatch.data.tokenize import check_max_length
-from attnmatch.inputs.base import Inputs
+from attnmatch.inputs.subword import SubwordInputs
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnmatch.inputs import TokenEncoderConfig
@@ -281,7 +279,7 @@ class _OutputCache:
 _CACHES: dict[str, _OutputCache] = {}
 
 
-class TransformerInputs(Inputs):
+class TransformerInputs(SubwordInputs):
     """A sub-word tokenizer and a pretrained transformer (`TransformerInputsConfig`)."""
 
     kind = "transformer"
@@ -294,10 +292,8 @@ class TransformerInputs(Inputs):
         tokenizer: SubwordTokenizer | None = None,
         transformer_config: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__(config)
-        self.tokenizer = tokenizer
+        super().__init__(config, tokenizer)
         self.transformer_config = transformer_config
-        self.directory: Path | None = None
 
     @staticmethod
     def check_encoder_config(config: TokenEncoderConfig) -> None:
@@ -335,15 +331,6 @@ class TransformerInputs(Inputs):
             max_length=sub_words_read(self.config.max_length, self.transformer_config),
         )
 
-    def fit(self, train_texts: Any = (), eval_texts: Any = (), *, seed: int = 0) -> None:
-        """Reads the source; records the eval texts' unknown sub-words and the fit texts that
-        `encode` cuts."""
-        self._resolve()
-        eval_texts = list(eval_texts)
-        self.stats = {"kind": self.kind, "source": self.config.source}
-        self.record_eval_unknown(*self.unknown_tokens(dict.fromkeys(eval_texts)))
-        self.record_truncated(self.truncated(dict.fromkeys([*train_texts, *eval_texts])))
-
     def encoder_config(self) -> dict[str, Any]:
         if self.transformer_config is None:
             self._resolve()
@@ -380,46 +367,6 @@ class TransformerInputs(Inputs):
 
     def disable_cache(self, encoder: nn.Module) -> None:
         encoder.disable_cache()  # type: ignore[operator]
-
-    def _tokenizer(self) -> SubwordTokenizer:
-        if self.tokenizer is None:
-            self._resolve()
-        assert self.tokenizer is not None
-        return self.tokenizer
-
-    def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
-        return self._tokenizer().encode_batch(list(texts))
-
-    @property
-    def max_tokens(self) -> int:
-        """`max_length`, or the encoder's positions when fewer (`sub_words_read`)."""
-        return self._tokenizer().max_length
-
-    def truncated(self, texts: Iterable[str]) -> int:
-        return self._tokenizer().truncated(list(texts))
-
-    def tokens(self, text: str) -> list[str]:
-        return self._tokenizer().tokenize(text)
-
-    def unknown_tokens(self, texts: Iterable[str]) -> tuple[Counter[str], int]:
-        """The text behind each unknown sub-word (`[UNK]`) of `texts`, and the number of
-        sub-words, special tokens not counted (after truncation to `max_length`)."""
-        unknown, total = self._tokenizer().unknown_pieces(list(texts))
-        return Counter(unknown), total
-
-    def save(self, directory: Path) -> dict[str, Any]:
-        (directory / "tokenizer.json").write_text(self._tokenizer().to_json(), encoding="utf-8")
-        return configs.to_dict(self.config)
-
-    def check_fits(self, rows: int, directory: Path) -> None:
-        """Every sub-word id of the tokenizer is a row of the embedding table."""
-        size = self.tokenizer.vocab_size if self.tokenizer is not None else 0
-        if size > rows:
-            raise ValueError(
-                f"{directory / 'tokenizer.json'} has {size} sub-words but the embedding table of "
-                f"{directory / 'model.safetensors'} has {rows} rows: the tokenizer belongs to "
-                "another model"
-            )
 
     @classmethod
     def load(cls, directory: Path, entry: dict[str, Any]) -> TransformerInputs:

@@ -15,20 +15,17 @@ tokenizer `tokenizer.json` in the model directory: a saved model needs no source
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 import torch
 from torch import nn
 
 from attnmatch import configs
 from attnmatch.data.subword import SubwordTokenizer
 from attnmatch.data.tokenize import check_max_length
-from attnmatch.inputs.base import Inputs
+from attnmatch.inputs.subword import SubwordInputs
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnmatch.inputs import TokenEncoderConfig
@@ -110,7 +107,7 @@ def read_table(directory: Path) -> torch.Tensor:
         return weights.get_tensor(names[0]).float()
 
 
-class WordPieceInputs(Inputs):
+class WordPieceInputs(SubwordInputs):
     """A transformer's tokenizer and its sub-word table as static vectors
     (`WordPieceInputsConfig`)."""
 
@@ -124,10 +121,8 @@ class WordPieceInputs(Inputs):
         tokenizer: SubwordTokenizer | None = None,
         shape: tuple[int, int] | None = None,
     ) -> None:
-        super().__init__(config)
-        self.tokenizer = tokenizer
+        super().__init__(config, tokenizer)
         self.shape = shape
-        self.directory: Path | None = None
 
     def _resolve(self) -> None:
         """Finds the source directory and reads its tokenizer and table size (once)."""
@@ -141,15 +136,6 @@ class WordPieceInputs(Inputs):
         self.tokenizer = SubwordTokenizer(
             read_tokenizer(self.directory), max_length=self.config.max_length
         )
-
-    def fit(self, train_texts: Any = (), eval_texts: Any = (), *, seed: int = 0) -> None:
-        """Reads the source; records the eval texts' unknown sub-words and the fit texts that
-        `encode` cuts."""
-        self._resolve()
-        eval_texts = list(eval_texts)
-        self.stats = {"kind": self.kind, "source": self.config.source}
-        self.record_eval_unknown(*self.unknown_tokens(dict.fromkeys(eval_texts)))
-        self.record_truncated(self.truncated(dict.fromkeys([*train_texts, *eval_texts])))
 
     def encoder_config(self) -> dict[str, Any]:
         if self.shape is None:
@@ -172,45 +158,6 @@ class WordPieceInputs(Inputs):
             table = table / table.norm(dim=-1, keepdim=True).clamp_min(1e-12)
         encoder.load_table(table)  # type: ignore[operator]
         self.stats.update(source=self.config.source, kind=self.kind, rows=int(table.shape[0]))
-
-    def _tokenizer(self) -> SubwordTokenizer:
-        if self.tokenizer is None:
-            self._resolve()
-        assert self.tokenizer is not None
-        return self.tokenizer
-
-    def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
-        return self._tokenizer().encode_batch(list(texts))
-
-    @property
-    def max_tokens(self) -> int:
-        return self._tokenizer().max_length
-
-    def truncated(self, texts: Iterable[str]) -> int:
-        return self._tokenizer().truncated(list(texts))
-
-    def tokens(self, text: str) -> list[str]:
-        return self._tokenizer().tokenize(text)
-
-    def unknown_tokens(self, texts: Iterable[str]) -> tuple[Counter[str], int]:
-        """The text behind each unknown sub-word (`[UNK]`) of `texts`, and the number of
-        sub-words, special tokens not counted."""
-        unknown, total = self._tokenizer().unknown_pieces(list(texts))
-        return Counter(unknown), total
-
-    def save(self, directory: Path) -> dict[str, Any]:
-        (directory / "tokenizer.json").write_text(self._tokenizer().to_json(), encoding="utf-8")
-        return configs.to_dict(self.config)
-
-    def check_fits(self, rows: int, directory: Path) -> None:
-        """Every sub-word id of the tokenizer is a row of the table."""
-        size = self.tokenizer.vocab_size if self.tokenizer is not None else 0
-        if size > rows:
-            raise ValueError(
-                f"{directory / 'tokenizer.json'} has {size} sub-words but the embedding table of "
-                f"{directory / 'model.safetensors'} has {rows} rows: the tokenizer belongs to "
-                "another model"
-            )
 
     @classmethod
     def load(cls, directory: Path, entry: dict[str, Any]) -> WordPieceInputs:
