@@ -261,6 +261,7 @@ def main() -> None:
                 phases.setdefault(name, []).extend(values)
             steps = [sum(p) for p in zip(*result["phases"].values(), strict=True)]
             print(f"round {r + 1}: attnmatch {ours[-1] * 1000:.0f} ms a group; steps {_fmt(steps)}")
+            print(f"  texts a step: {result['texts']}")
             if args.skip_st:
                 continue
             with tempfile.TemporaryDirectory() as tmp:
