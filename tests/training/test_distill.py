@@ -229,3 +229,18 @@ def test_distill_command_prints_teacher_student_and_floors(tmp_path: Path) -> No
     assert "floor: bm25" in result.output and "pairs/s" in result.output
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["pairs_per_s"]["student"] > 0 and summary["teacher"]["test"]["map"] == 1.0
+
+
+def test_speeds_are_measured_on_pairs_of_new_text() -> None:
+    from attnmatch.training.distill import new_text_pairs
+
+    examples = [
+        Example(left="q1", right="a1", label=1),
+        Example(left="q1", right="a2", label=0),  # q1 again
+        Example(left="q2", right="a1", label=0),  # a1 again
+        Example(left="q3", right="q3", label=1),  # one text twice
+        Example(left="q4", right="a4", label=1),
+        Example(left="q5", right="a5", label=1),
+    ]
+    assert new_text_pairs(examples, 10) == [("q1", "a1"), ("q4", "a4"), ("q5", "a5")]
+    assert new_text_pairs(examples, 2) == [("q1", "a1"), ("q4", "a4")]

@@ -149,11 +149,12 @@ def _weights(text: str) -> tuple[float, ...]:
 
 
 def _speeds(teacher: Any, model_dir: Path, split: Any) -> dict[str, float]:
-    """One-thread pairs/s of the teacher and the student, side by side (interleaved)."""
+    """One-thread pairs/s of the teacher and the student, side by side (interleaved), on
+    pairs of new text (`new_text_pairs`)."""
     from attnmatch.matcher import Matcher
-    from attnmatch.training.distill import pairs_per_second
+    from attnmatch.training.distill import new_text_pairs, pairs_per_second
 
-    pairs = [(ex.left, ex.right) for ex in split.examples[:SPEED_PAIRS]]
+    pairs = new_text_pairs(split.examples, SPEED_PAIRS)
     return pairs_per_second({"teacher": teacher, "student": Matcher.load(model_dir)}, pairs)
 
 

@@ -556,6 +556,22 @@ def distill_matcher(
         return matcher
 
 
+def new_text_pairs(examples: Sequence[Example], n: int) -> list[tuple[str, str]]:
+    """Up to `n` pairs of `examples` in which no text appears twice: what speeds are measured
+    on, the cost of scoring new text (a bi-encoder that meets a text again encodes it once,
+    `Matcher.outputs`, so repeated texts would flatter it against an interaction model)."""
+    seen: set[str] = set()
+    pairs: list[tuple[str, str]] = []
+    for ex in examples:
+        if ex.left in seen or ex.right in seen or ex.left == ex.right:
+            continue
+        seen.update((ex.left, ex.right))
+        pairs.append((ex.left, ex.right))
+        if len(pairs) == n:
+            break
+    return pairs
+
+
 def pairs_per_second(
     matchers: dict[str, Matcher], pairs: Sequence[tuple[str, str]], *, rounds: int = 2
 ) -> dict[str, float]:
