@@ -1,0 +1,63 @@
+"""Teacher and student pairs/s of finished distillation runs, measured again side by side.
+
+For each run folder (`attnmatch distill --output RUN`), loads its teacher and its chosen
+student (RUN/model), and times both on one CPU thread on up to 300 test pairs of new text
+(`attnmatch.training.distill.new_text_pairs`), interleaved, the best of `--rounds`; the figures
+replace RUN/summary.json's "pairs_per_s" (written atomically), so that rows of
+results/distill.md measured before on pairs that share texts, or on a busier machine, are
+measured alike.
+
+    python benchmarks/distill_speed.py --teacher runs/modern/wikiqa-bi-encoder/seed-1/model \
+        --dataset wikiqa runs/distill/wikiqa-amvlstm_q-glove-ft/distilled
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from attnmatch.atomic import write_text_atomic
+from attnmatch.matcher import Matcher
+from attnmatch.training.config import ExperimentConfig
+from attnmatch.training.distill import new_text_pairs, pairs_per_second
+from attnmatch.training.experiment import load_splits
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--teacher", required=True, help="model folder or minilm-l6")
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--pairs", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    config = ExperimentConfig.from_dict({"model": "mvlstm", "data": {"dataset": args.dataset}})
+    _, dev, test = load_splits(config)
+    split = test if test is not None else dev
+    assert split is not None
+    pairs = new_text_pairs(split.examples, args.pairs)
+    teacher = (
+        Matcher.from_encoder(args.teacher)
+        if not Path(args.teacher).is_dir()
+        else Matcher.load(args.teacher)
+    )
+    for run in args.runs:
+        summary_file = run / "summary.json"
+        summary = json.loads(summary_file.read_text(encoding="utf-8"))
+        seeds = sorted(run.glob("seed-*/model")) or [run / "model"]
+        student = Matcher.load(seeds[0])
+        speeds = pairs_per_second(
+            {"teacher": teacher, "student": student}, pairs, rounds=args.rounds
+        )
+        summary["pairs_per_s"] = speeds | {"pairs": len(pairs), "texts": "new (none repeated)"}
+        write_text_atomic(summary_file, json.dumps(summary, indent=2) + "\n")
+        ratio = speeds["student"] / speeds["teacher"]
+        print(
+            f"{run}: teacher {speeds['teacher']:,.0f} pairs/s, student {speeds['student']:,.0f} "
+            f"({ratio:.0f}x) on {len(pairs)} pairs of new text, one thread"
+        )
+
+
+if __name__ == "__main__":
+    main()
