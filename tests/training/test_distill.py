@@ -244,3 +244,25 @@ def test_speeds_are_measured_on_pairs_of_new_text() -> None:
     ]
     assert new_text_pairs(examples, 10) == [("q1", "a1"), ("q4", "a4"), ("q5", "a5")]
     assert new_text_pairs(examples, 2) == [("q1", "a1"), ("q4", "a4")]
+
+
+def test_distill_command_passes_cross_pairs_and_refuses_a_negative_share(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import attnmatch.training.distill as module
+
+    seen: list[DistillConfig] = []
+
+    def capture(*args: object, **kwargs: object) -> None:
+        seen.append(args[4])  # type: ignore[arg-type]
+        raise SystemExit(0)
+
+    monkeypatch.setattr(module, "distill_splits", capture)
+    base = [
+        "distill", "--teacher", "bm25", "--student", "mvlstm", "--dataset", "pairs",
+        "--data-dir", str(FIXTURE), "--inputs", "random", "-o", str(tmp_path / "run"),
+    ]  # fmt: skip
+    CliRunner().invoke(app, [*base, "--cross-pairs", "3"])
+    assert seen and seen[0].cross_pairs == 3.0
+    refused = CliRunner().invoke(app, [*base, "--cross-pairs", "-1"])
+    assert refused.exit_code != 0 and "--cross-pairs" in refused.output

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from attnmatch.atomic import write_text_atomic
 from attnmatch.cli.console import err, out
 from attnmatch.cli.files import _check_output_folder
 from attnmatch.cli.options import _parse_sets, _seeds
@@ -59,6 +60,15 @@ def distill(
             "soft_kl for classification), or listwise_kl for ranking."
         ),
     ] = "auto",
+    cross_pairs: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            help="Classification and regression: pairs formed across groups that the teacher "
+            "labels besides the gold pairs, as a share of the training pairs (small data: "
+            "try 2-4).",
+        ),
+    ] = 0.5,
     seeds: _SeedsOption = None,
     set_: _SetOption = [],  # noqa: B006
     speed: Annotated[
@@ -91,7 +101,7 @@ def distill(
     config = ExperimentConfig.from_dict(overrides).with_inputs(inputs, trainable=None)
     teachers = [load_matcher(t) for t in teacher]
     splits = load_splits(config)
-    options = DistillConfig(loss=loss, weights=weight_list)
+    options = DistillConfig(loss=loss, weights=weight_list, cross_pairs=cross_pairs)
     results = _runs(config, teachers, splits, output, options, seed_list, progress, overwrite)
     first = results[0]
     _, dev, test = splits
@@ -99,7 +109,7 @@ def distill(
     if speed:
         speeds = _speeds(teachers[0], first.model_dir, test or dev)
     summary = _summary(first, results, speeds)
-    (output / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_text_atomic(output / "summary.json", json.dumps(summary, indent=2) + "\n")
     _print_side_by_side(summary, test is not None)
     out.print(f"student saved to [bold]{shown(first.model_dir)}[/bold]")
 
