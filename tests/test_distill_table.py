@@ -76,3 +76,31 @@ def test_a_pearson_row_has_the_seed_aware_test_and_a_shared_labels_row(tmp_path:
     assert r["paired"]["difference"] > 0.3 and r["paired"]["p"] < 0.05
     (shared,) = [x for x in ROWS if x.labels is not None]
     assert (shared.labels, shared.dataset) in {(x.id, x.dataset) for x in ROWS}
+
+
+def test_own_data_rows_say_whether_the_student_beats_both_floors(tmp_path: Path) -> None:
+    from attnmatch.research.distill_table import OWN_ROWS
+
+    first = OWN_ROWS[0]
+    folder = tmp_path / first.folder
+    folder.mkdir(parents=True)
+    m = first.metric
+    summary = {
+        "teacher": {"test": {m: 0.9}},
+        "students": [{"weight": 1.0, "test": {m: 0.5}}],
+        "floors": {"test": {"overlap": {m: 0.3}, "bm25": {m: 0.6}, "random": {m: 0.1}}},
+    }
+    (folder / "summary.json").write_text(json.dumps(summary))
+    data = collect(tmp_path / "runs", tmp_path, own_runs=tmp_path)
+    (row,) = data["own_data"]
+    assert row["floors"] == {"overlap": 0.3, "bm25": 0.6}
+    line = [x for x in render(data).splitlines() if x.startswith(f"| {first.data} |")][0]
+    assert line.endswith("| 0.300 | 0.600 | no |")
+    summary["students"][0]["test"][m] = 0.7
+    (folder / "summary.json").write_text(json.dumps(summary))
+    line = [
+        x
+        for x in render(collect(tmp_path / "runs", tmp_path, own_runs=tmp_path)).splitlines()
+        if x.startswith(f"| {first.data} |")
+    ][0]
+    assert line.endswith("| yes |")
