@@ -52,9 +52,10 @@ ROWS = (
     Row("trecqa-amvlstm_q-glove", "TrecQA (raw)", "map", "aMV-LSTM (Q), GloVe 50d", FINE_TUNED, "trecqa-zero-shot", 0.805),
     Row("sick-mpcnn_attention-glove", "SICK relatedness", "pearson", "attention MP-CNN, GloVe 50d", FINE_TUNED, "sick-zero-shot", None),
     Row("stsb-mpcnn_attention-glove", "STS Benchmark", "pearson", "attention MP-CNN, GloVe 50d", FINE_TUNED, "stsb-zero-shot", None),
+    Row("stsb-amvlstm_q-glove", "STS Benchmark", "pearson", "aMV-LSTM (Q), GloVe 50d", FINE_TUNED, "stsb-zero-shot", None),
     Row("sts2015-mpcnn_attention-glove", "STS2015", "pearson", "attention MP-CNN, GloVe 50d", FINE_TUNED, "sts2015-zero-shot", None),
     Row("sts2016-mpcnn_attention-glove", "STS2016", "pearson", "attention MP-CNN, GloVe 50d", FINE_TUNED, "sts2016-zero-shot", None),
-    Row("msrp-mpcnn_attention-glove", "MSRP", "accuracy", "attention MP-CNN, GloVe 50d", FINE_TUNED, None, None),
+    Row("msrp-amvlstm_q-glove", "MSRP", "accuracy", "aMV-LSTM (Q), GloVe 50d", FINE_TUNED, None, None),
     Row("sick-entailment-amvlstm_q-glove", "SICK entailment", "accuracy", "aMV-LSTM (Q), GloVe 50d", FINE_TUNED, None, None),
 )  # fmt: skip
 
