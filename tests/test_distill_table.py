@@ -62,7 +62,7 @@ def _regression_seed(folder: Path, seed: int, predictions: list[float], gold: li
 def test_a_pearson_row_has_the_seed_aware_test_and_a_shared_labels_row(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     gold = rng.uniform(0, 5, size=200)
-    (row,) = [r for r in ROWS if r.metric == "pearson" and r.dataset == "STS Benchmark"]
+    row = [r for r in ROWS if r.metric == "pearson" and r.dataset == "STS Benchmark"][0]
     folder = tmp_path / "runs" / row.id
     for seed in (1, 2, 3):
         good = gold + rng.normal(0, 0.5, size=200)
