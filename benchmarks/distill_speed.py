@@ -9,6 +9,7 @@ measured alike.
 
     python benchmarks/distill_speed.py --teacher runs/modern/wikiqa-bi-encoder/seed-1/model \
         --dataset wikiqa runs/distill/wikiqa-amvlstm_q-glove-ft/distilled
+    (TrecQA: --dataset trecqa --test-split raw-test)
 """
 
 from __future__ import annotations
@@ -29,10 +30,14 @@ def main() -> None:
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--teacher", required=True, help="model folder or minilm-l6")
     parser.add_argument("--dataset", required=True)
+    parser.add_argument("--test-split", default=None, help="e.g. raw-test for TrecQA")
     parser.add_argument("--pairs", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    config = ExperimentConfig.from_dict({"model": "mvlstm", "data": {"dataset": args.dataset}})
+    data: dict[str, str] = {"dataset": args.dataset}
+    if args.test_split is not None:
+        data |= {"dev_split": args.test_split, "test_split": args.test_split}
+    config = ExperimentConfig.from_dict({"model": "mvlstm", "data": data})
     _, dev, test = load_splits(config)
     split = test if test is not None else dev
     assert split is not None
