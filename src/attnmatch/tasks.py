@@ -492,6 +492,15 @@ class RankingTask(Task):
     def scores(self, outputs: torch.Tensor) -> torch.Tensor:
         return ranking_scores(outputs)
 
+    def teacher_targets(self, outputs: np.ndarray) -> np.ndarray:
+        """The relevance scores standardised over the N pairs (mean 0, std 1; only centred
+        when all are equal): ranking is unchanged, and every teacher speaks on the scale of
+        the student's gold loss (`attnmatch.training.distill`'s docstring says why)."""
+        scores = super().teacher_targets(outputs)  # (N, 1)
+        std = float(scores.std())
+        centred = scores - scores.mean()
+        return (centred / std if std > 0 else centred).astype(np.float32)
+
     def relevance(self, scores: np.ndarray) -> NDArray[np.float64] | None:
         return None if self.calibration is None else self.calibration.probability(scores)
 

@@ -81,7 +81,6 @@ def distill(
     given = _seeds(seeds)
     seed_list: list[int | None] = list(given) if given else [None]
     weight_list = _weights(weights)
-    overrides = _parse_sets(set_)
     _check_output_folder(output, "--output")
     flags = {
         "model": student,
@@ -90,15 +89,11 @@ def distill(
         "data.options.task": None if task is None else task.value,
         "train.epochs": epochs,
     }
-    for key, value in flags.items():
-        if value is not None:
-            overrides = _merge_key(overrides, key, value)
     from attnmatch.matcher import load_matcher
-    from attnmatch.training import ExperimentConfig
     from attnmatch.training.distill import DistillConfig
     from attnmatch.training.experiment import load_splits
 
-    config = ExperimentConfig.from_dict(overrides).with_inputs(inputs, trainable=None)
+    config = _student_config(set_, flags, inputs)
     teachers = [load_matcher(t) for t in teacher]
     splits = load_splits(config)
     options = DistillConfig(loss=loss, weights=weight_list, cross_pairs=cross_pairs)
@@ -112,6 +107,18 @@ def distill(
     write_text_atomic(output / "summary.json", json.dumps(summary, indent=2) + "\n")
     _print_side_by_side(summary, test is not None)
     out.print(f"student saved to [bold]{shown(first.model_dir)}[/bold]")
+
+
+def _student_config(sets: list[str], flags: dict[str, Any], inputs: str | None) -> Any:
+    """The student's experiment: `--set` overrides, then the options given (`flags`, None
+    for an option left out), then the inputs."""
+    from attnmatch.training import ExperimentConfig
+
+    overrides = _parse_sets(sets)
+    for key, value in flags.items():
+        if value is not None:
+            overrides = _merge_key(overrides, key, value)
+    return ExperimentConfig.from_dict(overrides).with_inputs(inputs, trainable=None)
 
 
 def _runs(

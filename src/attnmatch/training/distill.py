@@ -154,18 +154,11 @@ def as_teacher(teacher: Matcher, task: Task, calibration: Sequence[Example]) -> 
 TARGETS_RECIPE = "ranking-standardised"  # in the cache's metadata: how targets were made
 
 
-def standardised(targets: np.ndarray) -> np.ndarray:
-    """(N, 1) scores with mean 0 and standard deviation 1 over the N pairs (unchanged when
-    they are all equal)."""
-    std = float(targets.std())
-    return (targets - targets.mean()) / std if std > 0 else targets - targets.mean()
-
-
 def teacher_targets(teachers: Sequence[Matcher], examples: Sequence[Example]) -> np.ndarray:
     """The teachers' mean targets (`Task.teacher_targets`) for `examples`: (N, K) float32, a
-    ranking teacher's scores standardised first (module docstring). A frozen encoder
-    (zero-shot) encodes each distinct text once (`Inputs.enable_cache`), a bi-encoder each
-    distinct text once (`Matcher.outputs`)."""
+    ranking teacher's scores standardised (`RankingTask.teacher_targets`, module docstring).
+    A frozen encoder (zero-shot) encodes each distinct text once (`Inputs.enable_cache`), a
+    bi-encoder each distinct text once (`Matcher.outputs`)."""
     from attnmatch.models import input_layer
 
     total: np.ndarray | None = None
@@ -173,9 +166,7 @@ def teacher_targets(teachers: Sequence[Matcher], examples: Sequence[Example]) ->
         if teacher.inputs is not None:
             teacher.inputs.enable_cache(input_layer(teacher.model))
         outputs = teacher.outputs([(ex.left, ex.right) for ex in examples])  # (N, C)
-        targets = teacher.task.teacher_targets(outputs)  # (N, K)
-        if teacher.task.kind == "ranking":
-            targets = standardised(targets)  # (N, 1)
+        targets = teacher.task.teacher_targets(outputs)  # (N, K), ranking's standardised
         total = targets if total is None else total + targets
     assert total is not None
     return (total / len(teachers)).astype(np.float32)
