@@ -63,7 +63,28 @@ def test_outside_a_checkout_the_commit_is_unknown(
 ) -> None:
     monkeypatch.setattr(run_dir, "package_repository", lambda: None)
     assert run_dir.source_commit() == "unknown"
-    assert run_dir.environment()["commit"] == "unknown"
+    run_dir.process_commit.cache_clear()
+    try:
+        assert run_dir.environment()["commit"] == "unknown"
+    finally:
+        run_dir.process_commit.cache_clear()
+
+
+@pytest.mark.parametrize("case", ["c8-checkout-edited-during-a-long-command"], ids=str)
+def test_every_run_of_a_process_records_the_commit_it_started_with(
+    case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long command (seeds x weights, table rows) runs the code it imported: an edit of the
+    checkout while it trains must not mark its later runs with another commit."""
+    readings = iter(["abc1234", "abc1234-dirty", "def5678"])
+    monkeypatch.setattr(run_dir, "source_commit", lambda: next(readings))
+    run_dir.process_commit.cache_clear()
+    try:
+        first = run_dir.environment()["commit"]
+        later = [run_dir.environment()["commit"] for _ in range(2)]
+    finally:
+        run_dir.process_commit.cache_clear()
+    assert first == "abc1234" and later == ["abc1234", "abc1234"]
 
 
 @pytest.mark.parametrize("case", ["c3-reproduce-on-a-dirty-checkout"], ids=str)

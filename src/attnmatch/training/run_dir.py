@@ -21,6 +21,8 @@ missing (Windows) the folder is not locked and two runs into one folder are not 
 
 from __future__ import annotations
 
+import functools
+
 import json
 import os
 import platform
@@ -162,10 +164,18 @@ def source_commit() -> str:
     return commit or "unknown"
 
 
+@functools.cache
+def process_commit() -> str:
+    """`source_commit` read once per process, at its first run: the code a process runs is the
+    code it imported, so every run of a long command (seeds, weights, table rows) records the
+    same commit even when the checkout is edited while it trains."""
+    return source_commit()
+
+
 def environment() -> dict[str, Any]:
-    """Versions, machine and the package's commit (`source_commit`), recorded with every
-    result; a run reads it when it starts."""
-    commit = source_commit()
+    """Versions, machine and the package's commit (`process_commit`), recorded with every
+    result."""
+    commit = process_commit()
     return {
         "commit": commit or "unknown",
         "attnmatch": __version__,
