@@ -144,6 +144,12 @@ def test_cache_is_reused_and_a_changed_teacher_or_data_refused(tmp_path: Path) -
     save_file({"targets": first}, str(path), metadata={"teacher": "x", "data": "y"})
     with pytest.raises(ValueError, match="made another way"):  # an older recipe's file
         cached_targets(path, [bm25], examples)
+    # --overwrite scores a stale cache again and replaces it; a matching one is still reused.
+    replaced, seconds = cached_targets(path, [overlap], examples, replace=True)
+    assert seconds > 0.0 and not np.array_equal(replaced, first)
+    kept, seconds = cached_targets(path, [overlap], examples, replace=True)
+    assert seconds == 0.0 and np.array_equal(kept, replaced)
+    assert cached_targets(path, [overlap], examples)[1] == 0.0
 
 
 def test_ranking_teachers_are_standardised_before_they_are_averaged() -> None:

@@ -172,11 +172,34 @@ def teacher_targets(teachers: Sequence[Matcher], examples: Sequence[Example]) ->
     return (total / len(teachers)).astype(np.float32)
 
 
+def _cache_mismatch(meta: dict[str, str], identity: str, digest: str) -> str | None:
+    """Why a cache with metadata `meta` does not hold these teachers' targets for this data
+    (None: it does)."""
+    if meta.get("recipe") != TARGETS_RECIPE:
+        return (
+            f"teacher scores made another way (by an older attnmatch: "
+            f"{meta.get('recipe', 'raw scores')}, now {TARGETS_RECIPE})"
+        )
+    if meta.get("teacher") != identity:
+        return (
+            f"teacher scores of another teacher ({meta.get('teacher', '?')[:12]}, "
+            f"now {identity[:12]})"
+        )
+    if meta.get("data") != digest:
+        return (
+            f"teacher scores of other training data ({meta.get('data', '?')[:12]}, "
+            f"now {digest[:12]})"
+        )
+    return None
+
+
 def cached_targets(
-    path: Path, teachers: Sequence[Matcher], examples: Sequence[Example]
+    path: Path, teachers: Sequence[Matcher], examples: Sequence[Example], *, replace: bool = False
 ) -> tuple[np.ndarray, float]:
     """The teachers' targets for `examples`, read from `path` when it holds them for the same
     teachers and data, else computed and written there. Returns (targets, seconds spent).
+    A cache of another teacher, data or recipe is refused, or with `replace` (`--overwrite`)
+    scored again and replaced; a matching cache is always reused.
 
     Raises:
         ValueError: `path` holds the scores of another teacher or other data (one line).
@@ -187,24 +210,14 @@ def cached_targets(
     identity, digest = teacher_identity(teachers), data_hash(examples)
     if path.exists():
         with safe_open(str(path), framework="numpy") as cached:
-            meta = cached.metadata() or {}
-            if meta.get("recipe") != TARGETS_RECIPE:
-                raise ValueError(
-                    f"{path}: teacher scores made another way (by an older attnmatch: "
-                    f"{meta.get('recipe', 'raw scores')}, now {TARGETS_RECIPE}); delete it to "
-                    "score again"
-                )
-            if meta.get("teacher") != identity:
-                raise ValueError(
-                    f"{path}: teacher scores of another teacher ({meta.get('teacher', '?')[:12]}"
-                    f", now {identity[:12]}); delete it or choose another output folder"
-                )
-            if meta.get("data") != digest:
-                raise ValueError(
-                    f"{path}: teacher scores of other training data ({meta.get('data', '?')[:12]}"
-                    f", now {digest[:12]}); delete it or choose another output folder"
-                )
-            return cached.get_tensor("targets"), 0.0
+            why = _cache_mismatch(cached.metadata() or {}, identity, digest)
+            if why is None:
+                return cached.get_tensor("targets"), 0.0
+        if not replace:
+            raise ValueError(
+                f"{path}: {why}; delete it, pass --overwrite to score again, or choose "
+                "another output folder"
+            )
     start = time.perf_counter()
     targets = teacher_targets(teachers, examples)
     seconds = time.perf_counter() - start
@@ -375,7 +388,7 @@ def distill_splits(
         highlight=False,
         markup=False,
     )
-    targets, seconds = cached_targets(cache, teachers, pairs)
+    targets, seconds = cached_targets(cache, teachers, pairs, replace=overwrite)
     runs: dict[float, Any] = {}
     run_config = config
     for i, weight in enumerate(options.weights):
