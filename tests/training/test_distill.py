@@ -272,3 +272,26 @@ def test_distill_command_passes_cross_pairs_and_refuses_a_negative_share(
     assert seen and seen[0].cross_pairs == 3.0
     refused = CliRunner().invoke(app, [*base, "--cross-pairs", "-1"])
     assert refused.exit_code != 0 and "--cross-pairs" in refused.output
+
+
+def test_seeds_added_later_join_the_folders_summary(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    base = [
+        "distill", "--teacher", "bm25", "--student", "mvlstm", "--dataset", "pairs",
+        "--data-dir", str(FIXTURE), "--inputs", "random", "--epochs", "1", "--weights", "1",
+        "--set", "train.batch_size=4", "--set", "model_overrides.hidden_size=8", "-o", str(run),
+    ]  # fmt: skip
+    first = CliRunner().invoke(app, [*base, "--seeds", "1"])  # seed 1
+    assert first.exit_code == 0, first.output
+    speeds = json.loads((run / "summary.json").read_text())["pairs_per_s"]
+    later = CliRunner().invoke(app, [*base, "--seeds", "3,2", "--no-speed"])
+    assert later.exit_code == 0, later.output
+    summary = json.loads((run / "summary.json").read_text())
+    folders = [Path(s["output_dir"]).name for s in summary["students"]]
+    assert folders == ["seed-1", "seed-2", "seed-3"]
+    assert summary["pairs_per_s"] == speeds and speeds["student"] > 0
+    # Trained again, a seed's entry is the new one, never twice.
+    again = CliRunner().invoke(app, [*base, "--seeds", "2,3", "--no-speed", "--overwrite"])
+    assert again.exit_code == 0, again.output
+    summary = json.loads((run / "summary.json").read_text())
+    assert [Path(s["output_dir"]).name for s in summary["students"]] == folders

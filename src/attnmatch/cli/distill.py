@@ -103,7 +103,7 @@ def distill(
     speeds: dict[str, float] = {}
     if speed:
         speeds = _speeds(teachers[0], first.model_dir, test or dev)
-    summary = _summary(first, results, speeds)
+    summary = _with_earlier_seeds(_summary(first, results, speeds), output / "summary.json")
     write_text_atomic(output / "summary.json", json.dumps(summary, indent=2) + "\n")
     _print_side_by_side(summary, test is not None)
     out.print(f"student saved to [bold]{shown(first.model_dir)}[/bold]")
@@ -183,6 +183,36 @@ def _summary(first: Any, results: list[Any], speeds: dict[str, float]) -> dict[s
         "floors": first.floors,
         "pairs_per_s": {k: round(v, 1) for k, v in speeds.items()},
     }
+
+
+def _with_earlier_seeds(summary: dict[str, Any], file: Path) -> dict[str, Any]:
+    """`summary` with the students of an earlier summary in the same folder that this command
+    did not train again (seeds added later: `--seeds 4,5` beside 1-3), when that summary is of
+    the same teacher (equal teacher metrics) and their folders remain; its pairs/s are kept
+    when this command measured none (`--no-speed`)."""
+    if not file.is_file():
+        return summary
+    try:
+        earlier = json.loads(file.read_text())
+    except (OSError, ValueError):
+        return summary
+    if not isinstance(earlier, dict) or earlier.get("teacher") != summary["teacher"]:
+        return summary
+    trained = {s["output_dir"] for s in summary["students"]}
+    kept = [
+        s
+        for s in earlier.get("students", [])
+        if s.get("output_dir") not in trained and Path(s.get("output_dir", "")).is_dir()
+    ]
+    students = sorted(kept + summary["students"], key=lambda s: _seed_order(s["output_dir"]))
+    speeds = summary["pairs_per_s"] or earlier.get("pairs_per_s", {})
+    return summary | {"students": students, "pairs_per_s": speeds}
+
+
+def _seed_order(folder: str) -> tuple[int, str]:
+    name = Path(folder).name
+    number = name.removeprefix("seed-")
+    return (int(number), folder) if number.isdigit() else (-1, folder)
 
 
 def _print_side_by_side(summary: dict[str, Any], has_test: bool) -> None:
