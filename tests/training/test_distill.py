@@ -235,6 +235,9 @@ def test_distill_command_prints_teacher_student_and_floors(tmp_path: Path) -> No
     assert "floor: bm25" in result.output and "pairs/s" in result.output
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["pairs_per_s"]["student"] > 0 and summary["teacher"]["test"]["map"] == 1.0
+    assert summary["pairs_per_s"]["overlap"] > 0 and summary["pairs_per_s"]["bm25"] > 0
+    floor_line = next(line for line in result.output.splitlines() if "floor: bm25" in line)
+    assert "pairs/s" in floor_line
 
 
 def test_speeds_are_measured_on_pairs_of_new_text() -> None:

@@ -24,6 +24,7 @@ from attnmatch.cli.training import (
 )
 from attnmatch.terminal import shown
 
+LEXICAL_FLOORS = ("overlap", "bm25")  # their pairs/s are measured beside the models'
 SPEED_PAIRS = 300  # pairs of the test (or dev) split each model scores for its pairs/s
 
 
@@ -166,13 +167,15 @@ def _weights(text: str) -> tuple[float, ...]:
 
 
 def _speeds(teacher: Any, model_dir: Path, split: Any) -> dict[str, float]:
-    """One-thread pairs/s of the teacher and the student, side by side (interleaved), on
-    pairs of new text (`new_text_pairs`)."""
+    """One-thread pairs/s of the teacher, the student and the lexical floors, side by side
+    (interleaved), on pairs of new text (`new_text_pairs`)."""
     from attnmatch.matcher import Matcher
     from attnmatch.training.distill import new_text_pairs, pairs_per_second
 
     pairs = new_text_pairs(split.examples, SPEED_PAIRS)
-    return pairs_per_second({"teacher": teacher, "student": Matcher.load(model_dir)}, pairs)
+    matchers = {"teacher": teacher, "student": Matcher.load(model_dir)}
+    matchers |= {name: Matcher.from_lexical(name) for name in LEXICAL_FLOORS}
+    return pairs_per_second(matchers, pairs)
 
 
 def _summary(first: Any, results: list[Any], speeds: dict[str, float]) -> dict[str, Any]:
@@ -245,7 +248,7 @@ def _print_side_by_side(summary: dict[str, Any], has_test: bool) -> None:
             f"floor: {name}",
             floors.get("dev", {}).get(name, {}).get(metric),
             floors.get(split, {}).get(name, {}).get(metric),
-            None,
+            speeds.get(name),
         )
 
 
