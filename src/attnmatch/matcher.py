@@ -553,7 +553,7 @@ class Matcher:
         train: Any,
         dev: Any = None,
         *,
-        student: str = "amvlstm_q",
+        student: str | None = None,
         inputs: str | dict[str, Any] | None = None,
         task: str | None = None,
         weights: Sequence[float] = (0.5, 1.0),
@@ -570,7 +570,9 @@ class Matcher:
             teacher: a Matcher, a model directory or encoder source ("minilm-l6": zero-shot),
                 or a list of them (their scores averaged).
             train, dev, task: as `Matcher.fit` (pairs, a DataFrame, or a dataset name).
-            student: a preset or model type (any seed model), on `inputs` (as `Matcher.fit`).
+            student: a preset or model type (any seed model), on `inputs` (as `Matcher.fit`);
+                None: the task's (`attnmatch.tasks.DISTILL_STUDENTS`: attention MP-CNN for
+                similarity scores, aMV-LSTM (Q) otherwise).
             weights: the distillation loss's weights tried (one run each, the best on dev).
             loss: the distillation loss ("auto": Margin-MSE for ranking, squared error for
                 regression, soft-label KL for classification).

@@ -66,6 +66,13 @@ DISTILL_LOSSES: dict[str, tuple[str, ...]] = {
     "classification": ("soft_kl",),
     "regression": ("score_mse",),
 }
+# The student `attnmatch distill` trains when none is named: attention MP-CNN learns a
+# similarity score where aMV-LSTM (Q) does not (results/distill.md: STS Benchmark, own pairs).
+DISTILL_STUDENTS: dict[str, str] = {
+    "ranking": "amvlstm_q",
+    "classification": "amvlstm_q",
+    "regression": "mpcnn_attention",
+}
 # The keys of a saved task (config.json "task").
 SAVED_KEYS = ("kind", "class_names", "min_score", "max_score", "calibration", "threshold")
 # A cosine read by a listwise softmax: 20 x cosine, sentence-transformers' scale.
@@ -275,6 +282,11 @@ class Task(ABC):
                 f"{', '.join(accepted)}"
             )
         return resolved
+
+    @property
+    def distill_student(self) -> str:
+        """The student preset distillation trains when none is named (`DISTILL_STUDENTS`)."""
+        return DISTILL_STUDENTS[self.kind]
 
     def teacher_targets(self, outputs: np.ndarray) -> np.ndarray:
         """What a student learns from a teacher's outputs (N, C): (N, 1) scores (ranking:

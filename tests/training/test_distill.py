@@ -298,3 +298,43 @@ def test_seeds_added_later_join_the_folders_summary(tmp_path: Path) -> None:
     assert again.exit_code == 0, again.output
     summary = json.loads((run / "summary.json").read_text())
     assert [Path(s["output_dir"]).name for s in summary["students"]] == folders
+
+
+@pytest.mark.parametrize(
+    ("task", "labels", "expected"),
+    [
+        ("regression", [0.5, 3.0, 4.5, 1.0], "mpcnn_attention"),
+        ("classification", [0, 1, 1, 0], "amvlstm_q"),
+        ("ranking", [1, 0, 1, 0], "amvlstm_q"),
+    ],
+)
+def test_the_default_student_is_the_tasks(task: str, labels: list[float], expected: str) -> None:
+    from attnmatch.training.distill import default_student, in_memory_splits
+
+    pairs = [("a b", "a c", labels[0]), ("d e", "f g", labels[1])]
+    pairs += [("h i", "h j", labels[2]), ("k l", "m n", labels[3])]
+    assert default_student(in_memory_splits(pairs, None, task)) == expected
+
+
+def test_the_distill_command_trains_the_tasks_student_when_none_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import attnmatch.training.distill as module
+
+    models: list[str] = []
+
+    def capture(*args: object, **kwargs: object) -> None:
+        models.append(args[0].model)  # type: ignore[attr-defined]
+        raise SystemExit(0)
+
+    monkeypatch.setattr(module, "distill_splits", capture)
+    monkeypatch.setattr(module, "default_student", lambda splits: "mpcnn_attention")
+    base = [
+        "distill", "--teacher", "bm25", "--dataset", "pairs", "--data-dir", str(FIXTURE),
+        "--inputs", "random", "-o", str(tmp_path / "run"),
+    ]  # fmt: skip
+    result = CliRunner().invoke(app, base)
+    assert models == ["mpcnn_attention"] and "the task's default" in result.output
+    CliRunner().invoke(app, [*base, "--student", "mvlstm"])
+    CliRunner().invoke(app, [*base, "--set", "model=hcrn"])
+    assert models == ["mpcnn_attention", "mvlstm", "hcrn"]

@@ -25,6 +25,10 @@ from attnmatch.cli.training import (
 from attnmatch.terminal import shown
 
 LEXICAL_FLOORS = ("overlap", "bm25")  # their pairs/s are measured beside the models'
+_STUDENT_HELP = (
+    "The student: a preset or model name, e.g. amvlstm_q (default: the task's, attention "
+    "MP-CNN for similarity scores, aMV-LSTM (Q) otherwise)."
+)
 SPEED_PAIRS = 300  # pairs of the test (or dev) split each model scores for its pairs/s
 
 
@@ -36,9 +40,7 @@ def distill(
             "average several teachers' scores."
         ),
     ],
-    student: Annotated[
-        str, typer.Option(help="The student: a preset or model name, e.g. amvlstm_q.")
-    ] = "amvlstm_q",
+    student: Annotated[str | None, typer.Option(help=_STUDENT_HELP)] = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="Run folder.")] = Path(
         "runs/distill"
     ),
@@ -92,11 +94,9 @@ def distill(
     }
     from attnmatch.matcher import load_matcher
     from attnmatch.training.distill import DistillConfig
-    from attnmatch.training.experiment import load_splits
 
-    config = _student_config(set_, flags, inputs)
     teachers = [load_matcher(t) for t in teacher]
-    splits = load_splits(config)
+    config, splits = _student_and_splits(set_, flags, inputs)
     options = DistillConfig(loss=loss, weights=weight_list, cross_pairs=cross_pairs)
     results = _runs(config, teachers, splits, output, options, seed_list, progress, overwrite)
     first = results[0]
@@ -108,6 +108,23 @@ def distill(
     write_text_atomic(output / "summary.json", json.dumps(summary, indent=2) + "\n")
     _print_side_by_side(summary, test is not None)
     out.print(f"student saved to [bold]{shown(first.model_dir)}[/bold]")
+
+
+def _student_and_splits(
+    sets: list[str], flags: dict[str, Any], inputs: str | None
+) -> tuple[Any, Any]:
+    """The student's experiment (`_student_config`) and the data's (train, dev, test) splits;
+    without a student named (`--student`, `--set model=`), the task's (`default_student`)."""
+    from attnmatch.training.distill import default_student
+    from attnmatch.training.experiment import load_splits
+
+    config = _student_config(sets, flags, inputs)
+    splits = load_splits(config)
+    if flags["model"] is None and "model" not in _parse_sets(sets):
+        flags = flags | {"model": default_student(splits)}
+        config = _student_config(sets, flags, inputs)
+        err.print(f"student: {flags['model']} (the task's default; --student to choose another)")
+    return config, splits
 
 
 def _student_config(sets: list[str], flags: dict[str, Any], inputs: str | None) -> Any:

@@ -506,12 +506,19 @@ def in_memory_splits(train: Any, dev: Any, task: str | None) -> tuple[Split, Spl
     return train_split, _split(dev_examples, "dev", scheme), None
 
 
+def default_student(splits: tuple[Split, Split | None, Split | None]) -> str:
+    """The student preset for the task of (train, dev, test) `splits` when none is named
+    (`Task.distill_student`)."""
+    train_split, dev, _ = splits
+    return experiment_task(train_split, dev).distill_student
+
+
 def distill_matcher(
     teacher: Any,
     train: Any,
     dev: Any,
     *,
-    student: str,
+    student: str | None,
     inputs: Any,
     task: str | None,
     options: DistillConfig,
@@ -540,13 +547,18 @@ def distill_matcher(
         if isinstance(train, str)
         else DataConfig(dataset="pairs", test_split=None)
     )
+    splits = (
+        load_splits(ExperimentConfig(data=data))
+        if isinstance(train, str)
+        else in_memory_splits(train, dev, task)
+    )
+    student = student or default_student(splits)
     config = ExperimentConfig(
         model=student,
         inputs=None if inputs is None else parse_inputs(inputs, default=default_inputs(student)),
         data=data,
         train=configs.from_dict(TrainConfig, train_options, path="train"),
     )
-    splits = load_splits(config) if isinstance(train, str) else in_memory_splits(train, dev, task)
 
     def run(out: Path) -> Matcher:
         result = distill_splits(config, teachers, splits, out, options, progress=progress)
