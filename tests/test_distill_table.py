@@ -50,6 +50,18 @@ def test_a_row_with_runs_has_means_and_a_paired_test(tmp_path: Path) -> None:
     assert "6,000" in render(data) and "not run" in render(data)  # the other rows
 
 
+def test_a_row_compares_only_the_seeds_both_arms_finished(tmp_path: Path) -> None:
+    row = tmp_path / "runs" / ROWS[0].id
+    for seed in (1, 2, 3):  # seed 3 distilled only: its labels-only run is still training
+        _seed(row / "distilled", seed, [1.0, 0.5] * 5 if seed < 3 else [0.0] * 10, "distill.json")
+    for seed in (1, 2):
+        _seed(row / "labels", seed, [0.5] * 10, "result.json")
+    (row / "distilled" / "summary.json").write_text(json.dumps({"teacher": {"test": {}}}))
+    first = collect(tmp_path / "runs", tmp_path)["distillation"][0]
+    assert first["distilled"] == {"mean": 0.75, "std": 0.0, "seeds": 2}
+    assert first["labels"]["seeds"] == 2 and first["paired"]["difference"] == 0.25
+
+
 def _regression_seed(folder: Path, seed: int, predictions: list[float], gold: list[float]) -> None:
     run = folder / f"seed-{seed}"
     run.mkdir(parents=True)

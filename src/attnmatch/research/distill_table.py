@@ -65,16 +65,19 @@ ROWS = (
 @dataclass(frozen=True)
 class OwnRow:
     """A run on one of examples/own_data's sets: RUNS_OWN/<folder>/ (`attnmatch distill` on
-    `pairs:examples/own_data/<data>`), its metric, student and inputs and how it was run."""
+    `pairs:examples/own_data/<data>`), its metric, student and inputs, how it was run and its
+    teacher (MiniLM zero-shot, or the default model `attnmatch train` fine-tuned on the set)."""
 
     folder: str
     data: str
     metric: str
     student: str
     how: str
+    teacher: str = ZERO_SHOT
 
 
 FEATURES = "--set overlap_features=true"
+OWN_DEFAULT = "the default model, fine-tuned on the set"
 OWN_ROWS = (
     OwnRow("distill_own/faq", "faq", "map", "aMV-LSTM (Q), GloVe 50d", "defaults"),
     OwnRow("distill_own_feat/faq", "faq", "map", "aMV-LSTM (Q), GloVe 50d", FEATURES),
@@ -92,6 +95,9 @@ OWN_ROWS = (
     OwnRow("distill_own_feat/similarity", "similarity", "pearson", "aMV-LSTM (Q), GloVe 50d", f"--student amvlstm_q {FEATURES}"),
     OwnRow("distill_own_wp/similarity", "similarity", "pearson", "aMV-LSTM (Q), MiniLM word pieces", "--student amvlstm_q"),
     OwnRow("distill_own_feat_wp/similarity", "similarity", "pearson", "aMV-LSTM (Q), MiniLM word pieces", f"--student amvlstm_q {FEATURES}"),
+    OwnRow("distill_own_ft/faq", "faq", "map", "aMV-LSTM (Q), MiniLM word pieces", "defaults", OWN_DEFAULT),
+    OwnRow("distill_own_ft/paraphrase", "paraphrase", "accuracy", "aMV-LSTM (Q), MiniLM word pieces", "defaults", OWN_DEFAULT),
+    OwnRow("distill_own_ft/similarity", "similarity", "pearson", "attention MP-CNN, MiniLM word pieces", "defaults", OWN_DEFAULT),
 )  # fmt: skip
 
 
@@ -108,6 +114,7 @@ def collect_own(row: OwnRow, runs: Path) -> dict[str, Any] | None:
         "metric": row.metric,
         "student": row.student,
         "how": row.how,
+        "teacher_model": row.teacher,
         "teacher": summary["teacher"]["test"][row.metric],
         "student_test": chosen["test"][row.metric],
         "weight": chosen["weight"],
@@ -127,16 +134,23 @@ def _seed_folders(folder: Path) -> list[Path]:
     return sorted(p for p in folder.glob("seed-*") if (p / "test_items.json").is_file())
 
 
+def _shared_seeds(distilled: Path, labels: Path) -> list[str]:
+    """The seed folders (seed-<s>) both arms finished: a row compares the same seeds (a seed
+    still training on one side is left out of both)."""
+    names = {p.name for p in _seed_folders(labels)}
+    return [p.name for p in _seed_folders(distilled) if p.name in names]
+
+
 def _test_values(
-    folder: Path, metric: str
+    folder: Path, metric: str, names: list[str]
 ) -> tuple[list[float], dict[str, list[float]], list[dict[str, Any]]]:
     """Each seed's test metric (result.json or distill.json), each test item's value in each
     seed (items of every seed only; none for a metric that is no mean over items, such as
-    Pearson) and each seed's test items as saved (test_items.json)."""
+    Pearson) and each seed's test items as saved (test_items.json); seeds `names` only."""
     values: list[float] = []
     per_item: dict[str, list[float]] = {}
     saved: list[dict[str, Any]] = []
-    seeds = _seed_folders(folder)
+    seeds = [folder / name for name in names]
     for seed in seeds:
         result = seed / ("distill.json" if (seed / "distill.json").is_file() else "result.json")
         values.append(float(json.loads(result.read_text())["test"][metric]))
@@ -171,10 +185,11 @@ def collect_row(row: Row, runs: Path, modern: dict[str, Any]) -> dict[str, Any]:
         "zero_shot": _zero_shot(modern, row.zero_shot, row.metric),
     }
     distilled, labels = runs / row.id / "distilled", runs / (row.labels or row.id) / "labels"
-    if not _seed_folders(distilled) or not _seed_folders(labels):
+    names = _shared_seeds(distilled, labels)
+    if not names:
         return out | {"not_run": row.not_run or NOT_RUN}
-    d_values, d_items, d_saved = _test_values(distilled, row.metric)
-    l_values, l_items, l_saved = _test_values(labels, row.metric)
+    d_values, d_items, d_saved = _test_values(distilled, row.metric, names)
+    l_values, l_items, l_saved = _test_values(labels, row.metric, names)
     summary = json.loads((distilled / "summary.json").read_text())
     teacher = summary.get("teacher", {}).get("test", {}).get(row.metric)
     out.update(
@@ -272,23 +287,25 @@ def render(data: dict[str, Any]) -> str:
             "",
             "## Your own pairs: examples/own_data",
             "",
-            "`attnmatch distill --teacher minilm-l6 --dataset pairs:examples/own_data/<set> "
-            "--inputs <inputs>` and the options of the run column (the teacher: MiniLM "
-            "zero-shot; the student: the task's default, attention MP-CNN for similarity and "
-            "aMV-LSTM (Q) otherwise, unless `--student` names another; one seed; weights 0.5 "
-            "and 1, the better on dev kept). Test figures; a student beats a floor when its "
-            "figure is higher.",
+            "`attnmatch distill --teacher TEACHER --dataset pairs:examples/own_data/<set> "
+            "--inputs <inputs>` and the options of the run column (TEACHER: `minilm-l6`, MiniLM "
+            "zero-shot, or `runs/own/<set>/model`, the default model `attnmatch train --dataset "
+            "pairs:examples/own_data/<set>` fine-tuned; the student: the task's default, "
+            "attention MP-CNN for similarity and aMV-LSTM (Q) otherwise, unless `--student` "
+            "names another; one seed; weights 0.5 and 1, the better on dev kept). Test figures; "
+            "a student beats a floor when its figure is higher.",
             "",
-            "| set | metric | student | run | teacher | student | word overlap | BM25 | "
-            "beats both floors |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| set | metric | student | run | teacher | teacher's test | student | word overlap "
+            "| BM25 | beats both floors |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in own:
             floors = r["floors"]
             beats = all(r["student_test"] > v for v in floors.values()) and bool(floors)
             lines.append(
                 f"| {r['data']} | {r['metric']} | {r['student']} | {r['how']} | "
-                f"{_num(r['teacher'])} | {_num(r['student_test'])} | "
+                f"{r.get('teacher_model', ZERO_SHOT)} | {_num(r['teacher'])} | "
+                f"{_num(r['student_test'])} | "
                 f"{_num(floors.get('overlap'))} | {_num(floors.get('bm25'))} | "
                 f"{'yes' if beats else 'no'} |"
             )
