@@ -31,7 +31,8 @@ from attnmatch.tasks import item_values
 class Row:
     """A row: its run folder name, dataset label, metric, student, teacher, modern.json
     zero-shot row and the paper's best figure (the five seed papers; None where none reports
-    it). `labels`: the row whose labels-only runs it shares (the same student, data and
+    it, or reports it under another protocol, e.g. STS2016's pair-weighted Pearson). `labels`:
+    the row whose labels-only runs it shares (the same student, data and
     settings), when not its own."""
 
     id: str
@@ -55,7 +56,7 @@ ROWS = (
     Row("sick-mpcnn_attention-glove", "SICK relatedness", "pearson", "attention MP-CNN, GloVe 50d", FINE_TUNED, "sick-zero-shot", None),
     Row("stsb-mpcnn_attention-glove", "STS Benchmark", "pearson", "attention MP-CNN, GloVe 50d", FINE_TUNED, "stsb-zero-shot", None),
     Row("stsb-amvlstm_q-glove", "STS Benchmark", "pearson", "aMV-LSTM (Q), GloVe 50d", FINE_TUNED, "stsb-zero-shot", None),
-    Row("sts2015-mpcnn_attention-glove", "STS2015", "pearson", "attention MP-CNN, GloVe 50d", FINE_TUNED, "sts2015-zero-shot", None),
+    Row("sts2015-mpcnn_attention-glove", "STS2015", "pearson", "attention MP-CNN, GloVe 50d", FINE_TUNED, "sts2015-zero-shot", 0.804),
     Row("sts2016-mpcnn_attention-glove", "STS2016", "pearson", "attention MP-CNN, GloVe 50d", FINE_TUNED, "sts2016-zero-shot", None),
     Row("msrp-amvlstm_q-glove", "MSRP", "accuracy", "aMV-LSTM (Q), GloVe 50d", FINE_TUNED, None, None),
     Row("sick-entailment-amvlstm_q-glove", "SICK entailment", "accuracy", "aMV-LSTM (Q), GloVe 50d", FINE_TUNED, None, None, not_run="no fine-tuned SICK entailment teacher yet (results/modern.md has no SICK entailment rows to train one from)"),
