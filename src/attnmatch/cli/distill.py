@@ -24,7 +24,6 @@ from attnmatch.cli.training import (
 )
 from attnmatch.terminal import shown
 
-LEXICAL_FLOORS = ("overlap", "bm25")  # their pairs/s are measured beside the models'
 _STUDENT_HELP = (
     "The student: a preset or model name, e.g. amvlstm_q (default: the task's, attention "
     "MP-CNN for similarity scores, aMV-LSTM (Q) otherwise)."
@@ -186,12 +185,13 @@ def _weights(text: str) -> tuple[float, ...]:
 def _speeds(teacher: Any, model_dir: Path, split: Any) -> dict[str, float]:
     """One-thread pairs/s of the teacher, the student and the lexical floors, side by side
     (interleaved), on pairs of new text (`new_text_pairs`)."""
+    from attnmatch.floors import FLOOR_LEXICAL
     from attnmatch.matcher import Matcher
     from attnmatch.training.distill import new_text_pairs, pairs_per_second
 
     pairs = new_text_pairs(split.examples, SPEED_PAIRS)
     matchers = {"teacher": teacher, "student": Matcher.load(model_dir)}
-    matchers |= {name: Matcher.from_lexical(name) for name in LEXICAL_FLOORS}
+    matchers |= {name: Matcher.from_lexical(name) for name in FLOOR_LEXICAL}
     return pairs_per_second(matchers, pairs)
 
 
