@@ -235,6 +235,27 @@ def test_reproduce_update_replaces_only_the_rows_given(
     assert "gated" in (results / "tiny.md").read_text()
 
 
+def test_an_updated_table_says_the_claims_page_beside_it_is_decided_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from attnmatch.cli import app
+
+    _project(tmp_path, monkeypatch)
+    update = ["reproduce", "tiny", "--rows", "gated", "--update", "--seeds", "1", "--no-progress"]
+    runner = CliRunner()
+    assert runner.invoke(app, ["reproduce", "tiny", "--seeds", "1", "--no-progress"]).exit_code == 0
+    quiet = runner.invoke(app, update)
+    assert quiet.exit_code == 0, quiet.output
+    assert "reproduce claims --no-train" not in quiet.output  # no claims page yet
+    (tmp_path / "results" / "claims.json").write_text("{}")
+    told = runner.invoke(app, update)
+    assert told.exit_code == 0, told.output
+    assert "claims.json is decided from the tables" in " ".join(told.output.split())
+    assert "attnmatch reproduce claims --no-train" in " ".join(told.output.split())
+
+
 def test_two_updates_of_one_table_at_once_keep_both_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -196,6 +196,21 @@ def reproduce(
         update=update,
     )
     _print_lines(render_markdown(result, spec.metrics))
+    if row_ids is None or update:
+        _say_claims_stale(results_dir)
+
+
+def _say_claims_stale(results_dir: Path) -> None:
+    """A table was written: the claims page beside it is decided from the tables (a system's
+    row, a benchmark's best row), so it may now be out of date."""
+    if (results_dir / "claims.json").is_file():
+        err.print(
+            shown(
+                f"{results_dir / 'claims.json'} is decided from the tables in {results_dir}: "
+                "decide it again with `attnmatch reproduce claims --no-train`"
+            ),
+            highlight=False,
+        )
 
 
 def _row_ids(rows: str) -> list[str]:

@@ -22,7 +22,6 @@ missing (Windows) the folder is not locked and two runs into one folder are not 
 from __future__ import annotations
 
 import functools
-
 import json
 import os
 import platform
