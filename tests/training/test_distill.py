@@ -300,6 +300,32 @@ def test_seeds_added_later_join_the_folders_summary(tmp_path: Path) -> None:
     assert [Path(s["output_dir"]).name for s in summary["students"]] == folders
 
 
+def test_an_interrupted_distillation_resumes_and_a_finished_one_is_reused(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    base = [
+        "distill", "--teacher", "bm25", "--student", "mvlstm", "--dataset", "pairs",
+        "--data-dir", str(FIXTURE), "--inputs", "random", "--weights", "1", "--no-speed",
+        "--set", "train.batch_size=4", "--set", "model_overrides.hidden_size=8", "-o", str(run),
+    ]  # fmt: skip
+    first = CliRunner().invoke(app, [*base, "--epochs", "1"])
+    assert first.exit_code == 0, first.output
+    refused = CliRunner().invoke(app, [*base, "--epochs", "2"])  # the folder holds a run
+    assert refused.exit_code != 0
+    # A longer budget continues the run from its checkpoint, not from scratch ...
+    longer = CliRunner().invoke(app, [*base, "--epochs", "2", "--resume"])
+    assert longer.exit_code == 0, longer.output
+    assert "after epoch 1" in " ".join(longer.output.split())
+    log = (run / "weight-1" / "log.jsonl").read_text().splitlines()
+    assert [json.loads(line)["epoch"] for line in log] == [1, 2]
+    # ... and once finished, the same command reuses it.
+    again = CliRunner().invoke(app, [*base, "--epochs", "2", "--resume"])
+    assert again.exit_code == 0, again.output
+    assert "finished earlier" in " ".join(again.output.split())
+    assert (run / "weight-1" / "log.jsonl").read_text().splitlines() == log
+    both = CliRunner().invoke(app, [*base, "--resume", "--overwrite"])
+    assert both.exit_code != 0 and "--resume" in both.output
+
+
 @pytest.mark.parametrize(
     ("task", "labels", "expected"),
     [

@@ -31,6 +31,15 @@ _STUDENT_HELP = (
 SPEED_PAIRS = 300  # pairs of the test (or dev) split each model scores for its pairs/s
 
 
+_ResumeOption = Annotated[
+    bool,
+    typer.Option(
+        help="Continue an interrupted distillation in OUTPUT: finished runs are reused, the "
+        "others continue from their last checkpoint."
+    ),
+]
+
+
 def distill(
     teacher: Annotated[
         list[str],
@@ -77,9 +86,12 @@ def distill(
         bool, typer.Option(help="Measure teacher and student pairs/s on one CPU thread.")
     ] = True,
     overwrite: _OverwriteOption = False,
+    resume: _ResumeOption = False,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = False,
 ) -> None:
     """Distil a teacher into a fast student; prints teacher, student and floors side by side."""
+    if resume and overwrite:
+        raise typer.BadParameter("give --resume or --overwrite, not both", param_hint="--resume")
     given = _seeds(seeds)
     seed_list: list[int | None] = list(given) if given else [None]
     weight_list = _weights(weights)
@@ -97,7 +109,8 @@ def distill(
     teachers = [load_matcher(t) for t in teacher]
     config, splits = _student_and_splits(set_, flags, inputs)
     options = DistillConfig(loss=loss, weights=weight_list, cross_pairs=cross_pairs)
-    results = _runs(config, teachers, splits, output, options, seed_list, progress, overwrite)
+    folders = {"overwrite": overwrite, "resume": resume}
+    results = _runs(config, teachers, splits, output, options, seed_list, progress, folders)
     first = results[0]
     _, dev, test = splits
     speeds: dict[str, float] = {}
@@ -146,10 +159,11 @@ def _runs(
     options: Any,
     seeds: list[int | None],
     progress: bool,
-    overwrite: bool,
+    folders: dict[str, bool],
 ) -> list[Any]:
     """One distillation per seed (OUTPUT/seed-<s>/ when seeds are given), sharing the
-    teacher's cached scores; the teacher is evaluated with the first."""
+    teacher's cached scores; the teacher is evaluated with the first. `folders`: overwrite
+    and resume, as `distill_splits` takes them."""
     from attnmatch.training.distill import CACHE_FILE, distill_splits
 
     results: list[Any] = []
@@ -164,7 +178,8 @@ def _runs(
                 options,
                 console=err,
                 progress=progress,
-                overwrite=overwrite,
+                overwrite=folders["overwrite"],
+                resume=folders["resume"],
                 cache=output / CACHE_FILE,
                 evaluate_teacher=not results,
             )

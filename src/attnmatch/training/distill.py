@@ -358,6 +358,7 @@ def distill_splits(
     console: Console | None = None,
     progress: bool = False,
     overwrite: bool = False,
+    resume: bool = False,
     cache: Path | None = None,
     evaluate_teacher: bool = False,
 ) -> DistillResult:
@@ -365,13 +366,12 @@ def distill_splits(
     one run per weight under output_dir/weight-<w>/, the best on dev copied to
     output_dir/model and evaluated once on test (output_dir/distill.json, test_items.json).
     The teacher's targets are cached in `cache` (default output_dir/teacher_scores.safetensors;
-    runs of several seeds share one).
+    runs of several seeds share one). With `resume`, a weight's run that finished is reused
+    and one that was interrupted continues from its last checkpoint.
 
     Raises:
         ValueError: a teacher of another task, or a cache of another teacher or data.
     """
-    from attnmatch.training.trainer import train
-
     options = options or DistillConfig()
     console = console or Console(stderr=True)
     out = Path(output_dir)
@@ -397,13 +397,8 @@ def distill_splits(
             exp = experiment_from_splits(run_config, train_split, dev, None)
         console.rule(f"distillation weight {weight:g} ({loss})")
         student = distilled_experiment(exp, pairs, targets, Distillation(loss, weight))
-        runs[weight] = train(
-            run_config,
-            out / f"weight-{weight:g}",
-            experiment=student,
-            overwrite=overwrite,
-            progress=progress,
-            console=console,
+        runs[weight] = _train_student(
+            student, out / f"weight-{weight:g}", console, progress, overwrite, resume
         )
     weight = _best_weight(runs, exp)
     chosen = runs[weight]
@@ -428,6 +423,33 @@ def distill_splits(
         result.teacher_metrics = _teacher_metrics(teachers, dev, test)
     write_text_atomic(out / RESULT_FILE, json.dumps(result.to_dict(), indent=2) + "\n")
     return result
+
+
+def _train_student(
+    student: Experiment,
+    path: Path,
+    console: Console,
+    progress: bool,
+    overwrite: bool,
+    resume: bool,
+) -> Any:
+    """Trains one weight's student into `path`; with `resume`, the run that finished there is
+    reused (the same experiment: `RunDir.finished`) and an interrupted one continues."""
+    from attnmatch.training.run_dir import RunDir
+    from attnmatch.training.trainer import train
+
+    if resume and (done := RunDir(path).finished(student.config)) is not None:
+        console.print(f"{path}: finished earlier, reusing its result", markup=False)
+        return done
+    return train(
+        student.config,
+        path,
+        experiment=student,
+        overwrite=overwrite,
+        resume=resume,
+        progress=progress,
+        console=console,
+    )
 
 
 def _floors(
