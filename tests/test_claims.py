@@ -285,6 +285,42 @@ def test_two_updates_of_one_table_at_once_keep_both_rows(
     assert rows["plain"]["seeds"] == [3] and rows["gated"]["seeds"] == [2]
 
 
+def test_an_update_keeps_a_row_added_to_the_table_file_while_it_trained(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Row "added" enters tiny.toml and is written by another `--update` while "gated" trains
+    under the older file: the row is kept, in the file's order."""
+    from attnmatch.research import reproduce as module
+
+    project = _project(tmp_path, monkeypatch)
+    runs, results = tmp_path / "runs", tmp_path / "results"
+    module.reproduce("tiny", seeds=[1], runs_dir=runs, results_dir=results, progress=False)
+    toml = project / "benchmarks" / "tables" / "tiny.toml"
+    plain = toml.read_text().split("[[rows]]")[1]
+    real_train_row = module._train_row
+
+    def meanwhile(*args: object, **kwargs: object) -> dict[str, object]:
+        row = real_train_row(*args, **kwargs)  # type: ignore[arg-type]
+        monkeypatch.setattr(module, "_train_row", real_train_row)
+        added = plain.replace('id = "plain"', 'id = "added"')
+        toml.write_text(toml.read_text() + "\n[[rows]]" + added)
+        module.reproduce(
+            "tiny", seeds=[3], rows=["added"], runs_dir=runs, results_dir=results,
+            progress=False, update=True,
+        )  # fmt: skip
+        return row
+
+    monkeypatch.setattr(module, "_train_row", meanwhile)
+    module.reproduce(
+        "tiny", seeds=[2], rows=["gated"], runs_dir=runs, results_dir=results, progress=False,
+        update=True,
+    )  # fmt: skip
+    rows = json.loads((results / "tiny.json").read_text())["rows"]
+    assert [r["id"] for r in rows] == ["plain", "gated", "added"]
+    assert rows[1]["seeds"] == [2] and rows[2]["seeds"] == [3]
+    assert "added" in (results / "tiny.md").read_text()
+
+
 def test_decided_again_from_the_system_files_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

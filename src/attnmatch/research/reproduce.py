@@ -267,16 +267,34 @@ def reproduce(
         saved.parent.mkdir(parents=True, exist_ok=True)
         with file_lock(saved.with_name(f".{saved.name}.lock")):
             if previous is not None:  # the other rows as they are now
-                previous = json.loads(saved.read_text(encoding="utf-8"))
-                fresh = {r["id"]: r for r in out_rows}
-                kept = {r["id"]: r for r in previous["rows"]}
-                result["rows"] = [
-                    fresh.get(r.id) or kept[r.id]
-                    for r in spec.rows
-                    if r.id in fresh or r.id in kept
-                ]
+                spec = _merge_rows(result, out_rows, saved, spec, table)
             _write_result(result, spec, Path(results_dir))
     return result
+
+
+def _merge_rows(
+    result: dict[str, Any],
+    out_rows: list[dict[str, Any]],
+    saved: Path,
+    spec: TableSpec,
+    table: str | Path,
+) -> TableSpec:
+    """Puts `out_rows` into the table as `saved` holds it now, in the order of the table file
+    as it is now: a row added to the file while these trained, and written meanwhile by another
+    `--update`, is kept (a row the file no longer has is dropped). Returns the spec the page
+    is rendered with."""
+    try:
+        spec = load_table(find_table(table))  # the file may have gained rows since the start
+    except (OSError, ValueError):  # edited into an invalid file meanwhile: the start's
+        pass
+    previous = json.loads(saved.read_text(encoding="utf-8"))
+    fresh = {r["id"]: r for r in out_rows}
+    kept = {r["id"]: r for r in previous["rows"]}
+    result["rows"] = [
+        fresh.get(r.id) or kept[r.id] for r in spec.rows if r.id in fresh or r.id in kept
+    ]
+    result.update(notes=list(spec.notes), summary=spec.summary, title=spec.title)
+    return spec
 
 
 def _selected_rows(spec: TableSpec, rows: list[str] | None) -> list[TableRow]:
