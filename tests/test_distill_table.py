@@ -62,6 +62,21 @@ def test_a_row_compares_only_the_seeds_both_arms_finished(tmp_path: Path) -> Non
     assert first["labels"]["seeds"] == 2 and first["paired"]["difference"] == 0.25
 
 
+def test_a_row_says_the_weights_it_tried_and_an_unfinished_one_waits(tmp_path: Path) -> None:
+    row = tmp_path / "runs" / ROWS[0].id
+    for seed in (1, 2):
+        _seed(row / "distilled", seed, [1.0, 0.5] * 5, "distill.json")
+        _seed(row / "labels", seed, [0.5] * 10, "result.json")
+    first = collect(tmp_path / "runs", tmp_path)["distillation"][0]
+    assert "has not finished" in first["not_run"]  # no summary.json: still distilling
+    students = [{"by_weight": {"0.5": {"map": 0.7}}} for _ in (1, 2)]
+    summary = {"teacher": {"test": {}}, "students": students}
+    (row / "distilled" / "summary.json").write_text(json.dumps(summary))
+    data = collect(tmp_path / "runs", tmp_path)
+    assert data["distillation"][0]["weights"] == ["0.5"]
+    assert f"except {ROWS[0].dataset}: 0.5 only (CPU time)" in render(data)
+
+
 def _regression_seed(folder: Path, seed: int, predictions: list[float], gold: list[float]) -> None:
     run = folder / f"seed-{seed}"
     run.mkdir(parents=True)

@@ -190,12 +190,16 @@ def collect_row(row: Row, runs: Path, modern: dict[str, Any]) -> dict[str, Any]:
     names = _shared_seeds(distilled, labels)
     if not names:
         return out | {"not_run": row.not_run or NOT_RUN}
+    if not (distilled / "summary.json").is_file():  # `attnmatch distill` writes it last
+        return out | {"not_run": "its distillation has not finished (no summary.json yet)"}
     d_values, d_items, d_saved = _test_values(distilled, row.metric, names)
     l_values, l_items, l_saved = _test_values(labels, row.metric, names)
     summary = json.loads((distilled / "summary.json").read_text())
     teacher = summary.get("teacher", {}).get("test", {}).get(row.metric)
+    tried = {w for student in summary.get("students", []) for w in student.get("by_weight", {})}
     out.update(
         teacher=teacher,
+        weights=sorted(tried, key=float),
         distilled=_mean_std(d_values),
         labels=_mean_std(l_values),
         pairs_per_s=summary.get("pairs_per_s", {}),
@@ -283,6 +287,7 @@ def render(data: dict[str, Any]) -> str:
         if "not_run" in r:
             reasons.setdefault(r["not_run"], []).append(r["dataset"])
     lines += ["", *[f"Not run ({', '.join(rows)}): {why}." for why, rows in reasons.items()]]
+    lines += _weights_line(data["distillation"])
     own = data.get("own_data", [])
     if own:
         lines += [
@@ -312,6 +317,21 @@ def render(data: dict[str, Any]) -> str:
                 f"{'yes' if beats else 'no'} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def _weights_line(rows: list[dict[str, Any]]) -> list[str]:
+    """Which teacher weights each row's seeds tried (the better on dev kept per seed): the
+    usual 0.5 and 1, and the rows that tried others."""
+    usual = ["0.5", "1"]
+    other = [r for r in rows if r.get("weights") and r["weights"] != usual]
+    if not other:
+        return []
+    said = "; ".join(f"{r['dataset']}: {' and '.join(r['weights'])} only" for r in other)
+    return [
+        "",
+        f"Teacher weights tried by each seed (the better on dev kept): {' and '.join(usual)}, "
+        f"except {said} (CPU time).",
+    ]
 
 
 def _cell(block: dict[str, Any]) -> str:
