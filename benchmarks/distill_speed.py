@@ -9,7 +9,8 @@ measured alike.
 
     python benchmarks/distill_speed.py --teacher runs/modern/wikiqa-bi-encoder/seed-1/model \
         --dataset wikiqa runs/distill/wikiqa-amvlstm_q-glove-ft/distilled
-    (TrecQA: --dataset trecqa --test-split raw-test)
+    (TrecQA: --dataset trecqa --test-split raw-test; STS2015: --dataset semeval-sts
+    --test-split test-2015)
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     data: dict[str, str] = {"dataset": args.dataset}
-    if args.test_split is not None:
-        data |= {"dev_split": args.test_split, "test_split": args.test_split}
+    if args.test_split is not None:  # only the test split is read: the others name it too
+        data |= {s: args.test_split for s in ("train_split", "dev_split", "test_split")}
     config = ExperimentConfig.from_dict({"model": "mvlstm", "data": data})
     _, dev, test = load_splits(config)
     split = test if test is not None else dev
