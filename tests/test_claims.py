@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -256,24 +258,19 @@ def test_an_updated_table_says_the_claims_page_beside_it_is_decided_again(
     assert "attnmatch reproduce claims --no-train" in " ".join(told.output.split())
 
 
-def test_two_updates_of_one_table_at_once_keep_both_rows(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Another `--update` that finishes while this one trains: its row is kept, not lost."""
+def _update_gated_while(
+    monkeypatch: pytest.MonkeyPatch, runs: Path, results: Path, other: Callable[[], None]
+) -> list[dict[str, Any]]:
+    """`--update` of row "gated" (seed 2) with `other`, another process's work, done while it
+    trains; the rows of the table written."""
     from attnmatch.research import reproduce as module
 
-    _project(tmp_path, monkeypatch)
-    runs, results = tmp_path / "runs", tmp_path / "results"
-    module.reproduce("tiny", seeds=[1], runs_dir=runs, results_dir=results, progress=False)
     real_train_row = module._train_row
 
     def meanwhile(*args: object, **kwargs: object) -> dict[str, object]:
         row = real_train_row(*args, **kwargs)  # type: ignore[arg-type]
         monkeypatch.setattr(module, "_train_row", real_train_row)
-        module.reproduce(  # the other process: row "plain" at seed 3, written first
-            "tiny", seeds=[3], rows=["plain"], runs_dir=runs, results_dir=results,
-            progress=False, update=True,
-        )  # fmt: skip
+        other()
         return row
 
     monkeypatch.setattr(module, "_train_row", meanwhile)
@@ -281,7 +278,26 @@ def test_two_updates_of_one_table_at_once_keep_both_rows(
         "tiny", seeds=[2], rows=["gated"], runs_dir=runs, results_dir=results, progress=False,
         update=True,
     )  # fmt: skip
-    rows = {r["id"]: r for r in json.loads((results / "tiny.json").read_text())["rows"]}
+    return list(json.loads((results / "tiny.json").read_text())["rows"])
+
+
+def test_two_updates_of_one_table_at_once_keep_both_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another `--update` that finishes while this one trains: its row is kept, not lost."""
+    from attnmatch.research.reproduce import reproduce
+
+    _project(tmp_path, monkeypatch)
+    runs, results = tmp_path / "runs", tmp_path / "results"
+    reproduce("tiny", seeds=[1], runs_dir=runs, results_dir=results, progress=False)
+
+    def other() -> None:  # the other process: row "plain" at seed 3, written first
+        reproduce(
+            "tiny", seeds=[3], rows=["plain"], runs_dir=runs, results_dir=results,
+            progress=False, update=True,
+        )  # fmt: skip
+
+    rows = {r["id"]: r for r in _update_gated_while(monkeypatch, runs, results, other)}
     assert rows["plain"]["seeds"] == [3] and rows["gated"]["seeds"] == [2]
 
 
@@ -290,32 +306,22 @@ def test_an_update_keeps_a_row_added_to_the_table_file_while_it_trained(
 ) -> None:
     """Row "added" enters tiny.toml and is written by another `--update` while "gated" trains
     under the older file: the row is kept, in the file's order."""
-    from attnmatch.research import reproduce as module
+    from attnmatch.research.reproduce import reproduce
 
     project = _project(tmp_path, monkeypatch)
     runs, results = tmp_path / "runs", tmp_path / "results"
-    module.reproduce("tiny", seeds=[1], runs_dir=runs, results_dir=results, progress=False)
+    reproduce("tiny", seeds=[1], runs_dir=runs, results_dir=results, progress=False)
     toml = project / "benchmarks" / "tables" / "tiny.toml"
     plain = toml.read_text().split("[[rows]]")[1]
-    real_train_row = module._train_row
 
-    def meanwhile(*args: object, **kwargs: object) -> dict[str, object]:
-        row = real_train_row(*args, **kwargs)  # type: ignore[arg-type]
-        monkeypatch.setattr(module, "_train_row", real_train_row)
-        added = plain.replace('id = "plain"', 'id = "added"')
-        toml.write_text(toml.read_text() + "\n[[rows]]" + added)
-        module.reproduce(
+    def other() -> None:
+        toml.write_text(toml.read_text() + "\n[[rows]]" + plain.replace('"plain"', '"added"'))
+        reproduce(
             "tiny", seeds=[3], rows=["added"], runs_dir=runs, results_dir=results,
             progress=False, update=True,
         )  # fmt: skip
-        return row
 
-    monkeypatch.setattr(module, "_train_row", meanwhile)
-    module.reproduce(
-        "tiny", seeds=[2], rows=["gated"], runs_dir=runs, results_dir=results, progress=False,
-        update=True,
-    )  # fmt: skip
-    rows = json.loads((results / "tiny.json").read_text())["rows"]
+    rows = _update_gated_while(monkeypatch, runs, results, other)
     assert [r["id"] for r in rows] == ["plain", "gated", "added"]
     assert rows[1]["seeds"] == [2] and rows[2]["seeds"] == [3]
     assert "added" in (results / "tiny.md").read_text()
