@@ -330,7 +330,7 @@ def _weights_line(rows: list[dict[str, Any]]) -> list[str]:
     return [
         "",
         f"Teacher weights tried by each seed (the better on dev kept): {' and '.join(usual)}, "
-        f"except {said} (CPU time).",
+        f"except {said}.",
     ]
 
 
