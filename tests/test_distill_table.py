@@ -131,3 +131,25 @@ def test_own_data_rows_say_whether_the_student_beats_both_floors(tmp_path: Path)
         if x.startswith(f"| {first.data} |")
     ][0]
     assert line.endswith("| yes |")
+
+
+def test_rows_whose_runs_are_not_here_keep_their_recorded_figures(tmp_path: Path) -> None:
+    from attnmatch.research.distill_table import OWN_ROWS
+
+    earlier = json.loads((RESULTS / "distill.json").read_text(encoding="utf-8"))
+    recorded = [r for r in earlier["distillation"] if "not_run" not in r]
+    assert recorded and earlier["own_data"]
+    row = tmp_path / "runs" / recorded[0]["id"]  # this row's runs are here: computed again
+    for seed in (1, 2, 3):
+        _seed(row / "distilled", seed, [1.0, 0.5] * 5, "distill.json")
+        _seed(row / "labels", seed, [0.5] * 10, "result.json")
+    (row / "distilled" / "summary.json").write_text(json.dumps({"teacher": {"test": {}}}))
+    data = collect(tmp_path / "runs", RESULTS, own_runs=tmp_path / "own", earlier=earlier)
+    by_id = {r["id"]: r for r in data["distillation"]}
+    assert by_id[recorded[0]["id"]]["distilled"]["mean"] == 0.75
+    for r in recorded[1:]:
+        assert by_id[r["id"]] == r
+    assert data["own_data"] == earlier["own_data"]
+    assert len(data["own_data"]) == len(OWN_ROWS)
+    fresh = collect(tmp_path / "runs", RESULTS, own_runs=tmp_path / "own")
+    assert sum("not_run" not in r for r in fresh["distillation"]) == 1 and not fresh["own_data"]

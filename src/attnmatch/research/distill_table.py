@@ -6,7 +6,9 @@ its summary.json and seed-<s>/) and RUNS/<id>/labels/ (`attnmatch train --seeds`
 with the zero-shot figures of results/modern.json. A row whose runs are missing is written
 "not run" with its reason. Distilled and labels-only students are compared with the seed-aware
 two-level test of results/claims.md (`attnmatch.research.claims_stats.two_level_means`: seeds
-within each arm, then test items).
+within each arm, then test items). Run folders are not in the repository: a row whose folder is
+not on this machine keeps the figures the results/distill.json already written records
+(`--fresh` to write only what is here).
 
     python -m attnmatch.research.distill_table --runs runs/distill --results results
 """
@@ -240,14 +242,44 @@ def _mean_std(values: list[float]) -> dict[str, Any]:
     return {"mean": statistics.fmean(values), "std": std, "seeds": len(values)}
 
 
-def collect(runs: Path, results: Path, own_runs: Path | None = None) -> dict[str, Any]:
+def collect(
+    runs: Path,
+    results: Path,
+    own_runs: Path | None = None,
+    earlier: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Every row's figures; `own_runs` (default: the parent of `runs`) holds the own-data
-    runs of `OWN_ROWS`."""
+    runs of `OWN_ROWS`. A row whose run folder is not here keeps its figures from `earlier`
+    (the results/distill.json written before), its zero-shot figure read again: run folders
+    are not part of the repository, so a machine that trained one row must not erase the
+    others."""
     modern_file = results / "modern.json"
     modern = json.loads(modern_file.read_text()) if modern_file.is_file() else {}
+    before = {r["id"]: r for r in (earlier or {}).get("distillation", []) if "not_run" not in r}
+    rows = []
+    for row in ROWS:
+        if not (runs / row.id).exists() and row.id in before:
+            rows.append(
+                before[row.id] | {"zero_shot": _zero_shot(modern, row.zero_shot, row.metric)}
+            )
+        else:
+            rows.append(collect_row(row, runs, modern))
     own_base = own_runs if own_runs is not None else runs.parent
-    own = [r for r in (collect_own(row, own_base) for row in OWN_ROWS) if r is not None]
-    return {"distillation": [collect_row(row, runs, modern) for row in ROWS], "own_data": own}
+    own_before = {_own_key(r): r for r in (earlier or {}).get("own_data", [])}
+    own = []
+    for own_row in OWN_ROWS:
+        found = collect_own(own_row, own_base)
+        if found is None:
+            key = (own_row.data, own_row.student, own_row.how, own_row.teacher)
+            found = own_before.get(key)
+        if found is not None:
+            own.append(found)
+    return {"distillation": rows, "own_data": own}
+
+
+def _own_key(entry: dict[str, Any]) -> tuple[str, str, str, str]:
+    teacher = entry.get("teacher_model", ZERO_SHOT)
+    return entry["data"], entry["student"], entry["how"], teacher
 
 
 def _num(value: Any) -> str:
@@ -342,8 +374,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=Path, default=Path("runs/distill"))
     parser.add_argument("--results", type=Path, default=Path("results"))
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="write only the rows whose run folders are here (others: not run)",
+    )
     args = parser.parse_args(argv)
-    data = collect(args.runs, args.results)
+    written = args.results / "distill.json"
+    earlier = None if args.fresh or not written.is_file() else json.loads(written.read_text())
+    data = collect(args.runs, args.results, earlier=earlier)
     write_text_atomic(args.results / "distill.json", json.dumps(data, indent=2) + "\n")
     write_text_atomic(args.results / "distill.md", render(data))
 
