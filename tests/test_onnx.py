@@ -44,14 +44,35 @@ def cross(encoder_dir: Path) -> Matcher:
 
 
 @pytest.fixture(scope="module")
+def crosses(encoder_dir: Path, cross: Matcher) -> dict[str, Matcher]:
+    """The cross-encoder with each head `pooling` offers (`[CLS]`, the mean of the states, the
+    bi-encoder's cosine of each text's mean), and the last with a classifier."""
+    inputs = {"kind": "transformer", "source": str(encoder_dir), "trainable": True}
+
+    def built(task: Task, **overrides: object) -> Matcher:
+        return Matcher.untrained(
+            "cross_encoder", inputs=inputs, task=task, overrides=overrides, seed=3
+        )
+
+    return {
+        "cross": cross,
+        "cross-mean": built(RankingTask(), pooling="mean"),
+        "cross-segments": built(RankingTask(), pooling="segments", scale=20.0),
+        "cross-segments-classes": built(
+            Task(kind="classification", num_classes=3), pooling="segments"
+        ),
+    }
+
+
+@pytest.fixture(scope="module")
 def exported(
-    bi: Matcher, cross: Matcher, tmp_path_factory: pytest.TempPathFactory
+    bi: Matcher, crosses: dict[str, Matcher], tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("onnx")
     return {
         "bi": bi.export_onnx(out / "bi"),
         "bi-int8": bi.export_onnx(out / "bi-int8", quantize="int8"),
-        "cross": cross.export_onnx(out / "cross"),
+        **{name: m.export_onnx(out / name) for name, m in crosses.items()},
     }
 
 
@@ -72,14 +93,15 @@ def _benchmark_pairs(name: str, n: int) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("name", ["wikiqa", "sts-benchmark", "quora"])
 def test_fp32_export_equals_torch_on_benchmark_pairs(
-    name: str, bi: Matcher, cross: Matcher, exported: dict[str, Path]
+    name: str, bi: Matcher, crosses: dict[str, Matcher], exported: dict[str, Path]
 ) -> None:
     pairs = _benchmark_pairs(name, 60)
-    for torch_matcher, key in ((bi, "bi"), (cross, "cross")):
+    for key, torch_matcher in {"bi": bi, **crosses}.items():
         onnx_matcher = Matcher.load(exported[key], batch_size=16)
         assert onnx_matcher.backend == "onnx" and isinstance(onnx_matcher.model, OnnxModel)
         got, want = onnx_matcher.outputs(pairs), torch_matcher.outputs(pairs)
-        assert got.shape == want.shape == (len(pairs), 1)
+        outputs = 3 if key.endswith("classes") else 1
+        assert got.shape == want.shape == (len(pairs), outputs)
         np.testing.assert_allclose(got, want, rtol=0, atol=EXACT_ATOL)
         assert not np.allclose(want, want[0])  # the pairs score differently: a real check
 

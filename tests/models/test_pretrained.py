@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from attnmatch import encoders
 from attnmatch.configs import ConfigError
+from attnmatch.data.schema import PairBatch
 from attnmatch.data.subword import SubwordTokenizer
 from attnmatch.inputs import (
     TokenEncoderConfig,
@@ -398,6 +399,61 @@ def test_cross_encoder_reads_the_cls_position() -> None:
         ).last_hidden_state  # (B, W, H)
         expected = model.head(hidden[:, 0])
     torch.testing.assert_close(model(batch), expected, atol=1e-5, rtol=1e-5)
+
+
+def _joint_states(model: CrossEncoder) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The packed pairs' hidden states computed without the model's forward, its mask and
+    token types: (B, W, H), (B, W), (B, W)."""
+    lids, rids = torch.tensor(LEFT), torch.tensor(RIGHT)
+    ids, mask, types = pack_pairs(lids, lids != 0, rids, rids != 0, 64)
+    encoder = model.token_encoder
+    assert isinstance(encoder, TransformerTokenEncoder)
+    hidden = encoder.transformer(
+        input_ids=ids, attention_mask=mask.long(), token_type_ids=types
+    ).last_hidden_state
+    return hidden, mask, types
+
+
+def _pairs_batch() -> PairBatch:
+    return make_batch([[i for i in r if i] for r in LEFT], [[i for i in r if i] for r in RIGHT])
+
+
+def test_cross_encoder_mean_pooling_reads_every_real_state() -> None:
+    model = tiny_model("cross_encoder", pooling="mean").eval()
+    assert isinstance(model, CrossEncoder) and model.head is not None
+    with torch.no_grad():
+        hidden, mask, _ = _joint_states(model)
+        expected = model.head(_mean(hidden, mask))
+        torch.testing.assert_close(model(_pairs_batch()), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_cross_encoder_segments_score_the_cosine_of_each_texts_mean_state() -> None:
+    """`pooling="segments"`: the bi-encoder's head on the mean of the left text's states
+    (token type 0) and of the right's (type 1), both read from the one joint pass."""
+    model = tiny_model("cross_encoder", pooling="segments", scale=3.0, shift=-0.5).eval()
+    assert isinstance(model, CrossEncoder) and model.head is None
+    with torch.no_grad():
+        hidden, mask, types = _joint_states(model)
+        u = _mean(hidden, mask & (types == 0))
+        v = _mean(hidden, mask & (types == 1))
+        cos = (u * v).sum(-1) / (u.norm(dim=-1) * v.norm(dim=-1))
+        out = model(_pairs_batch())
+    assert out.shape == (3, 1)
+    torch.testing.assert_close(out[:, 0], 3.0 * cos - 0.5, atol=1e-5, rtol=1e-5)
+    classes = tiny_model("cross_encoder", pooling="segments", num_outputs=3).eval()
+    assert isinstance(classes, CrossEncoder) and classes.head is not None
+    with torch.no_grad():
+        hidden, mask, types = _joint_states(classes)
+        u, v = _mean(hidden, mask & (types == 0)), _mean(hidden, mask & (types == 1))
+        expected = classes.head(torch.cat([u, v, (u - v).abs()], dim=-1))
+        torch.testing.assert_close(classes(_pairs_batch()), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_cross_encoder_config_refuses_an_unknown_pooling_and_a_zero_scale() -> None:
+    with pytest.raises(ValueError, match="pooling"):
+        tiny_model("cross_encoder", pooling="max")
+    with pytest.raises(ValueError, match="scale must be"):
+        tiny_model("cross_encoder", pooling="segments", scale=0.0)
 
 
 def test_cross_encoder_needs_transformer_inputs() -> None:

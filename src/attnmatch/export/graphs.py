@@ -102,7 +102,7 @@ class _CrossEncoderPairs(nn.Module):
     def __init__(self, model: CrossEncoder) -> None:
         super().__init__()
         self.encoder = token_encoder(model)
-        self.head = model.head
+        self.model = model  # its head on the states (`CrossEncoder.outputs`, as `pooling` says)
         self.max_length = model.max_length
 
     def forward(
@@ -128,7 +128,7 @@ class _CrossEncoderPairs(nn.Module):
         types = (~from_left & mask).long()  # (B, W)
         ids, mask, types = (t[:, : self.max_length] for t in (ids, mask, types))  # (B, W')
         hidden = traceable_states(self.encoder, ids * mask, mask, types)  # (B, W, H)
-        return self.head(hidden[:, 0])  # (B, C)
+        return self.model.outputs(hidden, mask, types)  # (B, C)
 
 
 class _Forward(nn.Module):
