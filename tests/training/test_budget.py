@@ -75,3 +75,19 @@ def test_a_result_below_its_best_floor_is_a_warning():
     assert below_floor("mse", 0.7, {"random": {"mse": 2.6}}) is None
     assert below_floor("mse", 3.0, {"random": {"mse": 2.6}}) is not None
     assert below_floor("f1", 0.5, {"random": {"accuracy": 0.55}}) is None  # no such floor
+
+
+def test_the_minilm_cross_encoder_reads_each_texts_states_where_a_cosine_can_score() -> None:
+    exp = ExperimentConfig.from_dict({"model": "minilm_cross_encoder"})
+    ranking = with_recipe(exp, Task(kind="ranking"))
+    assert ranking.model_overrides == {"pooling": "segments", "scale": 20.0}
+    assert ranking.train.loss == "listwise" and ranking.train.encoder_lr == 2e-5
+    regression = with_recipe(exp, Task(kind="regression", min_score=0, max_score=5))
+    assert regression.model_overrides == {"pooling": "segments", "scale": 5.0, "shift": 0.0}
+    assert regression.train.loss == "mse"
+    labels = with_recipe(exp, Task(kind="classification", num_classes=3))
+    assert labels.model_overrides == {"pooling": "mean"}
+    given = ExperimentConfig.from_dict(
+        {"model": "minilm_cross_encoder", "model_overrides": {"pooling": "mean"}}
+    )
+    assert with_recipe(given, Task(kind="ranking")).model_overrides["pooling"] == "mean"
