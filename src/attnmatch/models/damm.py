@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -283,22 +283,11 @@ class DAMM(nn.Module):
         return self.mlp(self.drop(v))  # (B, C)
 
 
-def classification_recipe(task: Any) -> dict[str, Any]:
-    """results/damm.md's rate and patience for classification (entailment, paraphrase), where an
-    experiment keeps the defaults: Adam at 5e-4, patience 4 (not 1e-3, 8). On SICK entailment dev
-    (seed 1, the first 6 epochs) 5e-4 reached accuracy .760, 1e-3 .686 (docs/training.md).
-    Ranking and regression keep the defaults, with which the modern table's DAMM rows trained."""
-    if task.kind != "classification":
-        return {}
-    return {"train": {"lr": 5e-4, "patience": 4}}
-
-
 register_preset(
     "damm",
     model="damm",
     overrides={},
     description="DAMM: 2 blocks of self- + cross-attention with alignment (self- and co-attention draft)",
-    recipe=classification_recipe,
 )
 for _n in (1, 3):
     register_preset(
@@ -306,12 +295,10 @@ for _n in (1, 3):
         model="damm",
         overrides={"num_blocks": _n},
         description=f"DAMM with {_n} block{'s' if _n > 1 else ''} (the depth ablation)",
-        recipe=classification_recipe,
     )
 register_preset(
     "damm_no_cross",
     model="damm",
     overrides={"cross_attention": False},
     description="DAMM without the cross-attention encoder and alignment (ablation)",
-    recipe=classification_recipe,
 )
