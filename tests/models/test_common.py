@@ -222,7 +222,9 @@ _ENCODER_FIELDS = {"encoder." + f.name for f in dataclasses.fields(TokenEncoderC
 
 # Variants whose fields the default configuration leaves unread (a field must be read by some
 # variant): the cross-encoder's cosine line is read by its "segments" head only.
-_VARIANTS: dict[str, list[dict[str, Any]]] = {"cross_encoder": [{"pooling": "segments"}]}
+_VARIANTS: dict[str, list[dict[str, Any]]] = {
+    "cross_encoder": [{"pooling": "segments"}, {"pooling": "segments", "separate_layers": 1}]
+}
 
 
 @pytest.mark.parametrize("name", NAMES)

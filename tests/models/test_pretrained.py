@@ -449,6 +449,71 @@ def test_cross_encoder_segments_score_the_cosine_of_each_texts_mean_state() -> N
         torch.testing.assert_close(classes(_pairs_batch()), expected, atol=1e-5, rtol=1e-5)
 
 
+# Late interaction on the tiny BERT's 2 layers: the lower one reads each text alone.
+LATE = {"pooling": "segments", "separate_layers": 1}
+
+
+def test_cross_encoder_with_every_layer_separate_is_the_bi_encoder() -> None:
+    """`separate_layers` = every layer: each text is encoded alone, exactly as the bi-encoder
+    encodes it, so the segments head gives the bi-encoder's scores."""
+    cross = tiny_model("cross_encoder", pooling="segments", separate_layers=2, scale=3.0).eval()
+    bi = tiny_model("bi_encoder", scale=3.0, encoder=tiny_transformer_encoder()).eval()
+    bi.token_encoder.load_state_dict(cross.token_encoder.state_dict())
+    left, right = random_pairs(5, seed=3)
+    batch = make_batch(left, right, extra_pad=2)
+    with torch.no_grad():
+        torch.testing.assert_close(cross(batch), bi(batch), atol=1e-5, rtol=1e-5)
+
+
+def test_late_interaction_joint_layers_read_both_texts() -> None:
+    """With no separate layer, the joint layers are the transformer run over the two texts side
+    by side, each with its own positions from 0 (computed here by the transformer's own
+    forward); with one separate layer of two, the left text's states depend on the right
+    text, and with both separate they do not."""
+    encoder = transformer_encoder()
+    (lids, lmask), (rids, rmask) = ids_and_mask(LEFT), ids_and_mask(RIGHT)
+    mask = torch.cat([lmask, rmask], dim=1)  # (B, L + R)
+    positions = torch.cat([torch.arange(lids.shape[1]), torch.arange(rids.shape[1])])
+    with torch.no_grad():
+        expected = encoder.transformer(
+            input_ids=torch.cat([lids, rids], dim=1),
+            attention_mask=mask.long(),
+            position_ids=positions.expand(len(LEFT), -1),
+        ).last_hidden_state * mask.unsqueeze(-1)
+        torch.testing.assert_close(
+            encoder.encode_late((lids, lmask), (rids, rmask), 0), expected, atol=1e-5, rtol=1e-5
+        )
+        other = rids.roll(1, dims=0), rmask.roll(1, dims=0)  # each left text, another right
+        width = lids.shape[1]
+        for separate, changes in ((1, True), (2, False)):
+            a = encoder.encode_late((lids, lmask), (rids, rmask), separate)[:, :width]
+            b = encoder.encode_late((lids, lmask), other, separate)[:, :width]
+            assert (not torch.allclose(a, b, atol=1e-4)) == changes, separate
+
+
+def test_late_interaction_cross_encoder_padding_empty_texts_and_gradients() -> None:
+    model = tiny_model("cross_encoder", num_outputs=2, trainable=True, **LATE)
+    model.eval()
+    left, right = random_pairs(6, seed=1)
+    with torch.no_grad():
+        batched = model(make_batch(left, right, extra_pad=3))
+        for i in range(len(left)):
+            alone = model(make_batch([left[i]], [right[i]]))
+            torch.testing.assert_close(alone[0], batched[i], atol=1e-5, rtol=1e-5)
+        assert torch.isfinite(model(make_batch([[]], [right[0]]))).all()
+    model.train()
+    _backward(model)
+    for pname, param in model.named_parameters():
+        assert param.grad is not None and param.grad.abs().sum() > 0, pname
+
+
+def test_cross_encoder_config_refuses_bad_separate_layers() -> None:
+    with pytest.raises(ValueError, match="separate_layers must be >= 0"):
+        tiny_model("cross_encoder", separate_layers=-1)
+    with pytest.raises(ValueError, match="separate_layers = 3, but the encoder has 2 layers"):
+        tiny_model("cross_encoder", separate_layers=3)
+
+
 def test_cross_encoder_config_refuses_an_unknown_pooling_and_a_zero_scale() -> None:
     with pytest.raises(ValueError, match="pooling"):
         tiny_model("cross_encoder", pooling="max")

@@ -169,6 +169,49 @@ class TransformerTokenEncoder(nn.Module):
         )
         return out.hidden_states[self.layer] if want_all else out.last_hidden_state
 
+    def encode_late(
+        self,
+        left: tuple[torch.Tensor, torch.Tensor],
+        right: tuple[torch.Tensor, torch.Tensor],
+        separate_layers: int,
+    ) -> torch.Tensor:
+        """Late interaction (PreTTR: MacAvaney et al., SIGIR 2020): the embeddings and the lowest
+        `separate_layers` layers read each text alone, exactly as a bi-encoder does (its own
+        `[CLS]`, positions from 0, token type 0); the layers above read the two texts' states
+        side by side, every token attending to both texts. The last layer's states.
+
+        Shape:
+            left (ids (B, L), mask (B, L)), right (ids (B, R), mask (B, R)) -> (B, L + R, H),
+            zero on padding.
+        """
+        model = self.transformer
+        layers = getattr(getattr(model, "encoder", None), "layer", None)
+        if getattr(model, "embeddings", None) is None or layers is None:
+            raise ValueError(
+                f"separate_layers needs a BERT-style encoder (embeddings, encoder.layer); "
+                f"{type(model).__name__} is not one"
+            )
+        if not 0 <= separate_layers <= len(layers) or self.layer != self.num_layers:
+            raise ValueError(
+                f"separate_layers must be in 0..{len(layers)} and the encoder must output its "
+                f"last layer: got {separate_layers} and layer {self.layer}"
+            )
+        with torch.set_grad_enabled(torch.is_grad_enabled() and self.config.trainable):
+            parts = []
+            for ids, mask in (left, right):
+                attend = mask.clone()  # (B, T): an empty text attends to its first position
+                attend[:, 0] |= ~mask.any(dim=1)
+                hidden = model.embeddings(input_ids=ids.masked_fill(~mask, self.pad_id))
+                for layer in layers[:separate_layers]:
+                    hidden = _run_layer(layer, hidden, attend)  # (B, T, H)
+                parts.append((hidden, attend))
+            hidden = torch.cat([parts[0][0], parts[1][0]], dim=1)  # (B, L + R, H)
+            attend = torch.cat([parts[0][1], parts[1][1]], dim=1)  # (B, L + R)
+            for layer in layers[separate_layers:]:
+                hidden = _run_layer(layer, hidden, attend)  # (B, L + R, H)
+        mask = torch.cat([left[1], right[1]], dim=1)  # (B, L + R)
+        return self.dropout(hidden) * mask.unsqueeze(-1)
+
     def load_pretrained_transformer(self, path: str | Path) -> dict[str, list[str]]:
         """Loads the weights of an encoder directory (`encoders.resolve_source`)."""
         from attnmatch.encoders import load_weights
@@ -204,6 +247,15 @@ class TransformerTokenEncoder(nn.Module):
 
     def disable_cache(self) -> None:
         self._cache = None
+
+
+def _run_layer(layer: nn.Module, hidden: torch.Tensor, attend: torch.Tensor) -> torch.Tensor:
+    """One transformer layer with an additive mask over the keys (both the eager and the SDPA
+    attention read it): (B, T, H), (B, T) -> (B, T, H)."""
+    blocked = torch.finfo(hidden.dtype).min
+    bias = (~attend).to(hidden.dtype)[:, None, None, :] * blocked  # (B, 1, 1, T)
+    out = layer(hidden, bias)
+    return out[0] if isinstance(out, tuple) else out  # transformers 4 returns a tuple
 
 
 def traceable_states(

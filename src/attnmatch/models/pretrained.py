@@ -148,6 +148,11 @@ class CrossEncoderConfig:
         separate passes; STS Benchmark dev Pearson: .737 against .870) and fine-tuning adds
         what the texts' attention to each other gives.
     scale, shift: the "segments" cosine head's line (as `BiEncoderConfig`'s).
+    separate_layers: 0, every layer reads the joint sequence; k > 0, late interaction
+        (PreTTR, MacAvaney et al., SIGIR 2020): the lowest k layers read each text alone, as
+        the bi-encoder does, and only the layers above read the two side by side (the heads
+        read the left text's `[CLS]`, all tokens, or each text's tokens, as above). With every
+        layer separate, "segments" is the bi-encoder itself.
     """
 
     encoder: TokenEncoderConfig
@@ -156,6 +161,7 @@ class CrossEncoderConfig:
     pooling: Literal["cls", "mean", "segments"] = "cls"
     scale: float = 1.0
     shift: float = 0.0
+    separate_layers: int = 0
 
     def __post_init__(self) -> None:
         configs.check_positive(self, "num_outputs")
@@ -166,6 +172,8 @@ class CrossEncoderConfig:
             raise ValueError(
                 f"scale must be finite and != 0, shift finite: {self.scale}, {self.shift}"
             )
+        if self.separate_layers < 0:
+            raise ValueError(f"separate_layers must be >= 0, got {self.separate_layers}")
 
 
 def pack_pairs(
@@ -215,6 +223,11 @@ class CrossEncoder(nn.Module):
         super().__init__()
         self.config = config
         self.token_encoder = build_token_encoder(config.encoder)
+        layers = int(getattr(self.token_encoder, "num_layers", 0))
+        if config.separate_layers > layers:
+            raise ValueError(
+                f"separate_layers = {config.separate_layers}, but the encoder has {layers} layers"
+            )
         positions = position_limit(config.encoder.transformer_config) or 512
         self.max_length = min(positions, 2 * config.encoder.max_length)  # the joint sequence
         self.dropout = nn.Dropout(config.dropout)
@@ -224,10 +237,24 @@ class CrossEncoder(nn.Module):
         self.head = None if cosine else nn.Linear((3 if segments else 1) * dim, config.num_outputs)
 
     def forward(self, batch: PairBatch) -> torch.Tensor:
+        if self.config.separate_layers > 0:
+            return self._late(batch)
         ids, mask, types = pack_pairs(
             batch.left_ids, batch.left_mask, batch.right_ids, batch.right_mask, self.max_length
         )  # (B, W) each
         hidden = self.token_encoder(ids, mask, token_type_ids=types)  # (B, W, H)
+        return self.outputs(hidden, mask, types)
+
+    def _late(self, batch: PairBatch) -> torch.Tensor:
+        """Late interaction (`separate_layers`): (B, L), (B, R) -> (B, num_outputs)."""
+        left, right = (batch.left_ids, batch.left_mask), (batch.right_ids, batch.right_mask)
+        hidden = self.token_encoder.encode_late(
+            left, right, self.config.separate_layers
+        )  # (B, L + R, H)
+        mask = torch.cat([batch.left_mask, batch.right_mask], dim=1)  # (B, L + R)
+        types = torch.cat(
+            [torch.zeros_like(batch.left_ids), torch.ones_like(batch.right_ids)], dim=1
+        )  # (B, L + R)
         return self.outputs(hidden, mask, types)
 
     def outputs(
