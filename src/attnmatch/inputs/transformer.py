@@ -174,15 +174,20 @@ class TransformerTokenEncoder(nn.Module):
         left: tuple[torch.Tensor, torch.Tensor],
         right: tuple[torch.Tensor, torch.Tensor],
         separate_layers: int,
+        cross_bias: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Late interaction (PreTTR: MacAvaney et al., SIGIR 2020): the embeddings and the lowest
         `separate_layers` layers read each text alone, exactly as a bi-encoder does (its own
         `[CLS]`, positions from 0, token type 0); the layers above read the two texts' states
         side by side, every token attending to both texts. The last layer's states.
 
+        `cross_bias` (one row per layer above, one column per attention head) is added to the
+        attention logits from each token to the other text's tokens in those layers: very
+        negative, a text all but ignores the other; 0, plain joint attention.
+
         Shape:
-            left (ids (B, L), mask (B, L)), right (ids (B, R), mask (B, R)) -> (B, L + R, H),
-            zero on padding.
+            left (ids (B, L), mask (B, L)), right (ids (B, R), mask (B, R)),
+            cross_bias (num_layers - separate_layers, heads) -> (B, L + R, H), zero on padding.
         """
         model = self.transformer
         layers = getattr(getattr(model, "encoder", None), "layer", None)
@@ -207,8 +212,12 @@ class TransformerTokenEncoder(nn.Module):
                 parts.append((hidden, attend))
             hidden = torch.cat([parts[0][0], parts[1][0]], dim=1)  # (B, L + R, H)
             attend = torch.cat([parts[0][1], parts[1][1]], dim=1)  # (B, L + R)
-            for layer in layers[separate_layers:]:
-                hidden = _run_layer(layer, hidden, attend)  # (B, L + R, H)
+            width = left[0].shape[1]
+            side = torch.arange(hidden.shape[1], device=hidden.device) >= width  # (L + R,)
+            across = (side[:, None] != side[None, :]).to(hidden.dtype)  # (L + R, L + R)
+            for i, layer in enumerate(layers[separate_layers:]):
+                extra = None if cross_bias is None else cross_bias[i][:, None, None] * across
+                hidden = _run_layer(layer, hidden, attend, extra)  # (B, L + R, H)
         mask = torch.cat([left[1], right[1]], dim=1)  # (B, L + R)
         return self.dropout(hidden) * mask.unsqueeze(-1)
 
@@ -249,11 +258,19 @@ class TransformerTokenEncoder(nn.Module):
         self._cache = None
 
 
-def _run_layer(layer: nn.Module, hidden: torch.Tensor, attend: torch.Tensor) -> torch.Tensor:
+def _run_layer(
+    layer: nn.Module,
+    hidden: torch.Tensor,
+    attend: torch.Tensor,
+    extra: torch.Tensor | None = None,
+) -> torch.Tensor:
     """One transformer layer with an additive mask over the keys (both the eager and the SDPA
-    attention read it): (B, T, H), (B, T) -> (B, T, H)."""
+    attention read it), plus `extra` on the logits: (B, T, H), (B, T), (heads, T, T) ->
+    (B, T, H)."""
     blocked = torch.finfo(hidden.dtype).min
     bias = (~attend).to(hidden.dtype)[:, None, None, :] * blocked  # (B, 1, 1, T)
+    if extra is not None:
+        bias = (bias + extra.unsqueeze(0)).clamp(min=blocked)  # (B, heads, T, T)
     out = layer(hidden, bias)
     return out[0] if isinstance(out, tuple) else out  # transformers 4 returns a tuple
 

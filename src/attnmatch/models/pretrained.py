@@ -153,6 +153,11 @@ class CrossEncoderConfig:
         the bi-encoder does, and only the layers above read the two side by side (the heads
         read the left text's `[CLS]`, all tokens, or each text's tokens, as above). With every
         layer separate, "segments" is the bi-encoder itself.
+    cross_bias: None, or late interaction whose layers above `separate_layers` start near
+        separate: a learned bias per layer and attention head on the attention logits between
+        the two texts, starting at this value (e.g. -4: each token gives the other text a
+        small share of its attention); weight decay pulls it back to this value. Training opens
+        the texts to each other as far as the loss asks (the project's own variant).
     """
 
     encoder: TokenEncoderConfig
@@ -162,6 +167,7 @@ class CrossEncoderConfig:
     scale: float = 1.0
     shift: float = 0.0
     separate_layers: int = 0
+    cross_bias: float | None = None
 
     def __post_init__(self) -> None:
         configs.check_positive(self, "num_outputs")
@@ -174,6 +180,8 @@ class CrossEncoderConfig:
             )
         if self.separate_layers < 0:
             raise ValueError(f"separate_layers must be >= 0, got {self.separate_layers}")
+        if self.cross_bias is not None and not math.isfinite(self.cross_bias):
+            raise ValueError(f"cross_bias must be finite or unset, got {self.cross_bias}")
 
 
 def pack_pairs(
@@ -228,6 +236,13 @@ class CrossEncoder(nn.Module):
             raise ValueError(
                 f"separate_layers = {config.separate_layers}, but the encoder has {layers} layers"
             )
+        heads = int(config.encoder.transformer_config.get("num_attention_heads", 1))
+        joint = (layers - config.separate_layers, heads)
+        # The bias's offset from config.cross_bias (so weight decay pulls it back there).
+        self.cross_offset = (
+            nn.Parameter(torch.zeros(joint)) if config.cross_bias is not None else None
+        )
+        self.late = config.separate_layers > 0 or config.cross_bias is not None
         positions = position_limit(config.encoder.transformer_config) or 512
         self.max_length = min(positions, 2 * config.encoder.max_length)  # the joint sequence
         self.dropout = nn.Dropout(config.dropout)
@@ -237,7 +252,7 @@ class CrossEncoder(nn.Module):
         self.head = None if cosine else nn.Linear((3 if segments else 1) * dim, config.num_outputs)
 
     def forward(self, batch: PairBatch) -> torch.Tensor:
-        if self.config.separate_layers > 0:
+        if self.late:
             return self._late(batch)
         ids, mask, types = pack_pairs(
             batch.left_ids, batch.left_mask, batch.right_ids, batch.right_mask, self.max_length
@@ -248,8 +263,12 @@ class CrossEncoder(nn.Module):
     def _late(self, batch: PairBatch) -> torch.Tensor:
         """Late interaction (`separate_layers`): (B, L), (B, R) -> (B, num_outputs)."""
         left, right = (batch.left_ids, batch.left_mask), (batch.right_ids, batch.right_mask)
+        bias = None
+        if self.cross_offset is not None:
+            assert self.config.cross_bias is not None
+            bias = self.config.cross_bias + self.cross_offset  # (layers above, heads)
         hidden = self.token_encoder.encode_late(
-            left, right, self.config.separate_layers
+            left, right, self.config.separate_layers, bias
         )  # (B, L + R, H)
         mask = torch.cat([batch.left_mask, batch.right_mask], dim=1)  # (B, L + R)
         types = torch.cat(
