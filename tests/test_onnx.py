@@ -46,7 +46,7 @@ def cross(encoder_dir: Path) -> Matcher:
 @pytest.fixture(scope="module")
 def crosses(encoder_dir: Path, cross: Matcher) -> dict[str, Matcher]:
     """The cross-encoder with each head `pooling` offers (`[CLS]`, the mean of the states, the
-    bi-encoder's cosine of each text's mean), and the last with a classifier."""
+    bi-encoder's cosine of each text's mean), that with a classifier, and late interaction."""
     inputs = {"kind": "transformer", "source": str(encoder_dir), "trainable": True}
 
     def built(task: Task, **overrides: object) -> Matcher:
@@ -60,6 +60,9 @@ def crosses(encoder_dir: Path, cross: Matcher) -> dict[str, Matcher]:
         "cross-segments": built(RankingTask(), pooling="segments", scale=20.0),
         "cross-segments-classes": built(
             Task(kind="classification", num_classes=3), pooling="segments"
+        ),
+        "cross-late": built(
+            RankingTask(), pooling="segments", separate_layers=1, cross_bias=-1.0, scale=20.0
         ),
     }
 

@@ -223,7 +223,11 @@ _ENCODER_FIELDS = {"encoder." + f.name for f in dataclasses.fields(TokenEncoderC
 # Variants whose fields the default configuration leaves unread (a field must be read by some
 # variant): the cross-encoder's cosine line is read by its "segments" head only.
 _VARIANTS: dict[str, list[dict[str, Any]]] = {
-    "cross_encoder": [{"pooling": "segments"}, {"pooling": "segments", "separate_layers": 1}]
+    "cross_encoder": [
+        {"pooling": "segments"},
+        {"pooling": "segments", "separate_layers": 1},
+        {"pooling": "segments", "cross_bias": -1.0},
+    ]
 }
 
 

@@ -507,11 +507,41 @@ def test_late_interaction_cross_encoder_padding_empty_texts_and_gradients() -> N
         assert param.grad is not None and param.grad.abs().sum() > 0, pname
 
 
+def test_cross_bias_moves_the_attention_between_the_texts() -> None:
+    """`cross_bias`: very negative, the texts ignore each other (the bi-encoder's scores);
+    0, plain joint attention (no separate layer); its offset is a trained parameter that gets a
+    gradient."""
+    left, right = random_pairs(5, seed=4)
+    batch = make_batch(left, right, extra_pad=1)
+
+    def scores(**overrides: object) -> torch.Tensor:
+        model = tiny_model("cross_encoder", pooling="segments", scale=3.0, **overrides).eval()
+        with torch.no_grad():
+            return model(batch)
+
+    bi = tiny_model("bi_encoder", scale=3.0, encoder=tiny_transformer_encoder()).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(scores(cross_bias=-1e4), bi(batch), atol=1e-5, rtol=1e-5)
+    # the bias is 0 + offset 0: the late path with no separate layer, plain joint attention
+    torch.testing.assert_close(
+        scores(cross_bias=0.0), scores(separate_layers=0, cross_bias=0.0), atol=0, rtol=0
+    )
+    assert not torch.allclose(scores(cross_bias=-1.0), bi(batch).detach(), atol=1e-3)
+    model = tiny_model(
+        "cross_encoder", num_outputs=2, pooling="segments", trainable=True, cross_bias=-1.0
+    )
+    assert model.cross_offset is not None and model.cross_offset.shape == (2, 2)  # layers, heads
+    _backward(model.train())
+    assert model.cross_offset.grad is not None and model.cross_offset.grad.abs().sum() > 0
+
+
 def test_cross_encoder_config_refuses_bad_separate_layers() -> None:
     with pytest.raises(ValueError, match="separate_layers must be >= 0"):
         tiny_model("cross_encoder", separate_layers=-1)
     with pytest.raises(ValueError, match="separate_layers = 3, but the encoder has 2 layers"):
         tiny_model("cross_encoder", separate_layers=3)
+    with pytest.raises(ValueError, match="cross_bias"):
+        tiny_model("cross_encoder", cross_bias=float("-inf"))
 
 
 def test_cross_encoder_config_refuses_an_unknown_pooling_and_a_zero_scale() -> None:

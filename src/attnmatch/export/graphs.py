@@ -175,6 +175,11 @@ def _towers(model: nn.Module) -> tuple[str, list[Graph]]:
 
 def _cross_pairs(model: nn.Module) -> tuple[str, list[Graph]]:
     assert isinstance(model, CrossEncoder)
+    if model.late:  # each text's own positions: the model's forward, with symbolic sizes
+        forward = _Forward(model)
+        return "pairs", [
+            Graph("pairs", forward, PAIR_INPUTS, "outputs", _pair_axes("outputs"), "torch.export")
+        ]
     return "pairs", [
         Graph(
             "pairs",
