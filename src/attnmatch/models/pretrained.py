@@ -16,7 +16,10 @@ sequence, `[CLS] left [SEP] right [SEP]` with token types 0 / 1, and a linear he
 `[CLS]` state or on the mean of the token states (scores, class logits or score-level logits),
 or the bi-encoder's head on the mean of each text's states from the joint pass (`pooling =
 "segments"`, the MiniLM preset's: it starts where the bi-encoder starts, and training adds what
-the texts' attention to each other gives).
+the texts' attention to each other gives). Late interaction (PreTTR, MacAvaney et al., SIGIR
+2020; `separate_layers`) keeps the lowest layers on each text alone; `cross_bias` (the
+project's own variant) lets training open the attention between the texts head by head,
+starting near the bi-encoder.
 
 Decisions: the joint sequence is packed from the two single-text id sequences the data pipeline
 gives (the right text's first token, its `[CLS]`, is dropped), so both baselines share our data,
