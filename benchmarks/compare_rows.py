@@ -4,11 +4,15 @@ Reads two row folders of `attnmatch reproduce` (RUNS/<table>/<row>/seed-<s>/, ea
 test_items.json) and prints each seed's test metric and the seed-aware two-level test of
 results/claims.md (`attnmatch.research.claims_stats.two_level_means`: the difference of the two
 means, its 95% interval and p, with seeds and items as two levels of variation). Metrics that
-are means over items (MAP, MRR, accuracy) only; the seeds each row finished are used (they need
-not be the same seeds: the rows are independent systems).
+are means over items (MAP, MRR, accuracy), or Pearson (`claims.two_level_pearson`: the item
+part from a paired bootstrap over the test pairs, within each set where the protocol pools
+several); the seeds each row finished are used (they need not be the same seeds: the rows are
+independent systems).
 
     python benchmarks/compare_rows.py runs/modern/wikiqa-cross-encoder-segments \
         runs/modern/wikiqa-bi-encoder --metric map
+    python benchmarks/compare_rows.py runs/modern/stsb-cross-encoder-gated \
+        runs/modern/stsb-bi-encoder --metric pearson
 """
 
 from __future__ import annotations
@@ -46,12 +50,59 @@ def seed_items(row: Path, metric: str) -> tuple[list[str], np.ndarray]:
     return [p.name for p in seeds], np.stack(values)  # (S, N)
 
 
+def seed_predictions(row: Path, metric: str) -> tuple[list[str], list[float], list[dict]]:
+    """The row's finished seeds, each one's test metric (result.json) and saved test items."""
+    seeds = sorted(p for p in row.glob("seed-*") if (p / "test_items.json").is_file())
+    if not seeds:
+        raise SystemExit(f"{row}: no seed-*/test_items.json (is it a finished row folder?)")
+    values = [float(json.loads((p / "result.json").read_text())["test"][metric]) for p in seeds]
+    items = [json.loads((p / "test_items.json").read_text(encoding="utf-8")) for p in seeds]
+    return [p.name for p in seeds], values, items
+
+
+def pearson_test(a: Path, b: Path, resamples: int = 1000) -> None:
+    """Prints each seed's Pearson and the seed-aware test of A - B."""
+    from attnmatch.research.claims import two_level_pearson
+
+    rows = {a: seed_predictions(a, "pearson"), b: seed_predictions(b, "pearson")}
+    gold = np.asarray(rows[a][2][0]["labels"], dtype=np.float64)
+    for row, (names, values, items) in rows.items():
+        for name, saved in zip(names, items, strict=True):
+            if not np.array_equal(np.asarray(saved["labels"], dtype=np.float64), gold):
+                raise SystemExit(f"{row / name}: tested on other pairs than {a}")
+        seeds = ", ".join(f"{n} {v:.4f}" for n, v in zip(names, values, strict=True))
+        print(f"{'A' if row == a else 'B'} {row}: mean {np.mean(values):.4f} ({seeds})")
+    if min(len(rows[a][0]), len(rows[b][0])) < 2:
+        raise SystemExit("the seed-aware test needs at least 2 finished seeds in each row")
+    pa = np.array([saved["predictions"] for saved in rows[a][2]], dtype=np.float64)  # (S_A, N)
+    pb = np.array([saved["predictions"] for saved in rows[b][2]], dtype=np.float64)  # (S_B, N)
+    test, _ = two_level_pearson(
+        pa,
+        pb,
+        gold,
+        rows[a][2][0].get("groups"),
+        seeds_a=rows[a][1],
+        seeds_b=rows[b][1],
+        resamples=resamples,
+    )
+    print(
+        f"A - B = {test.diff:+.4f}, 95% interval [{test.low:+.4f}, {test.high:+.4f}], "
+        f"p = {test.p:.3g} ({test.test}; {len(pa)} and {len(pb)} seeds, {test.items} items, "
+        f"{resamples} bootstrap resamples)"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("a", type=Path, help="the row folder of system A")
     parser.add_argument("b", type=Path, help="the row folder of system B")
-    parser.add_argument("--metric", default="map", help="a metric that is a mean over items")
+    parser.add_argument(
+        "--metric", default="map", help="a metric that is a mean over items, or pearson"
+    )
     args = parser.parse_args(argv)
+    if args.metric == "pearson":
+        pearson_test(args.a, args.b)
+        return
     names_a, a = seed_items(args.a, args.metric)
     names_b, b = seed_items(args.b, args.metric)
     if a.shape[1] != b.shape[1]:
