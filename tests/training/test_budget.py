@@ -72,8 +72,15 @@ def test_the_minilm_cross_encoder_reads_each_texts_states() -> None:
     assert ranking.model_overrides == {"pooling": "segments", "scale": 20.0}
     assert ranking.train.loss == "listwise" and ranking.train.encoder_lr == 2e-5
     regression = with_recipe(exp, Task(kind="regression", min_score=0, max_score=5))
-    assert regression.model_overrides == {"pooling": "segments", "scale": 5.0, "shift": 0.0}
+    assert regression.model_overrides == {
+        "pooling": "segments",
+        "scale": 5.0,
+        "shift": 0.0,
+        "cross_bias": -4.0,  # scores: attention between the texts opened by training
+    }
     assert regression.train.loss == "mse"
+    assert (regression.train.lr, regression.train.encoder_lr) == (0.02, 2e-5)
+    assert ranking.train.lr == 1e-3 and "cross_bias" not in ranking.model_overrides
     labels = with_recipe(exp, Task(kind="classification", num_classes=3))
     assert labels.model_overrides == {"pooling": "segments"}  # SBERT's classifier on u, v
     given = ExperimentConfig.from_dict(
