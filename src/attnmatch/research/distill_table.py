@@ -49,6 +49,7 @@ class Row:
 
 
 ZERO_SHOT, FINE_TUNED = "MiniLM zero-shot", "MiniLM bi-encoder, fine-tuned"
+CROSS = "MiniLM cross-encoder, fine-tuned"
 ROWS = (
     Row("wikiqa-amvlstm_q-glove", "WikiQA", "map", "aMV-LSTM (Q), GloVe 50d", ZERO_SHOT, "wikiqa-zero-shot", 0.743),
     Row("wikiqa-amvlstm_q-glove-ft", "WikiQA", "map", "aMV-LSTM (Q), GloVe 50d", FINE_TUNED, "wikiqa-zero-shot", 0.743, labels="wikiqa-amvlstm_q-glove"),
@@ -62,6 +63,7 @@ ROWS = (
     Row("sts2015-mpcnn_attention-glove", "STS2015", "pearson", "attention MP-CNN, GloVe 50d", FINE_TUNED, "sts2015-zero-shot", 0.804),
     Row("sts2016-mpcnn_attention-glove", "STS2016", "pearson", "attention MP-CNN, GloVe 50d", FINE_TUNED, "sts2016-zero-shot", None),
     Row("msrp-amvlstm_q-glove", "MSRP", "accuracy", "aMV-LSTM (Q), GloVe 50d", FINE_TUNED, None, None),
+    Row("msrp-mpcnn_attention-glove", "MSRP", "accuracy", "attention MP-CNN, GloVe 50d", CROSS, None, None),
     Row("sick-entailment-damm-glove", "SICK entailment", "accuracy", "DAMM, GloVe 50d", FINE_TUNED, None, None),
 )  # fmt: skip
 
