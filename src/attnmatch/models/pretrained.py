@@ -264,7 +264,8 @@ class CrossEncoder(nn.Module):
         return self.outputs(hidden, mask, types)
 
     def _late(self, batch: PairBatch) -> torch.Tensor:
-        """Late interaction (`separate_layers`): (B, L), (B, R) -> (B, num_outputs)."""
+        """Late interaction (`separate_layers`, `cross_bias`): (B, L), (B, R) ->
+        (B, num_outputs)."""
         left, right = (batch.left_ids, batch.left_mask), (batch.right_ids, batch.right_mask)
         bias = None
         if self.cross_offset is not None:
