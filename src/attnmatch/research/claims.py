@@ -662,6 +662,33 @@ def two_level_pearson(
     return new, old
 
 
+def two_level_pearson_saved(
+    a: Sequence[dict[str, Any]],
+    b: Sequence[dict[str, Any]],
+    seeds_a: Sequence[float],
+    seeds_b: Sequence[float],
+    *,
+    resamples: int = 1000,
+) -> claims_stats.SeedAware:
+    """`two_level_pearson` from each seed's saved test items (test_items.json: its labels,
+    predictions and groups) and each seed's Pearson.
+
+    Raises:
+        ValueError: the seeds were not tested on the same pairs.
+    """
+    gold = np.asarray(a[0]["labels"], dtype=np.float64)
+    for items in [*a, *b]:
+        if not np.array_equal(np.asarray(items["labels"], dtype=np.float64), gold):
+            raise ValueError("the two systems' seeds were not tested on the same pairs")
+    pa = np.array([items["predictions"] for items in a], dtype=np.float64)  # (S_A, N)
+    pb = np.array([items["predictions"] for items in b], dtype=np.float64)  # (S_B, N)
+    groups = a[0].get("groups")
+    new, _ = two_level_pearson(
+        pa, pb, gold, groups, seeds_a=seeds_a, seeds_b=seeds_b, resamples=resamples
+    )
+    return new
+
+
 def decide(
     claim: Claim,
     rec_a: dict[str, Any],

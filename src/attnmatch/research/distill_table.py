@@ -215,28 +215,11 @@ def collect_row(row: Row, runs: Path, modern: dict[str, Any]) -> dict[str, Any]:
         test = two_level_means(a, b)
         out["paired"] = {"difference": test.diff, "p": test.p, "items": test.items}
     elif row.metric == "pearson" and len(d_values) > 1 and len(l_values) > 1:
-        test = _pearson_test(d_saved, l_saved, d_values, l_values)
+        from attnmatch.research.claims import two_level_pearson_saved
+
+        test = two_level_pearson_saved(d_saved, l_saved, d_values, l_values)
         out["paired"] = {"difference": test.diff, "p": test.p, "items": test.items}
     return out
-
-
-def _pearson_test(
-    a: list[dict[str, Any]], b: list[dict[str, Any]], a_seeds: list[float], b_seeds: list[float]
-) -> Any:
-    """The seed-aware test of Pearson (`claims.two_level_pearson`) from each seed's saved
-    test predictions."""
-    from attnmatch.research.claims import two_level_pearson
-
-    gold = np.asarray(a[0]["labels"], dtype=np.float64)
-    for items in a + b:
-        if not np.array_equal(np.asarray(items["labels"], dtype=np.float64), gold):
-            raise ValueError("the distilled and labels-only runs were not tested on the same pairs")
-    pa = np.array([items["predictions"] for items in a])  # (S_A, N)
-    pb = np.array([items["predictions"] for items in b])  # (S_B, N)
-    new, _ = two_level_pearson(
-        pa, pb, gold, a[0].get("groups"), seeds_a=a_seeds, seeds_b=b_seeds, resamples=1000
-    )
-    return new
 
 
 def _mean_std(values: list[float]) -> dict[str, Any]:
