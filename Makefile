@@ -1,7 +1,7 @@
 # attnmatch: the two set-up commands of the README.
 #   make demo   venv + install + train aMV-LSTM (Q) on bundled WikiQA with GloVe 6B 50d: the
 #               paper table's recipe shortened to 10 epochs (attnmatch.demo), about a minute
-#   make test   venv + dev extras + the test suite
+#   make test   venv + dev extras + the lint checks (as `make lint`) + the test suite
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -24,6 +24,9 @@ demo: $(BIN)/python
 
 test: $(BIN)/python
 	$(PIP) install --quiet -e '.[dev]'
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/mypy src
 	$(BIN)/python -m pytest
 
 lint: $(BIN)/python

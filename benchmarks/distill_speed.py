@@ -2,7 +2,7 @@
 
 For each run folder (`attnmatch distill --output RUN`), loads its teacher and its chosen
 student (RUN/model), and times both on one CPU thread on up to 300 test pairs of new text
-(`attnmatch.training.distill.new_text_pairs`), interleaved, the best of `--rounds`; the figures
+(`attnmatch.training.distill_runs.new_text_pairs`), interleaved, the best of `--rounds`; the figures
 replace RUN/summary.json's "pairs_per_s" (written atomically), so that rows of
 results/distill.md measured before on pairs that share texts, or on a busier machine, are
 measured alike.
@@ -22,7 +22,7 @@ from pathlib import Path
 from attnmatch.atomic import write_text_atomic
 from attnmatch.matcher import Matcher
 from attnmatch.training.config import ExperimentConfig
-from attnmatch.training.distill import new_text_pairs, pairs_per_second
+from attnmatch.training.distill_runs import new_text_pairs, pairs_per_second
 from attnmatch.training.experiment import load_splits
 
 

@@ -26,7 +26,7 @@ import torch
 
 from attnmatch.data.datasets import load_split
 from attnmatch.evaluation import report_from_outputs
-from attnmatch.export import EXACT_ATOL
+from attnmatch.export import EXACT_ATOL, export_onnx
 from attnmatch.matcher import Matcher
 from attnmatch.tasks import RankingTask, Task
 
@@ -52,8 +52,8 @@ def compare(matcher: Matcher, ref: str, folder: Path, name: str) -> dict[str, An
     # One export per model and head: the zero-shot matchers of one task are the same model.
     fp32_dir, int8_dir = folder / f"{name}-fp32", folder / f"{name}-int8"
     if not fp32_dir.exists():
-        matcher.export_onnx(fp32_dir)
-        matcher.export_onnx(int8_dir, quantize="int8")
+        export_onnx(matcher, fp32_dir)
+        export_onnx(matcher, int8_dir, quantize="int8")
     fp32, int8 = Matcher.load(fp32_dir), Matcher.load(int8_dir)
     kind, split, *rest = ref.split(":")
     options: dict[str, Any] = {"task": matcher.task.kind} if kind == "pairs" else {}

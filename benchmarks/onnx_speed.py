@@ -6,7 +6,7 @@ given, tokenization included) with the same all-MiniLM-L6-v2 weights:
 
 - torch: `Matcher.score` on the torch model (length-bucketed batches of 512; the bi-encoder
   encodes a text repeated within a batch once);
-- onnx-fp32 / onnx-int8: `Matcher.score` on the exported directory (`Matcher.export_onnx`,
+- onnx-fp32 / onnx-int8: `Matcher.score` on the exported directory (`attnmatch.export.export_onnx`,
   `quantize=None` / `"int8"`; the bi-encoder encodes each distinct text once);
 - st-style-onnx: what sentence-transformers' ONNX backend runs, done here with ONNX Runtime
   directly because that backend needs `optimum`, which is not installed here: the Hugging Face
@@ -43,6 +43,7 @@ import torch
 
 from attnmatch.data.datasets import load_split
 from attnmatch.encoders import resolve_source
+from attnmatch.export import export_onnx
 from attnmatch.matcher import Matcher
 from attnmatch.tasks import RankingTask
 
@@ -155,9 +156,9 @@ def build(kind: str, folder: Path) -> tuple[Matcher, Path, Path]:
         matcher = Matcher.untrained("cross_encoder", inputs="minilm-l6", task=RankingTask())
     fp32, int8 = folder / f"{kind}-fp32", folder / f"{kind}-int8"
     if not fp32.exists():
-        matcher.export_onnx(fp32)
+        export_onnx(matcher, fp32)
     if not int8.exists():
-        matcher.export_onnx(int8, quantize="int8")
+        export_onnx(matcher, int8, quantize="int8")
     return matcher, fp32, int8
 
 

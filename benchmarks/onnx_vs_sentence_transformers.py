@@ -63,6 +63,7 @@ def main() -> None:
 
     from attnmatch.data.datasets import load_split
     from attnmatch.encoders import resolve_source
+    from attnmatch.export import export_onnx
     from attnmatch.matcher import Matcher
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -79,7 +80,7 @@ def main() -> None:
     work = args.work_dir
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(resolve_source("minilm-l6"), work / "st")  # the same model files for both
-    Matcher.from_encoder("minilm-l6").export_onnx(work / "ours-int8", quantize="int8")
+    export_onnx(Matcher.from_encoder("minilm-l6"), work / "ours-int8", quantize="int8")
     ours = Matcher.load(work / "ours-int8")
     st = subprocess.Popen(
         [args.st_python, "-c", WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True

@@ -16,15 +16,15 @@ presets (`--inputs` sets the same inputs for every model). For each model it pri
 
 With --reference each model is timed again with its reference path, in the same process: the
 packed `nn.LSTM` for models on `BiRNN`, the step loop instead of the fused `nn.GRU` kernel for
-IARNN's GRU, WORD and GATE (`IARNN.use_fused = False`), and masked amax/amin pooling over full
-window maps for MP-CNN (`MPCNN.use_fast_pooling = False`).
+IARNN's GRU, WORD and GATE (config `fused=False`), and masked amax/amin pooling over full
+window maps for MP-CNN (config `fast_pooling=False`).
 
 --shared-encoding times only inference on the CPU in fp32 at hidden size 50 (it refuses the
 other modes' --inputs, --hidden-size, --task, --steps, --device, --precision and --reference),
 for the MV-LSTM presets (default mvlstm,amvlstm_q; the siamese cbow_mlp, lstm and cnn also share
 encodings):
 WikiQA test (6,165 pairs) at batch 32 and 512, each distinct text encoded once per batch
-(`share_encodings`, the default) against every pair's own encoding (the plain path), in
+(config `share_encodings`, the default) against every pair's own encoding (the plain path), in
 the same process, alternating on/off in each repeat (best of --repeats). Three batchings
 (--batching): "bucketed" (`Matcher.predict`'s length-sorted batches), "grouped" (the pairs in file
 order, a question's candidates together, as a ranking service receives them) and "question" (one
@@ -62,19 +62,22 @@ import torch
 
 from attnmatch.data.collate import bucketed_batches, collate
 from attnmatch.data.encoding import EncodedPairs
-from attnmatch.devices import autocast, grad_scaler
+from attnmatch.devices import autocast, grad_scaler, module_device
 from attnmatch.inputs import inputs_config_to_dict, parse_inputs
 from attnmatch.matcher import Matcher
 from attnmatch.models import get_preset, list_models, list_presets
 from attnmatch.models._registry import get_model_entry
-from attnmatch.models.iarnn import IARNN
-from attnmatch.models.mpcnn import MPCNN
 from attnmatch.nn.recurrent import BiRNN
 from attnmatch.training import Experiment, ExperimentConfig, build_experiment, loop
 from attnmatch.training.loop import batch_loss, make_sampler
 from attnmatch.training.optim import make_optimizer
 
 MVLSTM_PRESETS = ["mvlstm", "amvlstm_q"]
+# --reference: the config switches of IARNN's step loop and MP-CNN's amax pooling.
+REFERENCE_PATHS: dict[str, dict[str, object]] = {
+    "iarnn": {"fused": False},
+    "mpcnn": {"fast_pooling": False},
+}
 
 
 def train_throughput(
@@ -144,10 +147,28 @@ def concat(a: EncodedPairs, b: EncodedPairs) -> EncodedPairs:
     )
 
 
-def forward_per_batch(matcher: Matcher, data: EncodedPairs) -> np.ndarray:
-    """`Matcher.predict` on its plain path: `forward` per length-bucketed batch, on the
-    matcher's device and precision, whether or not the model has a whole-input path."""
-    model = matcher.model.eval()
+def with_config(model: torch.nn.Module, **changes: object) -> torch.nn.Module:
+    """`model` rebuilt from its config with `changes` (a speed switch, e.g.
+    `share_encodings=False`), with the same weights, on the same device, in the same mode."""
+    copy = type(model)(dataclasses.replace(model.config, **changes))
+    copy.load_state_dict(model.state_dict())
+    return copy.to(module_device(model)).train(model.training)
+
+
+def plain_model(model: torch.nn.Module) -> torch.nn.Module:
+    """`model`, or where its config shares encodings a copy that encodes every pair's own."""
+    if getattr(model.config, "share_encodings", False):
+        return with_config(model, share_encodings=False)
+    return model
+
+
+def forward_per_batch(
+    matcher: Matcher, data: EncodedPairs, model: torch.nn.Module | None = None
+) -> np.ndarray:
+    """`Matcher.predict` on its plain path: `forward` of `model` (default: the matcher's) per
+    length-bucketed batch, on the matcher's device and precision, whether or not the model has a
+    whole-input path."""
+    model = (model or matcher.model).eval()
     outputs = np.empty((len(data), model.config.num_outputs), dtype=np.float32)
     with torch.inference_mode(), autocast(matcher.device, matcher.precision):
         for idx in bucketed_batches(data, matcher.batch_size):
@@ -162,14 +183,11 @@ def inference_rows(
     whole-input path in `attnmatch.models.fast` and shared encodings, where it has them) and on
     the plain path (`forward` per bucketed batch, every pair's own encoding), alternating in each
     repeat (best of `repeats`), with the largest difference between their outputs."""
-    model = matcher.model
-    sharing = hasattr(model, "share_encodings")
+    plain = plain_model(matcher.model)
 
     def run(fast: bool) -> tuple[float, np.ndarray]:
-        if sharing:
-            model.share_encodings = fast
         start = time.perf_counter()
-        out = matcher.predict(data) if fast else forward_per_batch(matcher, data)
+        out = matcher.predict(data) if fast else forward_per_batch(matcher, data, plain)
         return time.perf_counter() - start, out
 
     row: dict[str, float] = {}
@@ -185,8 +203,6 @@ def inference_rows(
         row[f"plain_{batch_size}"] = len(data) / best[False]
         diff = float(np.abs(outputs[True] - outputs[False]).max())
         row["max_abs_diff"] = max(row.get("max_abs_diff", 0.0), diff)
-    if sharing:
-        model.share_encodings = True
     return row
 
 
@@ -202,23 +218,22 @@ def shared_encoding_rows(
         idx = np.arange(len(data))
         batches = [idx[i : i + batch_size] for i in range(0, len(idx), batch_size)]
     distinct = [len(np.unique(data.left[b])) for b in batches]
-    model.eval()
-
-    rnns = [m for m in model.modules() if isinstance(m, BiRNN)]
+    models = {True: model.eval(), False: plain_model(model).eval()}  # sharing encodings or not
+    rnns = {share: [m for m in models[share].modules() if isinstance(m, BiRNN)] for share in models}
     # Variants: shared encodings (hand-written LSTM), the plain path, the plain path on nn.LSTM.
     variants = {"shared": (True, True), "plain": (False, True)}
-    if rnns:
+    if rnns[False]:
         variants["plain_nn_lstm"] = (False, False)
 
     def run(variant: str) -> tuple[float, np.ndarray]:
-        model.share_encodings, fast = variants[variant]
-        for rnn in rnns:
+        share, fast = variants[variant]
+        for rnn in rnns[share]:
             rnn.fast_cpu_lstm = fast
         out = np.empty(len(data), dtype=np.float32)
         start = time.perf_counter()
         with torch.inference_mode():  # as Matcher.predict: collate + forward per batch
             for b in batches:
-                out[b] = model(collate(data, b))[:, -1].numpy()
+                out[b] = models[share](collate(data, b))[:, -1].numpy()
         return time.perf_counter() - start, out
 
     for variant in variants:
@@ -229,8 +244,7 @@ def shared_encoding_rows(
         for variant in variants:
             seconds, outputs[variant] = run(variant)
             best[variant] = min(best[variant], seconds)
-    model.share_encodings = True
-    for rnn in rnns:
+    for rnn in rnns[False]:
         rnn.fast_cpu_lstm = True
     row = {f"{v}_pairs_per_s": len(data) / best[v] for v in variants}
     return row | {
@@ -265,7 +279,7 @@ def shared_encoding_report(
         )
         torch.manual_seed(0)
         exp = build_experiment(config)
-        if not hasattr(exp.model, "share_encodings"):
+        if not hasattr(exp.model.config, "share_encodings"):
             raise SystemExit(f"--shared-encoding: {name} does not share encodings")
         assert exp.test is not None
         settings = [(o, b) for o in ("bucketed", "grouped") for b in (32, 512)]
@@ -450,6 +464,8 @@ def main() -> None:
         overrides: dict[str, object] = {"hidden_size": args.hidden_size} if sized else {}
         if mtype == "mvlstm":
             overrides["k"] = 50
+        if not fast:
+            overrides.update(REFERENCE_PATHS.get(mtype, {}))
         overrides.update(own)
         config = ExperimentConfig.from_dict(
             {
@@ -465,11 +481,7 @@ def main() -> None:
         for module in exp.model.modules():
             if isinstance(module, BiRNN):
                 module.fast_cpu_lstm = fast
-            if isinstance(module, IARNN):
-                module.use_fused = fast
-            if isinstance(module, MPCNN):
-                module.use_fast_pooling = fast
-        ref = {IARNN: "step loop", MPCNN: "amax pooling"}.get(type(exp.model), "nn.LSTM ref")
+        ref = {"iarnn": "step loop", "mpcnn": "amax pooling"}.get(mtype, "nn.LSTM ref")
         label = spec if fast else f"{spec} ({ref})"
         batches = make_sampler(exp).epoch(1)
         train_pps, epoch_s = train_throughput(exp, batches, args.steps)

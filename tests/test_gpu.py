@@ -27,7 +27,7 @@ import torch
 from attnmatch.devices import autocast
 from attnmatch.losses import auxiliary_loss, compute_loss
 from attnmatch.matcher import Matcher
-from attnmatch.training import ExperimentConfig, train
+from attnmatch.training import ExperimentConfig, fit, train
 from tests.models.conftest import model_batch, random_pairs, tiny_model
 from tests.models.test_common import NAMES
 from tests.models.test_encoded_inference import ENCODED
@@ -201,7 +201,7 @@ def test_matcher_fit_on_cuda_saved_and_loaded_on_cpu(tmp_path: Path, no_tf32: No
         for line in (FIXTURE / "train.tsv").read_text(encoding="utf-8").splitlines()[1:]
     ]
     pairs = [(left, right, int(label), group) for group, left, right, label in train_rows]
-    matcher = Matcher.fit(
+    matcher = fit(
         pairs,
         model="mvlstm",
         inputs="random",

@@ -21,14 +21,7 @@ MAX_FUNCTION_LINES = 80
 # Import edges that close a cycle today, in modules reworked elsewhere, each with the reason
 # it is still there. `test_no_import_cycles` ignores them; `test_known_cycle_edges_are_needed`
 # fails once one closes no cycle any more, so that the entry is removed.
-KNOWN_CYCLE_EDGES: dict[tuple[str, str], str] = {
-    ("attnmatch.matcher", "attnmatch.training.api"): (
-        "Matcher.fit calls training.api.fit_matcher, and the training code builds Matchers"
-    ),
-    ("attnmatch.matcher", "attnmatch.training.distill"): (
-        "Matcher.distill calls training.distill.distill_matcher, which builds Matchers"
-    ),
-}
+KNOWN_CYCLE_EDGES: dict[tuple[str, str], str] = {}
 
 # Functions over the limit in modules rewritten elsewhere, each with the reason; the test
 # fails once one is short enough, so that the entry is removed.

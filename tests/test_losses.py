@@ -16,7 +16,7 @@ from attnmatch.losses import (
     rank_hinge_loss,
     sparse_score_distribution,
 )
-from attnmatch.tasks import TASK_LOSSES
+from attnmatch.tasks import TASKS
 
 
 def test_rank_hinge_is_mean_of_per_negative_hinges() -> None:
@@ -70,7 +70,7 @@ def test_ranking_losses_via_compute_loss_read_scores_or_p_match() -> None:
 
 
 def test_every_task_loss_is_a_training_objective() -> None:
-    assert set(LOSSES) == {loss for losses in TASK_LOSSES.values() for loss in losses}
+    assert set(LOSSES) == {loss for task in TASKS.values() for loss in task.LOSSES}
 
 
 def test_compute_loss_unknown_name() -> None:

@@ -19,7 +19,7 @@ from attnmatch.cli import app
 from attnmatch.matcher import Matcher, load_matcher
 from attnmatch.research.reproduce import render_markdown
 from attnmatch.tasks import Task
-from attnmatch.training import train
+from attnmatch.training import fit, train
 from tests.models.conftest import tiny_inputs, tiny_model
 from tests.tiny_transformer import write_tiny_encoder
 
@@ -204,7 +204,7 @@ def test_save_then_load_gives_identical_scores(model_dir: Path, tmp_path: Path) 
 
 
 def test_fit_on_tuples_learns_a_toy_ranking() -> None:
-    """Matcher.fit on (question, answer, label, group) tuples: the task (ranking: 0/1 labels,
+    """fit on (question, answer, label, group) tuples: the task (ranking: 0/1 labels,
     groups of several answers) is inferred, and a few epochs put the answer about the
     question's topic first for every question (the untrained model does not)."""
     topics = ["apple", "river", "castle", "guitar", "tiger", "bridge"]
@@ -214,7 +214,7 @@ def test_fit_on_tuples_learns_a_toy_ranking() -> None:
         for i, t in enumerate(topics)
         for a in answers
     ]
-    matcher = Matcher.fit(
+    matcher = fit(
         data, model="mvlstm", inputs="random", epochs=5, lr=0.01, batch_size=4, num_negatives=2
     )
     assert isinstance(matcher, Matcher) and matcher.path is None  # trained in a temporary folder
@@ -261,7 +261,7 @@ def test_fit_and_untrained_leave_the_callers_random_generators_alone() -> None:
     torch.manual_seed(123)
     before = states()
     data = [("q one", "a b", 1), ("q one", "c d", 0), ("q two", "e f", 1), ("q two", "g h", 0)]
-    Matcher.fit(data, model="mvlstm", inputs="random", epochs=1, batch_size=2, num_negatives=1)
+    fit(data, model="mvlstm", inputs="random", epochs=1, batch_size=2, num_negatives=1)
     Matcher.untrained("mvlstm", inputs="random", task=Task(kind="ranking"), train_texts=["a b"])
     after = states()
     assert before[0] == after[0] and before[1] == after[1] and torch.equal(before[2], after[2])
@@ -269,13 +269,13 @@ def test_fit_and_untrained_leave_the_callers_random_generators_alone() -> None:
 
 def test_fit_errors_name_what_is_wrong() -> None:
     with pytest.raises(ValueError, match="names a dataset: its own dev split and task are used"):
-        Matcher.fit("wikiqa", [("a", "b", 1)])
+        fit("wikiqa", [("a", "b", 1)])
     with pytest.raises(ValueError, match="names a dataset"):
-        Matcher.fit("wikiqa", task="classification")
+        fit("wikiqa", task="classification")
     with pytest.raises(ValueError, match="train: row 0: the label is NaN"):
-        Matcher.fit([("a", "b", float("nan"))])
+        fit([("a", "b", float("nan"))])
     with pytest.raises(ValueError, match="train: row 1: the label must be a number, got 'x'"):
-        Matcher.fit([("a", "b", 1), ("a", "c", "x")])
+        fit([("a", "b", 1), ("a", "c", "x")])
 
 
 def test_fit_takes_numpy_labels() -> None:
@@ -526,9 +526,9 @@ def test_reproduce_skips_not_run_rows_without_training(tmp_path: Path) -> None:
 
 def test_print_metrics_with_different_per_group_keys_per_split(capsys) -> None:
     """A SemEval run's dev (held-out 2012 sets) and test (2015 sets) have different groups."""
-    from attnmatch.cli.console import _print_metrics
+    from attnmatch.cli.console import print_metrics
 
-    _print_metrics(
+    print_metrics(
         {
             "dev": {"pearson": 0.7, "pearson/2012/MSRpar": 0.5},
             "test": {"pearson": 0.6, "pearson/2015/belief": 0.4},
@@ -561,7 +561,7 @@ def test_fit_ranks_a_positive_only_dev_against_all_its_answers(
         for q, a in zip(["pw", "app", "price"], answers, strict=True)
     ]
     dev = [("pw question", answers[0], 1), ("app question", answers[1], 1), ("cost", answers[2], 1)]
-    matcher = Matcher.fit(
+    matcher = fit(
         train,
         dev,
         model="mvlstm",

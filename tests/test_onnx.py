@@ -1,4 +1,4 @@
-"""ONNX export and the ONNX Runtime backend (`attnmatch.export`, `Matcher.export_onnx`,
+"""ONNX export and the ONNX Runtime backend (`attnmatch.export`, `export_onnx`,
 `Matcher.load(backend=)`, `attnmatch export`, `--backend`), on a tiny random BERT."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from attnmatch import Matcher
 from attnmatch.data.datasets import load_split
-from attnmatch.export import EXACT_ATOL, is_exported
+from attnmatch.export import EXACT_ATOL, export_onnx, is_exported
 from attnmatch.export.runtime import OnnxModel
 from attnmatch.tasks import RankingTask, Task
 from tests.models.conftest import tiny_inputs, tiny_model
@@ -73,9 +73,9 @@ def exported(
 ) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("onnx")
     return {
-        "bi": bi.export_onnx(out / "bi"),
-        "bi-int8": bi.export_onnx(out / "bi-int8", quantize="int8"),
-        **{name: m.export_onnx(out / name) for name, m in crosses.items()},
+        "bi": export_onnx(bi, out / "bi"),
+        "bi-int8": export_onnx(bi, out / "bi-int8", quantize="int8"),
+        **{name: export_onnx(m, out / name) for name, m in crosses.items()},
     }
 
 
@@ -159,13 +159,13 @@ def test_backends_load_and_refuse_clearly(
     with pytest.raises(ValueError, match="copy its directory"):
         on_onnx.save(tmp_path / "again")
     with pytest.raises(ValueError, match="quantize must be"):
-        bi.export_onnx(tmp_path / "x", quantize="int4")
+        export_onnx(bi, tmp_path / "x", quantize="int4")
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "notes.txt").write_text("mine")
     with pytest.raises(ValueError, match="not replacing it"):
-        bi.export_onnx(tmp_path / "busy")
+        export_onnx(bi, tmp_path / "busy")
     with pytest.raises(ValueError, match="no weights to export"):
-        Matcher.from_lexical("overlap").export_onnx(tmp_path / "lex")
+        export_onnx(Matcher.from_lexical("overlap"), tmp_path / "lex")
 
 
 def test_a_damaged_manifest_is_one_line_naming_the_file(
@@ -201,7 +201,7 @@ def test_a_model_whose_forward_decides_from_values_is_refused(tmp_path: Path) ->
         task=Task(kind="ranking"),
     )
     with pytest.raises(ValueError, match="does not export to ONNX"):
-        matcher.export_onnx(tmp_path / "m")
+        export_onnx(matcher, tmp_path / "m")
     assert not (tmp_path / "m").exists()
 
 

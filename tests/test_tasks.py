@@ -16,16 +16,20 @@ from attnmatch.data.encoding import EncodedPairs
 from attnmatch.data.schema import Example
 from attnmatch.evaluation import report_from_outputs
 from attnmatch.tasks import (
-    TASK_LOSSES,
+    GROUP_LOSSES,
+    TASKS,
     ClassificationTask,
     Predictions,
     RankingTask,
     RegressionTask,
     Task,
+    among,
+    for_task,
     item_values,
     migrate_v1_task,
     ranking_scores,
     regression_predictions,
+    same_kind,
 )
 
 RANKING = RankingTask()
@@ -86,20 +90,14 @@ def test_invalid_tasks() -> None:
 # --- losses and head sizes --------------------------------------------------------------------
 
 
-def test_default_loss() -> None:
-    assert RANKING.default_loss() == "rank_hinge"
-    assert NLI.default_loss() == "cross_entropy"
-    assert STS.default_loss() == "kl"
-
-
 def test_resolve_loss() -> None:
     assert RANKING.resolve_loss("auto") == "rank_hinge"
     assert NLI.resolve_loss("auto") == "cross_entropy"
     assert STS.resolve_loss("auto") == "kl"
     assert STS.resolve_loss("mse") == "mse"
-    for kind, losses in TASK_LOSSES.items():
-        task = {"ranking": RANKING, "classification": NLI, "regression": STS}[kind]
-        assert [task.resolve_loss(loss) for loss in losses] == list(losses)
+    assert RegressionTask(min_score=0.5, max_score=2.5).resolve_loss("auto") == "mse"
+    for task in (RANKING, NLI, STS):
+        assert [task.resolve_loss(loss) for loss in task.LOSSES] == list(task.LOSSES)
     with pytest.raises(ValueError, match="cannot train a regression task; use one of kl, mse"):
         STS.resolve_loss("rank_hinge")
     with pytest.raises(ValueError, match="cannot train a classification task; use one of cross_"):
@@ -147,44 +145,47 @@ def test_regression_predictions_of_both_heads() -> None:
     torch.testing.assert_close(uniform, torch.tensor([3.0]))
 
 
+def scores(task: Task, outputs: torch.Tensor) -> torch.Tensor:
+    return torch.from_numpy(task.decode(outputs.numpy()).scores)
+
+
 def test_scores_of_a_ranking_task() -> None:
     one = torch.tensor([[0.3], [-1.2]])
-    torch.testing.assert_close(RANKING.scores(one), torch.tensor([0.3, -1.2]))  # (B, 1): itself
+    torch.testing.assert_close(scores(RANKING, one), torch.tensor([0.3, -1.2]))  # (B, 1): itself
     two = torch.tensor([[0.0, 0.0], [0.0, math.log(3.0)]])  # (B, 2): log P(match)
-    torch.testing.assert_close(RANKING.scores(two), torch.tensor([math.log(0.5), math.log(0.75)]))
+    expected = torch.tensor([math.log(0.5), math.log(0.75)])
+    torch.testing.assert_close(scores(RANKING, two), expected)
 
 
 def test_scores_of_a_classification_task_are_log_p_of_the_last_class() -> None:
     logits = torch.tensor([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]])
     expected = torch.log_softmax(logits, dim=-1)[:, -1]
-    torch.testing.assert_close(NLI.scores(logits), expected)
-    assert NLI.scores(logits)[0] > NLI.scores(logits)[1]
+    torch.testing.assert_close(scores(NLI, logits), expected)
+    assert scores(NLI, logits)[0] > scores(NLI, logits)[1]
     binary = torch.tensor([[0.0, 1.0], [2.0, 0.5]])
-    torch.testing.assert_close(BINARY.scores(binary), torch.log_softmax(binary, dim=-1)[:, 1])
+    torch.testing.assert_close(scores(BINARY, binary), torch.log_softmax(binary, dim=-1)[:, 1])
 
 
 def test_scores_of_both_regression_heads() -> None:
     # MSE head: the value itself, on the task's scale.
-    torch.testing.assert_close(STS.scores(torch.tensor([[4.2], [0.5]])), torch.tensor([4.2, 0.5]))
+    torch.testing.assert_close(scores(STS, torch.tensor([[4.2], [0.5]])), torch.tensor([4.2, 0.5]))
     # KL head: the expected level, min_score + i for output i.
-    torch.testing.assert_close(SICK.scores(torch.zeros(1, 5)), torch.tensor([3.0]))  # 1..5
-    torch.testing.assert_close(STS.scores(torch.zeros(1, 6)), torch.tensor([2.5]))  # 0..5
+    torch.testing.assert_close(scores(SICK, torch.zeros(1, 5)), torch.tensor([3.0]))  # 1..5
+    torch.testing.assert_close(scores(STS, torch.zeros(1, 6)), torch.tensor([2.5]))  # 0..5
     peaked = torch.full((1, 5), -1e4)
     peaked[0, 3] = 0.0  # all mass on level 1 + 3
-    torch.testing.assert_close(SICK.scores(peaked), torch.tensor([4.0]))
+    torch.testing.assert_close(scores(SICK, peaked), torch.tensor([4.0]))
     probs = torch.tensor([[0.0, 0.0, 0.5, 0.5, 0.0]])  # half on 3, half on 4
-    torch.testing.assert_close(SICK.scores(torch.log(probs.clamp(min=1e-12))), torch.tensor([3.5]))
+    half = scores(SICK, torch.log(probs.clamp(min=1e-12)))
+    torch.testing.assert_close(half, torch.tensor([3.5]))
 
 
 def test_labels() -> None:
-    logits = torch.tensor([[0.1, 2.0, -1.0], [0.0, -1.0, 5.0], [3.0, 0.0, 0.0]])
-    assert NLI.labels(logits) == ["entailment", "contradiction", "neutral"]
-    assert BINARY.labels(torch.tensor([[0.0, 1.0]])) == ["duplicate"]
+    logits = np.array([[0.1, 2.0, -1.0], [0.0, -1.0, 5.0], [3.0, 0.0, 0.0]], dtype=np.float32)
+    assert NLI.decode(logits).labels == ["entailment", "contradiction", "neutral"]
+    assert BINARY.decode(np.array([[0.0, 1.0]], dtype=np.float32)).labels == ["duplicate"]
     for task in (RANKING, STS):
-        with pytest.raises(
-            ValueError, match=f"need a classification model; this one is {task.kind}"
-        ):
-            task.labels(torch.zeros(1, 2))
+        assert task.decode(np.zeros((1, 1), dtype=np.float32)).labels is None
 
 
 # --- where a model may be evaluated -----------------------------------------------------------
@@ -375,12 +376,19 @@ def test_a_classifier_reads_a_ranking_split_as_its_classes() -> None:
 
 
 def test_training_answers() -> None:
-    assert RANKING.trains_on_groups("listwise") and not RANKING.trains_on_groups("cross_entropy")
-    assert not NLI.trains_on_groups("cross_entropy")
-    assert SICK.loss_options() == {"min_score": 1} and RANKING.loss_options() == {}
-    assert RANKING.fine_tuning_train() == {"loss": "listwise"} and NLI.fine_tuning_train() == {}
-    assert STS.cosine_head() == ({"loss": "mse"}, {"scale": 5.0, "shift": 0.0})
-    assert RANKING.among(("ranking", "classification")) and not STS.among(("ranking",))
+    assert set(GROUP_LOSSES) < set(RankingTask.LOSSES)  # only ranking trains on groups
+    assert not set(GROUP_LOSSES) & {*ClassificationTask.LOSSES, *RegressionTask.LOSSES}
+    assert among(RANKING, ("ranking", "classification")) and not among(STS, ("ranking",))
+    assert same_kind(RANKING, CALIBRATED) and not same_kind(RANKING, BINARY)
+
+
+def test_for_task_reads_a_table_keyed_by_task_class() -> None:
+    table = {RankingTask: "r", Task: "any"}
+    assert for_task(table, CALIBRATED) == "r" and for_task(table, RankingTask) == "r"
+    assert for_task(table, STS) == "any"  # the nearest base class with an entry
+    assert list(TASKS.values()) == [RankingTask, ClassificationTask, RegressionTask]
+    with pytest.raises(KeyError, match="no entry for RegressionTask in a table of RankingTask"):
+        for_task({RankingTask: 1}, STS)
 
 
 def test_calibrated_on_dev_outputs() -> None:

@@ -4,10 +4,11 @@ The public API is small on purpose::
 
     from attnmatch import Matcher
 
-    matcher = Matcher.load("runs/demo/model")          # or Matcher.fit(...), Matcher.from_encoder(...)
+    matcher = Matcher.load("runs/demo/model")          # or fit(...), Matcher.from_encoder(...)
     matcher.rank("how are glacier caves formed?", ["A glacier cave is ...", "The Alps ..."])
 
-- `Matcher`: load, save, fit, score, rank, classify, explain, evaluate.
+- `Matcher`: load, save, score, rank, classify, explain, evaluate.
+- `fit`, `distill`: train a Matcher from pairs in memory or a dataset (`attnmatch.training`).
 - `Ranked`: one result of `Matcher.rank` (index, text, score).
 - `Task`: what a model's outputs mean (ranking, classification, regression).
 - `ExperimentConfig`, `train`: a training run from a config (what `attnmatch train` does).
@@ -27,6 +28,8 @@ __all__ = [
     "Matcher",
     "Ranked",
     "Task",
+    "distill",
+    "fit",
     "list_datasets",
     "list_models",
     "list_presets",
@@ -40,6 +43,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from attnmatch.models import list_models, list_presets
     from attnmatch.tasks import Task
     from attnmatch.training import ExperimentConfig, train
+    from attnmatch.training.api import distill, fit
 
 _LAZY = {
     "Matcher": "attnmatch.matcher",
@@ -47,6 +51,8 @@ _LAZY = {
     "Task": "attnmatch.tasks",
     "ExperimentConfig": "attnmatch.training",
     "train": "attnmatch.training",
+    "fit": "attnmatch.training",
+    "distill": "attnmatch.training",
     "list_models": "attnmatch.models",
     "list_presets": "attnmatch.models",
     "list_datasets": "attnmatch.data.datasets",

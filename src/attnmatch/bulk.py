@@ -47,11 +47,10 @@ _WORKER: dict[str, Matcher] = {}  # the model of a worker process
 
 
 def _worker_start(spec: str, device: str, precision: str, threads: int) -> None:
-    import torch
-
+    from attnmatch.devices import set_torch_threads
     from attnmatch.matcher import load_matcher
 
-    torch.set_num_threads(threads)
+    set_torch_threads(threads)  # for the worker process's life
     _WORKER["matcher"] = load_matcher(spec, device=device, precision=precision)
 
 

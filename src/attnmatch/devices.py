@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import itertools
 import re
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Literal, cast
 
 import torch
@@ -121,6 +122,25 @@ def module_device(module: torch.nn.Module) -> torch.device:
     lexical scorer)."""
     first = next(itertools.chain(module.parameters(), module.buffers()), None)
     return torch.device("cpu") if first is None else first.device
+
+
+def set_torch_threads(threads: int) -> None:
+    """torch's intra-op CPU threads from now on, for the caller's whole life (a worker process,
+    a model's own thread); `torch_threads` sets them for a block. With the window pool
+    (`models/fast/_windows.py`), the one place that sets them."""
+    if threads != torch.get_num_threads():
+        torch.set_num_threads(threads)
+
+
+@contextmanager
+def torch_threads(threads: int) -> Iterator[None]:
+    """torch's intra-op CPU threads set to `threads` inside the block, the caller's after."""
+    before = torch.get_num_threads()
+    set_torch_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def busy_cpus(samples: int = 5, interval: float = 0.02) -> float:

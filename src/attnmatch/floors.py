@@ -25,7 +25,9 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch.nn.functional as F
@@ -35,11 +37,54 @@ from attnmatch.data.schema import Example
 from attnmatch.evaluation import report_from_outputs
 from attnmatch.lexical import LexicalScorer
 from attnmatch.matcher import Matcher
-from attnmatch.tasks import Task
+from attnmatch.tasks import (
+    ClassificationTask,
+    RankingTask,
+    RegressionTask,
+    Task,
+    for_task,
+    same_kind,
+)
 from attnmatch.zero_shot import THRESHOLD_METRICS
 
 RANDOM_SEEDS = 20
 FLOOR_LEXICAL = ("overlap", "bm25")
+
+
+def _random_orderings(task: Task, n: int, fit_labels: np.ndarray) -> list[np.ndarray]:
+    return [np.random.default_rng(seed).random((n, 1)) for seed in range(RANDOM_SEEDS)]
+
+
+def _majority_class(task: Any, n: int, fit_labels: np.ndarray) -> list[np.ndarray]:
+    if len(fit_labels) == 0:
+        return []
+    counts = Counter(int(label) for label in fit_labels)
+    majority = max(sorted(counts), key=counts.__getitem__)  # ties: the lowest class
+    outputs = np.zeros((n, len(task.class_names)), dtype=np.float32)  # (n, C)
+    outputs[:, majority] = 1.0
+    return [outputs]
+
+
+def _mean_score(task: Task, n: int, fit_labels: np.ndarray) -> list[np.ndarray]:
+    if len(fit_labels) == 0:
+        return []
+    return [np.full((n, 1), np.mean(fit_labels), dtype=np.float32)]  # (n, 1)
+
+
+# Keyed by task class (`attnmatch.tasks.for_task`): the "random" floor's outputs on n pairs
+# (module docstring; none where it needs fitting pairs and there are none), and whether a
+# similarity can be read as the task's output, given labelled fitting pairs or not and the
+# similarity's range (None: none).
+_RANDOM_OUTPUTS: dict[type[Task], Callable[[Any, int, np.ndarray], list[np.ndarray]]] = {
+    RankingTask: _random_orderings,
+    ClassificationTask: _majority_class,
+    RegressionTask: _mean_score,
+}
+_READS_SIMILARITY: dict[type[Task], Callable[[Any, bool, object], bool]] = {
+    RankingTask: lambda task, fitted, similarity_range: True,
+    ClassificationTask: lambda task, fitted, similarity_range: fitted and task.num_classes == 2,
+    RegressionTask: lambda task, fitted, similarity_range: fitted or similarity_range is not None,
+}
 
 
 def compute_floors(
@@ -81,7 +126,7 @@ def compute_floors(
     """
     if not eval_examples:
         raise ValueError("no pairs to compute floors on")
-    if task is None or not task.same_kind(protocol):
+    if task is None or not same_kind(task, protocol):
         task = Task.of(protocol)
     data = encode_examples(eval_examples, _no_ids)
     fit = _sample(fit_examples, max_fit_pairs, seed)
@@ -96,7 +141,7 @@ def compute_floors(
     calibrated = bool(fit) and not task.similarity_is_output  # a head fitted on fit's pairs
     for kind in lexical:
         scorer = LexicalScorer(kind)
-        if not task.can_read_similarity(bool(fit), scorer.similarity_range):
+        if not for_task(_READS_SIMILARITY, task)(task, bool(fit), scorer.similarity_range):
             left_out[kind] = _unreadable(task, bool(fit))
             continue
         if not task.similarity_is_output:
@@ -140,7 +185,7 @@ def _encoder_floors(
                 "the encoder floor is computed on (CPU time)"
             )
             continue
-        if not task.can_read_similarity(fit, (-1, 1)):
+        if not for_task(_READS_SIMILARITY, task)(task, fit, (-1, 1)):
             left_out[f"{source} zero-shot"] = _unreadable(task, fit)
             continue
         try:
@@ -243,11 +288,11 @@ def _report(
 def _random_floor(
     data: EncodedPairs, protocol: Task, task: Task, fit_labels: np.ndarray
 ) -> dict[str, float] | None:
-    """The "random" floor (`Task.floor_outputs`): its runs' metrics averaged; None when it
+    """The "random" floor (`_RANDOM_OUTPUTS`): its runs' metrics averaged; None when it
     needs fitting pairs and there are none."""
     runs = [
         report_from_outputs(outputs, data, protocol, task=task).metrics
-        for outputs in task.floor_outputs(len(data), fit_labels, RANDOM_SEEDS)
+        for outputs in for_task(_RANDOM_OUTPUTS, task)(task, len(data), fit_labels)
     ]
     if not runs:
         return None

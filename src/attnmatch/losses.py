@@ -7,7 +7,7 @@ divergence to the sparse target distribution of Tai et al. (2015) ("kl"), or one
 with squared error ("mse"). Which losses train which task, and how outputs become scores,
 is `attnmatch.tasks`.
 
-Distillation (`attnmatch.training.distill`) adds a teacher's targets to each batch
+Distillation (`attnmatch.training.distillation`) adds a teacher's targets to each batch
 (`PairBatch.teacher`) and trains on `mixed_loss`: the gold-label loss and one of
 `DISTILL_LOSSES` weighted together.
 """
@@ -182,7 +182,7 @@ def distill_loss(
     """The named distillation loss of a model's outputs against `batch.teacher`.
 
     Args:
-        name: one of `DISTILL_LOSSES` (the task's: `attnmatch.tasks.DISTILL_LOSSES`).
+        name: one of `DISTILL_LOSSES` (the task's: `attnmatch.training.distillation.DISTILL_LOSSES`).
         outputs: (B, num_outputs); batch.teacher: (B, 1) scores, or (B, C) probabilities
             for "soft_kl".
     """

@@ -1,8 +1,10 @@
-"""`Matcher`: the one object users load, fit, save, score, rank, classify and explain with.
+"""`Matcher`: the one object users load, save, score, rank, classify and explain with.
 
 A Matcher is a model with everything needed to feed it text (its inputs: tokenizer, vocabulary
 or sub-word encoder) and to read its outputs (its task). In the spirit of sentence-transformers'
-`CrossEncoder`.
+`CrossEncoder`. Functions of their packages train one (`attnmatch.training.fit`, `distill`),
+export one (`attnmatch.export.export_onnx`) and rerank with one
+(`attnmatch.retrieval.SearchIndex.search(..., reranker=matcher)`).
 
 Example:
     >>> from attnmatch import Matcher
@@ -20,21 +22,17 @@ classification or regression task it is calibrated on labelled pairs (`attnmatch
 from __future__ import annotations
 
 import math
-import os
-import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
-from torch.overrides import TorchFunctionMode
 
 from attnmatch import model_dir
-from attnmatch.configs import ConfigError
 from attnmatch.data.collate import bucketed_batches, collate, pad_ids
 from attnmatch.data.encoding import EncodedPairs, encode_examples
 from attnmatch.data.schema import Example
@@ -47,16 +45,18 @@ from attnmatch.devices import (
     resolve_device,
 )
 from attnmatch.evaluation import NO_PAIRS, Report, report_from_outputs
-from attnmatch.export import is_exported
+from attnmatch.export import export_onnx, is_exported
 from attnmatch.export.runtime import OnnxModel
-from attnmatch.inputs import Inputs, check_accepts, load_inputs, parse_inputs
-from attnmatch.models import (
-    build_model,
-    get_model_entry,
-    input_layer,
-    model_config_from_dict,
-    resolve_model_config,
+from attnmatch.inputs import Inputs, check_accepts, parse_inputs
+from attnmatch.matcher_load import (
+    check_backend,
+    check_batch_size,
+    check_exported_backend,
+    check_onnx_device,
+    read_exported,
+    read_model_dir,
 )
+from attnmatch.models import build_model, get_model_entry, input_layer, resolve_model_config
 from attnmatch.models.contract import (
     TextModel,
     attention_maps,
@@ -68,9 +68,6 @@ from attnmatch.models.fast import inference_for
 from attnmatch.models.pretrained import BiEncoder
 from attnmatch.nn.overlap import WithOverlapFeatures
 from attnmatch.tasks import Predictions, RankingTask, Task
-
-if TYPE_CHECKING:  # pragma: no cover
-    from attnmatch.retrieval.search import Hit, SearchIndex
 
 # Labelled pairs that calibrate a zero-shot matcher: Examples or (left, right, label) tuples.
 Calibration = Sequence[Example] | Sequence[tuple[str, str, int | float]]
@@ -89,8 +86,8 @@ class Ranked:
 class Matcher:
     """A text-pair model with its inputs and task.
 
-    Build one with `Matcher.load(path)`, `Matcher.fit(...)`, `Matcher.from_encoder(source)` or
-    `Matcher.from_lexical(kind)`.
+    Build one with `Matcher.load(path)`, `attnmatch.training.fit(...)`,
+    `Matcher.from_encoder(source)` or `Matcher.from_lexical(kind)`.
 
     Args:
         model: a registered model (`attnmatch.models`), or a model that reads the texts
@@ -124,7 +121,7 @@ class Matcher:
     # ----------------------------------------------------------------- construction
 
     def __post_init__(self) -> None:
-        _check_batch_size(self.batch_size)
+        check_batch_size(self.batch_size)
         check_precision(self.precision)
         self._text = self.model if isinstance(self.model, TextModel) else None
         if self._text is not None and self.inputs is not None:
@@ -167,7 +164,7 @@ class Matcher:
         torch_device = resolve_device(device)
         chosen = check_precision(precision or self.precision, torch_device)
         if self.backend == "onnx":
-            _check_onnx_device(torch_device, chosen)
+            check_onnx_device(torch_device, chosen)
         self.model.to(torch_device)
         self.precision = chosen
         return self
@@ -184,8 +181,8 @@ class Matcher:
     ) -> Matcher:
         """Loads a model directory strictly: every key known and of its type, every weight
         present, shaped, typed and finite, the vocabulary as large as the embedding table.
-        Loads an exported directory (`export_onnx`) onto ONNX Runtime, with no Python class of
-        the model.
+        Loads an exported directory (`attnmatch.export.export_onnx`) onto ONNX Runtime, with
+        no Python class of the model.
 
         Loading changes no global state (the model is built under a forked random generator).
         The weights load onto any device, wherever they were trained.
@@ -205,147 +202,23 @@ class Matcher:
                 (the file named, with the field or tensor); `device`, `precision`,
                 `batch_size` or `backend` is invalid, or the model does not export.
         """
-        _check_backend(backend)
+        check_backend(backend)
         if is_exported(path):
-            return cls._load_exported(Path(path), device, precision, batch_size, backend)
-        matcher = cls._load_torch(path, device=device, precision=precision, batch_size=batch_size)
-        return matcher._onnx_copy() if backend == "onnx" else matcher
-
-    @classmethod
-    def _load_torch(
-        cls, path: str | Path, *, device: str | torch.device, precision: str, batch_size: int
-    ) -> Matcher:
-        """`load` of a model directory (torch)."""
+            check_exported_backend(path, backend)
+            check_onnx_device(resolve_device(device), precision)
+            check_batch_size(batch_size)
+            return cls(**read_exported(Path(path))._asdict(), batch_size=batch_size)
         torch_device = resolve_device(device)
         chosen = check_precision(precision, torch_device)
-        _check_batch_size(batch_size)
-        files = model_dir.read(path)
-        header = files.header
-        config_file = files.path / "config.json"
-        model_type = header["model_type"]
-        with _naming(config_file):
-            get_model_entry(model_type)  # an unknown model type: the registered ones listed
-            model_config = model_config_from_dict(model_type, header["config"], path="config")
-        task = _load_task(config_file, header["task"])
-        _check_task_fits(config_file, task, model_config)
-        overlap = header["features"]["overlap"] if "features" in header else None
-        try:  # shapes first, on the meta device: a config of huge sizes allocates nothing
-            with _on_meta_device():
-                template = _build(model_type, model_config, overlap)
-        except Exception as e:
-            reason = " ".join(str(e).split())[:300]
-            raise ValueError(
-                f"{config_file}: the model config describes a model that cannot be built "
-                f"({type(e).__name__}: {reason})"
-            ) from e
-        model_dir.check_weights(template, files)
-        with torch.random.fork_rng(devices=[]):  # the caller's random generator is untouched
-            model = _build(model_type, model_config, overlap)
-        # Checked above against the template, which the same config builds with the same
-        # tensors: loaded without checking them a second time (tied weights: one name is enough).
-        model.load_state_dict(files.state, strict=False)
-        model.to(torch_device).eval()
-        inputs = _load_inputs(files, header["inputs"])
-        _check_inputs_fit(files.path, model, inputs)
-        return cls(
-            model=model,
-            model_type=model_type,
-            inputs=inputs,
-            task=task,
-            metrics=files.metrics,
-            path=files.path,
-            batch_size=batch_size,
-            precision=chosen,
-        )
-
-    @classmethod
-    def _load_exported(
-        cls, path: Path, device: str | torch.device, precision: str, batch_size: int, backend: str
-    ) -> Matcher:
-        """`load` of an exported directory (ONNX Runtime, the CPU, float32)."""
-        from attnmatch.export import load_onnx_model
-
-        if backend == "torch":
-            raise ValueError(
-                f"{path} is an exported directory (ONNX graphs, no torch weights): load it with "
-                "backend 'onnx' or 'auto', or load the model directory it was exported from"
-            )
-        _check_onnx_device(resolve_device(device), precision)
-        _check_batch_size(batch_size)
-        config_file = path / "config.json"
-        header = model_dir.read_json(config_file)
-        if not isinstance(header, dict) or header.get("format") != model_dir.FORMAT:
-            raise ValueError(f"{config_file}: not an {model_dir.FORMAT} config (field 'format')")
-        for key in ("model_type", "config", "task", "inputs"):
-            if not isinstance(header.get(key), str if key == "model_type" else dict):
-                raise ValueError(f"{config_file}: missing or malformed field {key!r}")
-        model_type = header["model_type"]
-        with _naming(config_file):
-            model_config = model_config_from_dict(model_type, header["config"], path="config")
-        task = _load_task(config_file, header["task"])
-        _check_task_fits(config_file, task, model_config)
-        model = load_onnx_model(path, model_config)
-        try:
-            inputs = load_inputs(path, header["inputs"])
-        except (ValueError, KeyError, TypeError) as e:
-            raise ValueError(f"{config_file}: inputs: {' '.join(str(e).split())}") from e
-        _check_inputs_fit(path, model, inputs)
-        metrics_file = path / "metrics.json"
-        metrics = model_dir.read_json(metrics_file) if metrics_file.is_file() else {}
-        return cls(
-            model=model,
-            model_type=model_type,
-            inputs=inputs,
-            task=task,
-            metrics=metrics if isinstance(metrics, dict) else {},
-            path=path,
-            batch_size=batch_size,
-        )
+        check_batch_size(batch_size)
+        parts = read_model_dir(path, torch_device)._asdict()
+        matcher = cls(**parts, batch_size=batch_size, precision=chosen)
+        return _onnx_copy(matcher) if backend == "onnx" else matcher
 
     @property
     def backend(self) -> str:
         """What runs the model: "onnx" (ONNX Runtime, an exported model) or "torch"."""
         return "onnx" if isinstance(self.model, OnnxModel) else "torch"
-
-    def export_onnx(self, path: str | Path, *, quantize: str | None = None) -> Path:
-        """Writes an exported directory (`attnmatch.export`): the model as ONNX graphs with
-        dynamic batch and length axes, beside this model's config.json and inputs, so that
-        `Matcher.load(path)` runs it on ONNX Runtime with no Python class of the model.
-
-        Args:
-            quantize: None (float32, equal to torch within 1e-5: checked on export) or
-                "int8" (ONNX Runtime's dynamic int8 quantisation of the matrix products).
-
-        Raises:
-            ValueError: a lexical or already exported matcher, an unknown `quantize`, or a
-                model that does not export (why named; docs/speed.md lists them).
-        """
-        import tempfile
-
-        from attnmatch.export import export_onnx, kept_files
-
-        if self.backend == "onnx":
-            raise ValueError("this matcher runs an exported model already: copy its directory")
-        if self._text is not None:
-            raise ValueError(f"a {self.model_type} matcher has no weights to export")
-        with tempfile.TemporaryDirectory() as tmp:
-            saved = self.save(Path(tmp) / "model")
-            files = kept_files(saved)
-        return export_onnx(self.model, self.encode, path, header_files=files, quantize=quantize)
-
-    def _onnx_copy(self) -> Matcher:
-        """This matcher exported in float32 and loaded on ONNX Runtime (from a temporary
-        directory: the sessions hold the graphs in memory)."""
-        import tempfile
-
-        if self._text is not None:
-            raise ValueError(f"a {self.model_type} matcher has no ONNX form: use backend torch")
-        with tempfile.TemporaryDirectory() as tmp:
-            exported = Matcher.load(
-                self.export_onnx(Path(tmp) / "onnx"), batch_size=self.batch_size
-            )
-        exported.path = self.path
-        return exported
 
     @classmethod
     def from_encoder(
@@ -487,113 +360,6 @@ class Matcher:
         built.init_encoder(input_layer(net))
         return cls(model=net.eval(), model_type=model_type, inputs=built, task=task)
 
-    @classmethod
-    def fit(
-        cls,
-        train: Any,
-        dev: Any = None,
-        *,
-        model: str | None = None,
-        inputs: str | dict[str, Any] | None = None,
-        task: str | None = None,
-        epochs: int | None = None,
-        seed: int = 1,
-        output_dir: str | Path | None = None,
-        progress: bool = False,
-        columns: dict[str, str] | None = None,
-        **train_options: Any,
-    ) -> Matcher:
-        """Trains a model and returns it as a Matcher (see `attnmatch.training.fit_matcher`).
-
-        Args:
-            train, dev: lists of (left, right, label) tuples, pandas DataFrames or Hugging Face
-                `datasets.Dataset`s with columns left, right, label (and optionally group), or
-                a dataset name ("wikiqa"). With no dev split nothing is selected: the last
-                epoch is kept.
-            model: a preset or model type; default: for your own pairs the fine-tuned MiniLM
-                bi-encoder ("minilm_bi_encoder") when the minilm extra is installed, else
-                and for a dataset name "amvlstm_q".
-            inputs: the model's own by default (GloVe 6B 50d word vectors for most models,
-                trigrams for DSSM and CDSSM, MiniLM for the MiniLM presets); or
-                "glove-6b-50d", "random" (trained word vectors), "trigrams", "minilm-l6", a
-                vectors file or encoder directory, or an `[inputs]` dict (a dict without
-                "kind" changes the model's own inputs).
-            train, dev, task: with a dataset name as `train`, its dev split and task are
-                used; `dev` and `task` are then errors.
-            task: "ranking", "classification" or "regression"; inferred when omitted (pairs
-                grouped by query with 0/1 labels rank; other integer labels classify; real
-                labels regress).
-            epochs, seed, **train_options: `[train]` settings (lr, batch_size, loss, ...),
-                among them device ("cpu", "cuda", "cuda:N", "auto") and precision ("fp32",
-                "bf16", "fp16"): the returned Matcher is on that device, in that precision.
-            output_dir: the run folder (a temporary one by default).
-            columns: for a DataFrame or Dataset whose columns are named otherwise, {our
-                name: theirs}, e.g. {"left": "question", "right": "answer"}.
-        """
-        from attnmatch.training.api import fit_matcher
-
-        return fit_matcher(
-            train,
-            dev,
-            model=model,
-            inputs=inputs,
-            task=task,
-            epochs=epochs,
-            seed=seed,
-            output_dir=output_dir,
-            progress=progress,
-            train_options=train_options,
-            columns=columns,
-        )
-
-    @classmethod
-    def distill(
-        cls,
-        teacher: Any,
-        train: Any,
-        dev: Any = None,
-        *,
-        student: str | None = None,
-        inputs: str | dict[str, Any] | None = None,
-        task: str | None = None,
-        weights: Sequence[float] = (0.5, 1.0),
-        loss: str = "auto",
-        seed: int = 1,
-        output_dir: str | Path | None = None,
-        progress: bool = False,
-        **train_options: Any,
-    ) -> Matcher:
-        """Trains a fast student on a teacher's scores and the gold labels
-        (`attnmatch.training.distill`) and returns it.
-
-        Args:
-            teacher: a Matcher, a model directory or encoder source ("minilm-l6": zero-shot),
-                or a list of them (their scores averaged).
-            train, dev, task: as `Matcher.fit` (pairs, a DataFrame, or a dataset name).
-            student: a preset or model type (any seed model), on `inputs` (as `Matcher.fit`);
-                None: the task's (`attnmatch.tasks.DISTILL_STUDENTS`: attention MP-CNN for
-                similarity scores, aMV-LSTM (Q) otherwise).
-            weights: the distillation loss's weights tried (one run each, the best on dev).
-            loss: the distillation loss ("auto": Margin-MSE for ranking, squared error for
-                regression, soft-label KL for classification).
-            output_dir: the run folder (a temporary one by default); **train_options:
-                `[train]` settings (epochs, lr, batch_size, ...).
-        """
-        from attnmatch.training.distill import DistillConfig, distill_matcher
-
-        return distill_matcher(
-            teacher,
-            train,
-            dev,
-            student=student,
-            inputs=inputs,
-            task=task,
-            options=DistillConfig(loss=loss, weights=tuple(weights), seed=seed),
-            output_dir=output_dir,
-            progress=progress,
-            train_options={"seed": seed, **train_options},
-        )
-
     def save(self, path: str | Path, *, metrics: dict[str, Any] | None = None) -> Path:
         """Writes the model directory (atomically) and returns its path.
 
@@ -668,15 +434,7 @@ class Matcher:
 
     def outputs(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """The model's raw outputs (scores or logits) for (left, right) pairs: (N, num_outputs)."""
-        if isinstance(pairs, str):
-            raise ValueError("pairs must be a list of (left, right) tuples, not one string")
-        for i, pair in enumerate(pairs):
-            if (
-                not isinstance(pair, tuple | list)
-                or len(pair) != 2
-                or not all(isinstance(t, str) for t in pair)
-            ):
-                raise ValueError(f"pair {i} is not a (str, str) tuple: got {_type_of(pair)}")
+        _check_pairs(pairs)
         if len(pairs) == 0:
             return np.zeros((0, 1), dtype=np.float32)
         if self._text is not None:
@@ -708,7 +466,7 @@ class Matcher:
         Ranking models: their relevance score. Classification models: log P(last class) (e.g.
         "duplicate", "paraphrase"). Regression models: the predicted similarity, on the
         training data's scale (e.g. 0-5 for STS). `pairs` may be any iterable (a generator,
-        as `fit` takes); it is read into a list first.
+        as `attnmatch.training.fit` takes); it is read into a list first.
 
         Args:
             pairs: (left, right) tuples, or a pandas DataFrame or `datasets.Dataset` with
@@ -734,21 +492,7 @@ class Matcher:
             ValueError: the query is empty or not a string, there are no candidates, one is not
                 a string, or top_k is not a positive integer.
         """
-        if not isinstance(query, str):
-            raise ValueError(f"the query must be a string, got {_type_of(query)}")
-        if not query.strip():
-            raise ValueError("the query is empty")
-        if isinstance(candidates, str):
-            raise ValueError("candidates must be a list of strings, not one string")
-        if not candidates:
-            raise ValueError("no candidates to rank")
-        for i, candidate in enumerate(candidates):
-            if not isinstance(candidate, str):
-                raise ValueError(f"candidate {i} is not a string: got {_type_of(candidate)}")
-        if top_k is not None and (
-            isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1
-        ):
-            raise ValueError(f"top_k must be an integer >= 1 (or None for all), got {top_k!r}")
+        _check_ranking(query, candidates, top_k)
         if self._embedder() is not None:  # a bi-encoder: the candidate set is encoded once
             outputs = self._finite(self._compared(query, candidates), "output")
             scores = self._finite(self.task.decode(outputs).scores, "score")
@@ -758,27 +502,6 @@ class Matcher:
         if top_k is not None:
             order = order[:top_k]
         return [Ranked(int(i), candidates[i], float(scores[i])) for i in order]
-
-    def search(
-        self,
-        index: SearchIndex,
-        query: str,
-        *,
-        first_stage: str | None = None,
-        top_k: int = 10,
-        depth: int = 100,
-    ) -> list[Hit]:
-        """Retrieve, then rerank: the first stage's `depth` candidates from `index` (a
-        `attnmatch.retrieval.load_index(path)`), scored by this matcher; the best `top_k`.
-
-        Args:
-            first_stage: "bm25", "dense" or "hybrid" (default: hybrid when the index has dense
-                vectors, else bm25).
-
-        Raises:
-            ValueError: an empty query or one above the bounds, or a bad depth or top_k.
-        """
-        return index.search(query, reranker=self, first_stage=first_stage, top_k=top_k, depth=depth)
 
     def embed(self, texts: Sequence[str]) -> torch.Tensor:
         """The sentence vectors of a bi-encoder (`models.pretrained.BiEncoder.embed`), each
@@ -1016,175 +739,42 @@ def _labelled_pairs(
     return pairs, np.asarray(labels, dtype=np.float64)
 
 
+def _check_pairs(pairs: Sequence[tuple[str, str]]) -> None:
+    """ValueError unless `pairs` is a sequence of (str, str) tuples (or lists)."""
+    if isinstance(pairs, str):
+        raise ValueError("pairs must be a list of (left, right) tuples, not one string")
+    for i, pair in enumerate(pairs):
+        if (
+            not isinstance(pair, tuple | list)
+            or len(pair) != 2
+            or not all(isinstance(t, str) for t in pair)
+        ):
+            raise ValueError(f"pair {i} is not a (str, str) tuple: got {_type_of(pair)}")
+
+
+def _check_ranking(query: str, candidates: Sequence[str], top_k: int | None) -> None:
+    """ValueError unless the query is a non-empty string, the candidates a non-empty list of
+    strings and top_k None or a positive integer (`Matcher.rank`)."""
+    if not isinstance(query, str):
+        raise ValueError(f"the query must be a string, got {_type_of(query)}")
+    if not query.strip():
+        raise ValueError("the query is empty")
+    if isinstance(candidates, str):
+        raise ValueError("candidates must be a list of strings, not one string")
+    if not candidates:
+        raise ValueError("no candidates to rank")
+    for i, candidate in enumerate(candidates):
+        if not isinstance(candidate, str):
+            raise ValueError(f"candidate {i} is not a string: got {_type_of(candidate)}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        raise ValueError(f"top_k must be an integer >= 1 (or None for all), got {top_k!r}")
+
+
 def _type_of(value: object) -> str:
     """What a wrong argument is, for a message (never the user's text itself)."""
     if isinstance(value, tuple | list):
         return f"a {type(value).__name__} of {len(value)}"
     return f"a {type(value).__name__}"
-
-
-BACKENDS = ("auto", "torch", "onnx")
-
-
-def _check_backend(backend: str) -> None:
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-
-
-def _check_onnx_device(device: torch.device, precision: str) -> None:
-    """An exported model runs on the CPU in float32 (ONNX Runtime's CPU provider)."""
-    if device.type != "cpu" or precision != "fp32":
-        raise ValueError(
-            f"an ONNX model runs on the CPU in fp32 (got device {device}, precision "
-            f"{precision}): use backend torch for a GPU or another precision"
-        )
-
-
-def _check_batch_size(size: int) -> None:
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(f"batch_size must be an integer >= 1, got {size!r}")
-
-
-@contextmanager
-def _naming(file: Path, field: str = "") -> Iterator[None]:
-    """Turns a ValueError, KeyError or TypeError of the body into one ValueError naming
-    `file` (and `field`), unless its message names the model directory already."""
-    try:
-        yield
-    except (ValueError, KeyError, TypeError) as e:
-        message = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
-        if str(file.parent) in message:
-            raise
-        prefix = f"{file}: {field}: " if field else f"{file}: "
-        raise ValueError(prefix + " ".join(message.split())) from e
-
-
-class _SkipRandomFills(TorchFunctionMode):
-    """Random initialisation of a meta tensor does nothing (it has no values to fill); run in
-    Python, it would import torch's compiler (`torch._dynamo`, a second or so) to do nothing."""
-
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        target = args[0] if args else kwargs.get("tensor", kwargs.get("self"))
-        name = getattr(func, "__name__", "")
-        if name in _RANDOM_FILLS and isinstance(target, torch.Tensor) and target.is_meta:
-            return target
-        return func(*args, **kwargs)
-
-
-_RANDOM_FILLS = frozenset(
-    {
-        "normal_",
-        "uniform_",
-        "trunc_normal_",
-        "kaiming_normal_",
-        "kaiming_uniform_",
-        "xavier_normal_",
-        "xavier_uniform_",
-        "orthogonal_",
-        "bernoulli_",
-        "exponential_",
-        "random_",
-    }
-)
-
-
-@contextmanager
-def _on_meta_device() -> Iterator[None]:
-    """Tensors created in the body live on the meta device: shapes without memory.
-
-    An operation that torch runs in Python on meta tensors imports its compiler
-    (`torch._dynamo`) the first time, which sets an environment variable and a warnings
-    filter: both are put back as they were, so that loading a model changes no process-wide
-    setting.
-    """
-    environ = dict(os.environ)
-    with warnings.catch_warnings(), _SkipRandomFills(), torch.device("meta"):
-        try:
-            yield
-        finally:
-            for key in set(os.environ) - set(environ):
-                del os.environ[key]
-            for key, value in environ.items():
-                if os.environ.get(key) != value:
-                    os.environ[key] = value
-
-
-def _build(model_type: str, config: Any, overlap: int | None) -> nn.Module:
-    """The registered model of a directory, with its exact-match features (`overlap`: the
-    size of their idf table) added to its outputs when it has them."""
-    model = build_model(model_type, config)
-    if overlap is None:
-        return model
-    return WithOverlapFeatures(model, config.num_outputs, torch.zeros(overlap))
-
-
-def _load_task(config_file: Path, data: dict[str, Any]) -> Task:
-    """config.json's `task`, its field types checked (`Task` checks the values)."""
-    if "kind" not in data:
-        raise ValueError(
-            f"{config_file}: missing key 'task.kind' (ranking, classification or regression)"
-        )
-    names = data.get("class_names", [])
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise ValueError(f"{config_file}: field 'task.class_names' must be a list of strings")
-    if len(set(names)) != len(names):
-        raise ValueError(f"{config_file}: field 'task.class_names' names a class twice")
-    for key in ("min_score", "max_score"):
-        value = data.get(key, 0)
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-        ):
-            raise ValueError(
-                f"{config_file}: field 'task.{key}' must be a finite number, got {value!r}"
-            )
-    with _naming(config_file, "task"):
-        return Task.from_dict(data)
-
-
-def _check_task_fits(config_file: Path, task: Task, model_config: Any) -> None:
-    """The model's outputs are what its task reads: one logit per class, one value or one per
-    integer score level."""
-    n = getattr(model_config, "num_outputs", None)
-    if n is None:
-        return
-    with _naming(config_file):
-        task.check_num_outputs(n)
-
-
-# The file that holds each input kind's saved state (config.json holds its settings).
-_INPUTS_FILES = {"word_vectors": "vocab.json", "transformer": "tokenizer.json"}
-
-
-def _load_inputs(files: model_dir.ModelFiles, entry: dict[str, Any]) -> Inputs:
-    """The directory's inputs; an error that does not name its file is given the file."""
-    try:
-        return load_inputs(files.path, entry)
-    except (ValueError, KeyError, TypeError, RecursionError) as e:
-        message = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
-        if isinstance(e, RecursionError):
-            message = f"JSON nested deeper than {model_dir.MAX_JSON_DEPTH} levels"
-        if str(files.path) in message:
-            raise
-        kind = entry.get("kind")
-        name = "config.json" if isinstance(e, ConfigError) else _INPUTS_FILES.get(str(kind))
-        raise ValueError(
-            f"{files.path / (name or 'config.json')}: {' '.join(message.split())}"
-        ) from e
-
-
-def _check_inputs_fit(path: Path, model: nn.Module, inputs: Inputs) -> None:
-    """The model reads the inputs' kind, and the ids the inputs give are the rows of its
-    embedding table, all of them (`Inputs.check_fits`)."""
-    encoder = model_config(model).encoder
-    if encoder.kind != inputs.kind:
-        raise ValueError(
-            f"{path / 'config.json'}: the inputs are {inputs.kind} but the model reads "
-            f"{encoder.kind} (config.encoder.kind): the files do not belong together"
-        )
-    inputs.check_fits(encoder.vocab_size, path)
 
 
 def load_matcher(
@@ -1206,13 +796,25 @@ def load_matcher(
     """
     torch_device = resolve_device(device)
     check_precision(precision, torch_device)
-    _check_backend(backend)
+    check_backend(backend)
     if backend == "onnx":
-        _check_onnx_device(torch_device, precision)
+        check_onnx_device(torch_device, precision)
     if is_exported(spec):
         return Matcher.load(spec, device=torch_device, precision=precision, backend=backend)
     matcher = _load_matcher(spec).to(torch_device, precision=precision)
-    return matcher._onnx_copy() if backend == "onnx" else matcher
+    return _onnx_copy(matcher) if backend == "onnx" else matcher
+
+
+def _onnx_copy(matcher: Matcher) -> Matcher:
+    """`matcher` exported in float32 and loaded on ONNX Runtime (from a temporary directory:
+    the sessions hold the graphs in memory)."""
+    if isinstance(matcher.model, TextModel):
+        raise ValueError(f"a {matcher.model_type} matcher has no ONNX form: use backend torch")
+    with tempfile.TemporaryDirectory() as tmp:
+        exported = export_onnx(matcher, Path(tmp) / "onnx")
+        copy = Matcher.load(exported, batch_size=matcher.batch_size)
+    copy.path = matcher.path
+    return copy
 
 
 def _load_matcher(spec: str | Path) -> Matcher:

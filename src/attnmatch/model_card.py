@@ -22,13 +22,20 @@ from typing import Any
 
 from attnmatch import __version__
 from attnmatch.data.schema import Example
+from attnmatch.tasks import TASKS, ClassificationTask, RankingTask, RegressionTask, Task, for_task
 
 FILE = "README.md"
-# The Hub's task for each attnmatch task (its `pipeline_tag` and model-index task type).
-HUB_TASK = {
-    "ranking": "text-ranking",
-    "classification": "text-classification",
-    "regression": "sentence-similarity",
+# Keyed by task class (`attnmatch.tasks.for_task`): the Hub's task for each attnmatch task (its
+# `pipeline_tag` and model-index task type), and what a model of it is for.
+HUB_TASK: dict[type[Task], str] = {
+    RankingTask: "text-ranking",
+    ClassificationTask: "text-classification",
+    RegressionTask: "sentence-similarity",
+}
+USE: dict[type[Task], str] = {
+    RankingTask: "rank candidate texts (answers, passages) for a query",
+    ClassificationTask: "decide whether two texts match (e.g. paraphrase, duplicate)",
+    RegressionTask: "score how similar two texts are, on the training data's scale",
 }
 _RECIPE_KEYS = (
     "epochs",
@@ -89,11 +96,14 @@ def _facts(header: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any]:
     dataset = str(metrics.get("dataset") or (experiment.get("data") or {}).get("dataset") or "")
     data_name, licence, licence_id = _data_licence(dataset, experiment)
     task = (header.get("task") or {}).get("kind", "unknown")
+    kind = TASKS.get(task)
     return {
         "name": str(experiment.get("model") or model_type),
         "model_type": model_type,
         "paper": paper,
         "task": task,
+        "hub_task": for_task(HUB_TASK, kind) if kind else None,
+        "use": for_task(USE, kind) if kind else "score pairs of texts",
         "dataset": dataset,
         "data_name": data_name,
         "licence": licence,
@@ -128,8 +138,8 @@ def _metadata(facts: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any]:
         meta["license_name"] = facts["dataset"] + "-data-license"
     if facts["dataset"] and not facts["dataset"].startswith("pairs"):
         meta["datasets"] = [facts["dataset"]]
-    if facts["task"] in HUB_TASK:
-        meta["pipeline_tag"] = HUB_TASK[facts["task"]]
+    if facts["hub_task"]:
+        meta["pipeline_tag"] = facts["hub_task"]
     results = [
         _result(facts, split, values)
         for split in ("dev", "test")
@@ -144,7 +154,7 @@ def _metadata(facts: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any]:
 def _result(facts: dict[str, Any], split: str, values: dict[str, Any]) -> dict[str, Any]:
     name = facts["dataset"] or "unknown"
     return {
-        "task": {"type": HUB_TASK.get(facts["task"], facts["task"]), "name": facts["task"]},
+        "task": {"type": facts["hub_task"] or facts["task"], "name": facts["task"]},
         "dataset": {"name": facts["data_name"], "type": name, "split": split},
         "metrics": [
             {"type": metric, "value": value, "name": f"{split} {metric}"}
@@ -294,16 +304,11 @@ def _speed_section(metrics: dict[str, Any]) -> str:
 
 
 def _use_section(facts: dict[str, Any]) -> str:
-    use = {
-        "ranking": "rank candidate texts (answers, passages) for a query",
-        "classification": "decide whether two texts match (e.g. paraphrase, duplicate)",
-        "regression": "score how similar two texts are, on the training data's scale",
-    }.get(facts["task"], "score pairs of texts")
     return "\n".join(
         [
             "## Intended use and limits",
             "",
-            f"- Use: {use}, for texts like those of its training data.",
+            f"- Use: {facts['use']}, for texts like those of its training data.",
             "- Limits: it knows only what its training pairs show; scores of texts far from "
             "them (another language, domain or length) are not calibrated, and the results "
             "above hold for its dev and test splits only.",

@@ -45,7 +45,6 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Protocol
 
 import numpy as np
@@ -256,12 +255,7 @@ class PairsFile:
     def __enter__(self) -> PairsFile:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stack.close()
 
     def _parse(self, lineno: int, text: str) -> PairRecord:

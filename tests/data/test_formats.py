@@ -13,12 +13,11 @@ import pyarrow.parquet as pq
 import pytest
 import safetensors.torch
 
-from attnmatch import Matcher
 from attnmatch.data.datasets import load_split
 from attnmatch.data.datasets.pairs import read_pairs_file
 from attnmatch.data.tabular import read_table
 from attnmatch.data.textfile import DatasetFormatError
-from attnmatch.training import ExperimentConfig, train
+from attnmatch.training import ExperimentConfig, fit, train
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "own_data"
 OWN_DATA = ("faq", "paraphrase", "similarity")
@@ -117,14 +116,14 @@ def test_matcher_fit_and_score_read_a_datasets_dataset_as_the_same_rows() -> Non
 
     train_rows, dev_rows = table("similarity", "train"), table("similarity", "dev")
     as_tuples = [list(zip(*t.values(), strict=True)) for t in (train_rows, dev_rows)]
-    by_tuples = Matcher.fit(*as_tuples, **FIT)  # type: ignore[arg-type]
+    by_tuples = fit(*as_tuples, **FIT)  # type: ignore[arg-type]
     frames = [pd.DataFrame(t) for t in (train_rows, dev_rows)]
-    by_frame = Matcher.fit(*frames, **FIT)  # type: ignore[arg-type]
+    by_frame = fit(*frames, **FIT)  # type: ignore[arg-type]
     sets = [datasets.Dataset.from_dict(t) for t in (train_rows, dev_rows)]
-    by_dataset = Matcher.fit(*sets, **FIT)  # type: ignore[arg-type]
+    by_dataset = fit(*sets, **FIT)  # type: ignore[arg-type]
     renamed = {"left": "sentence1", "right": "sentence2", "label": "score"}
     other = [s.rename_columns(renamed) for s in sets]
-    by_mapping = Matcher.fit(*other, columns=renamed, **FIT)  # type: ignore[arg-type]
+    by_mapping = fit(*other, columns=renamed, **FIT)  # type: ignore[arg-type]
     dev = by_tuples.metrics["dev"]
     assert dev and "spearman" in dev
     for matcher in (by_frame, by_dataset, by_mapping):
@@ -134,9 +133,9 @@ def test_matcher_fit_and_score_read_a_datasets_dataset_as_the_same_rows() -> Non
     assert by_dataset.score(sets[1]).tolist() == expected.tolist()
     assert by_dataset.score(other[1], columns=renamed).tolist() == expected.tolist()
     with pytest.raises(ValueError, match=r"train: the Dataset lacks column\(s\) \['left', 'right'"):
-        Matcher.fit(other[0], **FIT)
+        fit(other[0], **FIT)
     with pytest.raises(ValueError, match=r"a DatasetDict \('train'\); pass one split"):
-        Matcher.fit(datasets.DatasetDict({"train": sets[0]}), **FIT)
+        fit(datasets.DatasetDict({"train": sets[0]}), **FIT)
 
 
 def test_a_csv_reads_quoted_fields_a_bom_and_gzip_and_numbers_rows_by_their_first_line(

@@ -210,7 +210,7 @@ def test_task_inference(tmp_path: Path, header: str, rows: list[Row], task: str,
     write(tmp_path, "train", rows, header=header)
     split = load_split("pairs", "train", data_dir=tmp_path)
     assert (split.task.kind, split.notes[0]) == (task, note)
-    # Matcher.fit reads the same rows by the same rule.
+    # fit reads the same rows by the same rule.
     tuples = [(*r[1:], r[0]) for r in rows] if header == GROUPED else rows
     texts, values, grouped = api.read_grouped_pairs(tuples, "train")
     scheme = labels.choose_task(values, [g for _, _, g in texts] if grouped else None)

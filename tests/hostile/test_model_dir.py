@@ -48,6 +48,7 @@ from attnmatch.data.vocab import Vocab
 from attnmatch.embeddings import LowCoverageWarning, build_embedding_matrix, load_word_vectors
 from attnmatch.matcher import Matcher
 from attnmatch.tasks import Task
+from attnmatch.training import fit
 from tests.hostile._util import assert_clear_error, assert_clear_exception, run_cli
 from tests.models.conftest import tiny_inputs, tiny_model
 
@@ -784,7 +785,7 @@ def _globals(loggers: list[str]) -> dict[str, Any]:
 
 def _fit(tmp: Path) -> object:
     pairs = [(f"q{i % 3} w{i}", f"a{i} w{i % 4}", i % 2) for i in range(12)]
-    return Matcher.fit(pairs, model="cbow_mlp", inputs="random", epochs=1, task="classification")
+    return fit(pairs, model="cbow_mlp", inputs="random", epochs=1, task="classification")
 
 
 OPERATIONS: dict[str, Callable[[Path, Path], object]] = {

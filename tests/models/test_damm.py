@@ -11,8 +11,8 @@ import torch
 
 from attnmatch.models.damm import (
     DAMM,
+    SubLayers,
     TextCNN,
-    _SubLayers,
     multi_head_attention,
     sinusoidal_positions,
 )
@@ -20,10 +20,10 @@ from attnmatch.models.damm import (
 from .conftest import make_batch, random_pairs, tiny_model
 
 
-def _sublayers(residual: bool = True) -> _SubLayers:
+def _sublayers(residual: bool = True) -> SubLayers:
     config = dataclasses.replace(tiny_model("damm").config, residual=residual)
     torch.manual_seed(1)
-    return _SubLayers(config).eval()
+    return SubLayers(config).eval()
 
 
 def test_multi_head_attention_matches_a_per_head_loop() -> None:

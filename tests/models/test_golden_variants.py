@@ -171,10 +171,10 @@ def _patched(target: Any, name: str, value: Any) -> Iterator[None]:
 
 MUTATIONS: dict[str, tuple[Any, str, Any, tuple[str, ...]]] = {
     "gate": (mvlstm.AttentionGate, "forward", _gate_flipped, ("amvlstm_q", "amvlstm_a", "amvlstm_qa")),
-    "A0": (mpcnn, "_attention_weights", _a_flipped(0), ("mpcnn_attention",)),
-    "A1": (mpcnn, "_attention_weights", _a_flipped(1), ("mpcnn_attention",)),
+    "A0": (mpcnn, "attention_weights", _a_flipped(0), ("mpcnn_attention",)),
+    "A1": (mpcnn, "attention_weights", _a_flipped(1), ("mpcnn_attention",)),
     "hermitian": (hcrn.Affinity, "forward", _hermitian_flipped, ("hcrn", "hcrn_bilinear", "hcrn_complex")),
-    "damm-cross": (damm._Block, "forward", _cross_flipped, ("damm", "damm_1block")),
+    "damm-cross": (damm.Block, "forward", _cross_flipped, ("damm", "damm_1block")),
     "iarnn-attention": (test_golden, "tiny_model", _iarnn_flipped, ("iarnn_word", "iarnn_context", "iarnn_gate")),
 }  # fmt: skip
 

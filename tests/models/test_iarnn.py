@@ -116,10 +116,9 @@ VARIANTS = ["gru", "oarnn", "oarnn_uni", "iarnn_word", "iarnn_context", "iarnn_g
 @pytest.mark.parametrize("fused", [True, False])
 @pytest.mark.parametrize("name", VARIANTS)
 def test_matches_the_step_by_step_reference(name: str, fused: bool) -> None:
-    model = tiny_model(name, hidden_size=7).eval()
+    model = tiny_model(name, hidden_size=7, fused=fused).eval()
     assert isinstance(model, IARNN)
     _randomise_biases(model)
-    model.use_fused = fused
     left, right = random_pairs(6, seed=3)
     batch = make_batch(left, right, extra_pad=2)
     with torch.no_grad():
@@ -179,12 +178,11 @@ def test_fused_and_loop_gradients_agree(name: str) -> None:
     batch = make_batch(left, right, labels=[1.0, 0.0, 0.0, 1.0, 0.0, 0.0], extra_pad=2)
     grads = []
     for fused in (True, False):
-        model = tiny_model(name, hidden_size=6, trainable=True, dropout=0.0).train()
+        model = tiny_model(name, hidden_size=6, trainable=True, dropout=0.0, fused=fused).train()
         _randomise_biases(model)
         if model.w_qp is not None:
             with torch.no_grad():
                 model.w_qp.normal_(generator=torch.Generator().manual_seed(2))
-        model.use_fused = fused
         loss = model(batch).pow(2).sum()
         for term in model.auxiliary_terms().values():
             loss = loss + term

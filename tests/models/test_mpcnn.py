@@ -150,8 +150,7 @@ def test_sentence_model_matches_a_literal_reference_with_gradients(fast: bool) -
     """Both pooling paths (fast: gathered arg-max/min, block B's width-1 filters pooled from
     ws = inf; reference: masked amax/amin over full maps) equal the literal definition, values
     and gradients, on ragged padded texts."""
-    model = tiny_model("mpcnn_attention", trainable=True)
-    model.use_fast_pooling = fast
+    model = tiny_model("mpcnn_attention", trainable=True, fast_pooling=fast)
     torch.manual_seed(4)
     lengths = [5, 1, 2, 3]
     dim = model.holistic[0].in_channels
@@ -172,19 +171,3 @@ def test_sentence_model_matches_a_literal_reference_with_gradients(fast: bool) -
     grads_ref = torch.autograd.grad(loss_ref, params)
     for got, want in zip(grads_fast, grads_ref, strict=True):
         torch.testing.assert_close(got, want)
-
-
-@pytest.mark.parametrize("name", ["mpcnn", "mpcnn_attention"])
-def test_inference_in_slices_equals_the_whole_batch(name: str) -> None:
-    model = tiny_model(name, num_outputs=3).eval()
-    batch = make_batch(*random_pairs(75, seed=4), extra_pad=3)
-    with torch.inference_mode():
-        sliced = model(batch)  # in slices, each cut to its own longest text
-        model.inference_slice = 1000
-        whole = model(batch)
-    assert sliced.shape == whole.shape == (75, 3)
-    torch.testing.assert_close(sliced, whole, atol=1e-5, rtol=1e-5)
-    # Any slice size gives the same scores.
-    model.inference_slice = 8
-    with torch.no_grad():
-        torch.testing.assert_close(model(batch), whole, atol=1e-5, rtol=1e-5)

@@ -136,17 +136,21 @@ def test_shared_encodings_equal_the_plain_path(overrides: dict) -> None:
     # Up to float rounding, not bitwise: the BiLSTM's matmuls over fewer rows may block
     # differently (measured differences ~1e-7).
     model = tiny_model("mvlstm", **overrides).eval()
+    plain_model = tiny_model("mvlstm", share_encodings=False, **overrides).eval()
     batch = _ranking_batch()
     seen: list[int] = []
-    hook = model.token_encoder.register_forward_hook(lambda m, a, out: seen.append(len(out)))
+    hooks = [
+        m.token_encoder.register_forward_hook(lambda m, a, out: seen.append(len(out)))
+        for m in (model, plain_model)
+    ]
     try:
         shared, shared_attn = model(batch), model.attention(batch)
         assert seen[:2] == [2, 7]  # each distinct text through the encoder once
-        model.share_encodings = False
-        plain, plain_attn = model(batch), model.attention(batch)
+        plain, plain_attn = plain_model(batch), plain_model.attention(batch)
         assert seen[-2:] == [8, 8]
     finally:
-        hook.remove()
+        for hook in hooks:
+            hook.remove()
     torch.testing.assert_close(shared, plain, atol=1e-6, rtol=1e-5)
     assert shared_attn.keys() == plain_attn.keys()
     for key in plain_attn:
@@ -155,12 +159,10 @@ def test_shared_encodings_equal_the_plain_path(overrides: dict) -> None:
 
 @pytest.mark.usefixtures("share_small_batches")
 def test_shared_encodings_gradients_equal_the_plain_path() -> None:
-    model = tiny_model("mvlstm", gate="left", trainable=True).eval()  # eval: sharing on
     batch = _ranking_batch()
     grads = []
-    for share in (True, False):
-        model.share_encodings = share
-        model.zero_grad()
+    for share in (True, False):  # eval: sharing on where the config says so
+        model = tiny_model("mvlstm", gate="left", trainable=True, share_encodings=share).eval()
         (model(batch) * torch.linspace(-1, 1, 8).unsqueeze(1)).sum().backward()
         grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
     assert grads[0].keys() == grads[1].keys() and "token_encoder.embedding.weight" in grads[0]
@@ -172,22 +174,20 @@ def test_shared_encodings_gradients_equal_the_plain_path() -> None:
 def test_training_shares_encodings_with_the_plain_paths_gradients() -> None:
     # No dropout in the encoder: a question's candidates share its states in training too, and
     # the gradients of its copies add up. The features' dropout draws the same masks per pair.
-    model = tiny_model("mvlstm", gate="left", trainable=True, dropout=0.5).train()
     batch = _ranking_batch()
     seen: list[int] = []
-    hook = model.token_encoder.register_forward_hook(lambda m, a, out: seen.append(len(out)))
     outputs, grads = [], []
-    try:
-        for share in (True, False):
-            model.share_encodings = share
-            model.zero_grad()
-            torch.manual_seed(3)
-            out = model(batch)
-            (out * torch.linspace(-1, 1, 8).unsqueeze(1)).sum().backward()
-            outputs.append(out.detach())
-            grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
-    finally:
+    for share in (True, False):
+        model = tiny_model(
+            "mvlstm", gate="left", trainable=True, dropout=0.5, share_encodings=share
+        ).train()
+        hook = model.token_encoder.register_forward_hook(lambda m, a, out: seen.append(len(out)))
+        torch.manual_seed(3)
+        out = model(batch)
         hook.remove()
+        (out * torch.linspace(-1, 1, 8).unsqueeze(1)).sum().backward()
+        outputs.append(out.detach())
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
     assert seen == [2, 7, 8, 8]
     torch.testing.assert_close(outputs[0], outputs[1], atol=1e-6, rtol=1e-5)
     for name in grads[1]:

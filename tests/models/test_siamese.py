@@ -152,29 +152,24 @@ def _ranking_batch() -> PairBatch:
 )
 def test_shared_encodings_equal_the_plain_path(name: str, overrides: dict) -> None:
     # Up to float rounding: matmuls over fewer rows may block differently.
-    model = tiny_model(name, trainable=True, **overrides).eval()
     batch = _ranking_batch()
     seen: list[int] = []
-    hook = model.token_encoder.register_forward_hook(lambda m, a, out: seen.append(len(out)))
     outputs, grads = [], []
-    try:
-        for share in (True, False):
-            model.share_encodings = share
-            model.zero_grad()
-            out = model(batch)
-            (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
-            outputs.append(out.detach())
-            grads.append({n: p.grad for n, p in model.named_parameters() if p.grad is not None})
-    finally:
+    for share in (True, False):
+        model = tiny_model(name, trainable=True, share_encodings=share, **overrides).eval()
+        hook = model.token_encoder.register_forward_hook(lambda m, a, out: seen.append(len(out)))
+        out = model(batch)
         hook.remove()
+        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+        outputs.append(out.detach())
+        grads.append({n: p.grad for n, p in model.named_parameters() if p.grad is not None})
     assert seen == [2, 7, 8, 8]  # shared: each distinct text through the encoder once
     torch.testing.assert_close(outputs[0], outputs[1], atol=1e-6, rtol=1e-5)
     assert grads[0].keys() == grads[1].keys() and "token_encoder.embedding.weight" in grads[0]
     for key in grads[1]:
         torch.testing.assert_close(grads[0][key], grads[1][key], atol=1e-6, rtol=1e-5)
-    model.train()  # training: every pair's own encoding, whatever the switch says
+    model = tiny_model(name, **overrides).train()  # training: every pair's own encoding
     seen.clear()
-    model.share_encodings = True
     hook = model.token_encoder.register_forward_hook(lambda m, a, out: seen.append(len(out)))
     model(batch)
     hook.remove()

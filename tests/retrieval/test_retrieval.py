@@ -85,7 +85,7 @@ def test_rerank_reorders_the_candidates(tmp_path: Path) -> None:
     build_index(_lines(tmp_path), tmp_path / "idx")
     index = load_index(tmp_path / "idx")
     overlap = Matcher.from_lexical("overlap")
-    hits = overlap.search(index, "glacier cave ice", top_k=5)
+    hits = index.search("glacier cave ice", reranker=overlap, top_k=5)
     expected = overlap.rank("glacier cave ice", [index.texts[int(h.id) - 1] for h in hits])
     assert [h.score for h in hits] == pytest.approx([r.score for r in expected])
     assert hits[0].id == "1"

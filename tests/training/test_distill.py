@@ -25,13 +25,16 @@ from attnmatch.losses import (
 )
 from attnmatch.tasks import ClassificationTask, RankingTask, RegressionTask
 from attnmatch.training import ExperimentConfig
-from attnmatch.training.distill import (
+from attnmatch.training.api import splits_from_pairs
+from attnmatch.training.distillation import (
     CACHE_FILE,
     DistillConfig,
     cached_targets,
     cross_pairs,
-    distill,
+    distill_splits,
     extra_candidates,
+    resolve_distill_loss,
+    task_targets,
     teacher_targets,
 )
 from attnmatch.training.experiment import load_splits
@@ -83,14 +86,14 @@ def test_mixed_loss_weights_gold_and_teacher_and_skips_pairs_without_gold() -> N
 
 
 def test_each_task_has_its_distillation_losses() -> None:
-    assert RankingTask().resolve_distill_loss("auto") == "margin_mse"
-    assert RankingTask().resolve_distill_loss("listwise_kl") == "listwise_kl"
-    assert RegressionTask(min_score=0, max_score=5).resolve_distill_loss("auto") == "score_mse"
+    assert resolve_distill_loss(RankingTask(), "auto") == "margin_mse"
+    assert resolve_distill_loss(RankingTask(), "listwise_kl") == "listwise_kl"
+    assert resolve_distill_loss(RegressionTask(min_score=0, max_score=5), "auto") == "score_mse"
     classes = ClassificationTask(class_names=("no", "yes"))
-    assert classes.resolve_distill_loss("auto") == "soft_kl"
+    assert resolve_distill_loss(classes, "auto") == "soft_kl"
     with pytest.raises(ValueError, match="cannot train a classification task"):
-        classes.resolve_distill_loss("margin_mse")
-    probs = classes.teacher_targets(np.array([[0.0, 0.0], [2.0, 0.0]], dtype=np.float32))
+        resolve_distill_loss(classes, "margin_mse")
+    probs = task_targets(classes, np.array([[0.0, 0.0], [2.0, 0.0]], dtype=np.float32))
     assert probs.shape == (2, 2) and np.allclose(probs.sum(axis=1), 1.0)
 
 
@@ -192,11 +195,14 @@ def _agreement(matcher: Matcher, teacher: Matcher, examples: list[Example]) -> f
 def test_a_student_learns_its_teacher(tmp_path: Path) -> None:
     teacher = Matcher.from_lexical("overlap")
     config = _student(epochs=10)
-    result = distill(config, [teacher], tmp_path / "run", DistillConfig(weights=(1.0,)))
+    splits = load_splits(config)
+    result = distill_splits(
+        config, [teacher], splits, tmp_path / "run", DistillConfig(weights=(1.0,))
+    )
     assert (tmp_path / "run" / "model" / "model.safetensors").is_file()
     assert json.loads((tmp_path / "run" / "distill.json").read_text())["weight"] == 1.0
     assert (tmp_path / "run" / "test_items.json").is_file() and result.test is not None
-    train, dev, _ = load_splits(config)
+    train, dev, _ = splits
     assert dev is not None
     untrained = Matcher.untrained(
         "mvlstm",
@@ -212,9 +218,10 @@ def test_a_student_learns_its_teacher(tmp_path: Path) -> None:
     assert learned > before + 0.1, (before, learned)
     assert result.floors["test"]["overlap"]["map"] == pytest.approx(1.0)
     # A second run on the same folder reads the teacher's scores back.
-    again = distill(
+    again = distill_splits(
         _student(epochs=1),
         [teacher],
+        splits,
         tmp_path / "run",
         DistillConfig(weights=(1.0,)),
         overwrite=True,
@@ -241,7 +248,7 @@ def test_distill_command_prints_teacher_student_and_floors(tmp_path: Path) -> No
 
 
 def test_speeds_are_measured_on_pairs_of_new_text() -> None:
-    from attnmatch.training.distill import new_text_pairs
+    from attnmatch.training.distill_runs import new_text_pairs
 
     examples = [
         Example(left="q1", right="a1", label=1),
@@ -258,7 +265,7 @@ def test_speeds_are_measured_on_pairs_of_new_text() -> None:
 def test_distill_command_passes_cross_pairs_and_refuses_a_negative_share(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import attnmatch.training.distill as module
+    from attnmatch.training import distill_runs
 
     seen: list[DistillConfig] = []
 
@@ -266,7 +273,7 @@ def test_distill_command_passes_cross_pairs_and_refuses_a_negative_share(
         seen.append(args[4])  # type: ignore[arg-type]
         raise SystemExit(0)
 
-    monkeypatch.setattr(module, "distill_splits", capture)
+    monkeypatch.setattr(distill_runs, "distill_splits", capture)
     base = [
         "distill", "--teacher", "bm25", "--student", "mvlstm", "--dataset", "pairs",
         "--data-dir", str(FIXTURE), "--inputs", "random", "-o", str(tmp_path / "run"),
@@ -335,17 +342,18 @@ def test_an_interrupted_distillation_resumes_and_a_finished_one_is_reused(tmp_pa
     ],
 )
 def test_the_default_student_is_the_tasks(task: str, labels: list[float], expected: str) -> None:
-    from attnmatch.training.distill import default_student, in_memory_splits
+    from attnmatch.training.distillation import default_student
 
     pairs = [("a b", "a c", labels[0]), ("d e", "f g", labels[1])]
     pairs += [("h i", "h j", labels[2]), ("k l", "m n", labels[3])]
-    assert default_student(in_memory_splits(pairs, None, task)) == expected
+    assert default_student(splits_from_pairs(pairs, None, task=task)) == expected
 
 
 def test_the_distill_command_trains_the_tasks_student_when_none_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import attnmatch.training.distill as module
+    from attnmatch.training import distill_runs
+    from attnmatch.training import distillation as module
 
     models: list[str] = []
 
@@ -353,7 +361,7 @@ def test_the_distill_command_trains_the_tasks_student_when_none_is_named(
         models.append(args[0].model)  # type: ignore[attr-defined]
         raise SystemExit(0)
 
-    monkeypatch.setattr(module, "distill_splits", capture)
+    monkeypatch.setattr(distill_runs, "distill_splits", capture)
     monkeypatch.setattr(module, "default_student", lambda splits: "mpcnn_attention")
     base = [
         "distill", "--teacher", "bm25", "--dataset", "pairs", "--data-dir", str(FIXTURE),

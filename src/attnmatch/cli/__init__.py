@@ -24,8 +24,8 @@ from typing import Annotated, Any
 import typer
 
 from attnmatch.cli import data, distill, export, inference, research, retrieval, serve, training
-from attnmatch.cli.console import _PipeClosed, _PipeGuard, _print_error, _warn, err
-from attnmatch.cli.files import _describe
+from attnmatch.cli.console import PipeClosed, PipeGuard, err, print_error, print_warning
+from attnmatch.cli.files import describe_error
 
 app = typer.Typer(
     add_completion=False,
@@ -127,12 +127,12 @@ def _run() -> int:
 
 
 def _run_guarded() -> int:
-    """`_run` with stdout behind `_PipeGuard`, flushed before it is put back, and the
+    """`_run` with stdout behind `PipeGuard`, flushed before it is put back, and the
     library's Python warnings shown as one `warning:` line each."""
     import warnings
 
     stdout, showwarning = sys.stdout, warnings.showwarning
-    sys.stdout = _PipeGuard(stdout)  # type: ignore[assignment]
+    sys.stdout = PipeGuard(stdout)  # type: ignore[assignment]
     warnings.showwarning = _show_warning
     try:
         code = _run()
@@ -144,7 +144,7 @@ def _run_guarded() -> int:
 
 def _show_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
     """`warnings.showwarning` for the command line: one line, no source location."""
-    _warn(str(message))
+    print_warning(str(message))
 
 
 def main() -> None:
@@ -157,14 +157,14 @@ def main() -> None:
     _Session.debug = False
     try:
         code = _run_guarded()
-    except (_PipeClosed, BrokenPipeError):
+    except (PipeClosed, BrokenPipeError):
         _quiet_exit()
     except KeyboardInterrupt:
         code = 130
     except _click_errors.ClickException as e:
         if type(e).__name__ == "NoArgsIsHelpError":  # the help is shown already
             raise SystemExit(e.exit_code) from None
-        _print_error(_renamed(e) or e.format_message())
+        print_error(_renamed(e) or e.format_message())
         raise SystemExit(2) from None
     except Exception as e:
         if isinstance(e, typer.Abort) and isinstance(e.__cause__, Exception):
@@ -173,7 +173,7 @@ def main() -> None:
             import traceback
 
             traceback.print_exception(e, file=sys.stderr)
-        _print_error(_error_message(e))
+        print_error(_error_message(e))
         raise SystemExit(2) from None
     if code == 130:
         err.print("interrupted", highlight=False)
@@ -199,7 +199,7 @@ def _renamed(error: Exception) -> str | None:
 
 
 def _error_message(error: BaseException) -> str:
-    message = _describe(error)
+    message = describe_error(error)
     if not isinstance(error, _EXPECTED):
         message = f"{type(error).__name__}: {message} (--debug shows the traceback)"
     return _with_install_hint(error, message)

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from attnmatch.cli.console import _print_error, out
-from attnmatch.cli.files import _check_output_folder
+from attnmatch.cli.console import out, print_error
+from attnmatch.cli.files import check_output_folder
 from attnmatch.terminal import shown
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -180,7 +180,7 @@ def datasets_verify(
         summary = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
         out.print(f"[bold]{shown(dataset)}[/bold]: {summary} (of {len(checks)} files)")
     if problems:
-        _print_error(f"verification failed: {'; '.join(problems)}")
+        print_error(f"verification failed: {'; '.join(problems)}")
         raise typer.Exit(1)
 
 
@@ -228,6 +228,6 @@ def datasets_fetch(
     from attnmatch.data.datasets import fetch_dataset
 
     if dest is not None:
-        _check_output_folder(dest, "--dest")
+        check_output_folder(dest, "--dest")
     folder = fetch_dataset(name, dest)  # no network: DownloadError, one line from `main`
     out.print(f"fetched to {shown(folder)}", highlight=False)

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from attnmatch.cli.console import err
-from attnmatch.cli.files import _reading, _writing
+from attnmatch.cli.files import reading, writing
 from attnmatch.terminal import shown
 
 
@@ -43,10 +43,11 @@ def export(
     The directory loads with `Matcher.load` and every command that takes a model (rank, score,
     evaluate, serve), run by ONNX Runtime, with no Python class of the model.
     """
+    from attnmatch.export import export_onnx
     from attnmatch.matcher import load_matcher
 
-    with _reading(model_dir):
+    with reading(model_dir):
         matcher = load_matcher(model_dir, backend="torch")
-    with _writing(output, "--output"):
-        written = matcher.export_onnx(output, quantize=quantize.value if quantize else None)
+    with writing(output, "--output"):
+        written = export_onnx(matcher, output, quantize=quantize.value if quantize else None)
     err.print(shown(f"exported {model_dir} to {written}"), highlight=False, soft_wrap=True)

@@ -30,7 +30,7 @@ def _check_writable_parent(path: Path, option: str) -> None:
         )
 
 
-def _check_output_file(path: Path, option: str) -> None:
+def check_output_file(path: Path, option: str) -> None:
     """Before any work: `path` can be written as a file (it is not a folder, its folder is a
     folder we may write into)."""
     if path.is_dir():
@@ -38,7 +38,7 @@ def _check_output_file(path: Path, option: str) -> None:
     _check_writable_parent(path, option)
 
 
-def _check_output_folder(path: Path, option: str) -> None:
+def check_output_folder(path: Path, option: str) -> None:
     """Before any work: `path` can be a folder of outputs (it is not a file; the nearest folder
     that exists may be written into)."""
     if path.exists() and not path.is_dir():
@@ -57,7 +57,7 @@ class OutputError(OSError):
 
 
 @contextmanager
-def _writing(path: Path, option: str) -> Iterator[None]:
+def writing(path: Path, option: str) -> Iterator[None]:
     """Errors of writing `path` (a full disk, a read-only folder) name the option and the path."""
     try:
         yield
@@ -70,8 +70,8 @@ def _writing(path: Path, option: str) -> Iterator[None]:
         raise OutputError(f"{option} {path}: cannot write: {reason}") from e
 
 
-# Errors of reading a file that say nothing of which file: `_reading` adds it.
-def _describe(error: BaseException) -> str:
+# Errors of reading a file that say nothing of which file: `reading` adds it.
+def describe_error(error: BaseException) -> str:
     """One line saying what is wrong, without the file (the caller knows it)."""
     import gzip
     import zipfile
@@ -128,17 +128,17 @@ def _corrupt_read_errors() -> tuple[type[BaseException], ...]:
 
 
 @contextmanager
-def _reading(what: object) -> Iterator[None]:
+def reading(what: object) -> Iterator[None]:
     """Errors of reading `what` (a model folder, a config file, a dataset) that do not say which
     file (a decoding error, a corrupt zip or gzip or safetensors file, a truncated file, a file
     nested too deeply, an OS error without a file name) become one ValueError naming it."""
     try:
         yield
     except _corrupt_read_errors() as e:
-        raise ValueError(f"{what}: {_describe(e)}") from e
+        raise ValueError(f"{what}: {describe_error(e)}") from e
     except OSError as e:
         # Only the system's own errors (an errno, no file name): ours carry their message.
         bare = e.errno is not None and e.filename is None and str(what) not in str(e)
         if not bare or isinstance(e, BrokenPipeError | OutputError):
             raise
-        raise OSError(f"{what}: {_describe(e)}") from e
+        raise OSError(f"{what}: {describe_error(e)}") from e

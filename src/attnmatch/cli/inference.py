@@ -15,18 +15,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from attnmatch.cli.console import _print_metrics, _warn, err, out
-from attnmatch.cli.files import _check_output_file, _reading, _writing
+from attnmatch.cli.console import err, out, print_metrics, print_warning
+from attnmatch.cli.files import check_output_file, reading, writing
 from attnmatch.cli.options import (
-    _Backend,
-    _BackendOption,
-    _device,
-    _DeviceOption,
-    _load_model,
-    _parse_sets,
-    _Precision,
-    _PrecisionOption,
-    _run_tag,
+    Backend,
+    BackendOption,
+    DeviceOption,
+    Precision,
+    PrecisionOption,
+    checked_device,
+    default_run_tag,
+    load_model,
+    parse_sets,
 )
 from attnmatch.terminal import shown
 
@@ -45,14 +45,14 @@ def _warn_unknown(matcher: Any, texts: list[str], where: str) -> None:
     except NotImplementedError:
         note = None
     if note:
-        _warn(note)
+        print_warning(note)
     cut = (
         truncation_note(matcher.inputs, texts, where)
         if hasattr(matcher.inputs, "truncated")
         else None
     )
     if cut:
-        _warn(cut)
+        print_warning(cut)
 
 
 def evaluate(
@@ -80,8 +80,8 @@ def evaluate(
         typer.Option(help="Write per-query (ranking) or per-set (SemEval) rows to this JSONL."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
-    device: _DeviceOption = "cpu",
-    precision: _PrecisionOption = _Precision.fp32,
+    device: DeviceOption = "cpu",
+    precision: PrecisionOption = Precision.fp32,
     pipeline: Annotated[
         str | None,
         typer.Option(
@@ -90,7 +90,7 @@ def evaluate(
         ),
     ] = None,
     depth: Annotated[int, typer.Option(help="--pipeline: candidates reranked.")] = 100,
-    backend: _BackendOption = _Backend.auto,
+    backend: BackendOption = Backend.auto,
 ) -> None:
     """Evaluate a saved model on a dataset split under its official protocol.
 
@@ -105,29 +105,29 @@ def evaluate(
         raise typer.BadParameter("give the model to evaluate", param_hint="MODEL_DIR")
     from attnmatch.strict_json import dumps_json
 
-    options = _parse_sets(dataset_option or [], "--dataset-option")
+    options = parse_sets(dataset_option or [], "--dataset-option")
     if filtered:
         options["filtered"] = True
     if per_query is not None:
-        _check_output_file(per_query, "--per-query")
-    torch_device = _device(device, precision.value)
-    with _reading(model_dir):
-        matcher = _load_model(model_dir, torch_device, precision, backend)
-    with _reading(f"--dataset {dataset}"):
+        check_output_file(per_query, "--per-query")
+    torch_device = checked_device(device, precision.value)
+    with reading(model_dir):
+        matcher = load_model(model_dir, torch_device, precision, backend)
+    with reading(f"--dataset {dataset}"):
         report = matcher.evaluate(dataset, data_dir=data_dir, **options)
     if per_query is not None:
         from attnmatch.atomic import write_text_atomic
 
         # Strict JSON lines: a value that is not a finite number (undefined) is null.
         rows = "".join(dumps_json(r) + "\n" for r in report.per_query)
-        with _writing(per_query, "--per-query"):
+        with writing(per_query, "--per-query"):
             write_text_atomic(per_query, rows)
     if as_json:
         # Strict JSON: a metric that is not a finite number (undefined) is null.
         data = report.to_dict() | {"per_query": len(report.per_query)}
         sys.stdout.write(dumps_json(data, indent=2) + "\n")
         return
-    _print_metrics({dataset: report.metrics}, title=f"{model_dir} on {dataset} ({report.protocol})")
+    print_metrics({dataset: report.metrics}, title=f"{model_dir} on {dataset} ({report.protocol})")
     if "num_queries" in report.metrics:
         out.print(f"{report.metrics['num_queries']} queries, {report.num_pairs} pairs")
 
@@ -181,9 +181,9 @@ def rank(
             "the run's for RUN/model, or the encoder's name)."
         ),
     ] = None,
-    device: _DeviceOption = "cpu",
-    precision: _PrecisionOption = _Precision.fp32,
-    backend: _BackendOption = _Backend.auto,
+    device: DeviceOption = "cpu",
+    precision: PrecisionOption = Precision.fp32,
+    backend: BackendOption = Backend.auto,
 ) -> None:
     """Rank candidates (one per line, from a file or stdin) for a query."""
 
@@ -192,17 +192,17 @@ def rank(
             f"--json and --format {output_format.value} disagree; give one", param_hint="--json"
         )
     fmt = _RankFormat.json if as_json else output_format or _RankFormat.table
-    run_tag = _run_tag(model_dir) if tag is None else tag
+    run_tag = default_run_tag(model_dir) if tag is None else tag
     for option, value in (("--qid", qid), ("--tag", run_tag)):
         _check_trec_field(value, option)
     if not query.strip():
         raise ValueError("the query is empty: pass --query 'some question'")
-    torch_device = _device(device, precision.value)
+    torch_device = checked_device(device, precision.value)
     texts, lines, source = _read_candidates(candidates)
     if not texts:
         raise ValueError(f"no candidates in {source} (expected one non-empty line per candidate)")
-    with _reading(model_dir):
-        matcher = _load_model(model_dir, torch_device, precision, backend)
+    with reading(model_dir):
+        matcher = load_model(model_dir, torch_device, precision, backend)
     _warn_unknown(matcher, [query, *texts], "the query and candidates")
     ranked = matcher.rank(query, texts, top_k=top_k)
     for r in ranked:  # never print a NaN: not a ranking, and not JSON
@@ -307,9 +307,9 @@ def score(
     workers: _WorkersOption = 1,
     shard: _ShardOption = None,
     chunk_size: _ChunkSizeOption = 2048,
-    device: _DeviceOption = "cpu",
-    precision: _PrecisionOption = _Precision.fp32,
-    backend: _BackendOption = _Backend.auto,
+    device: DeviceOption = "cpu",
+    precision: PrecisionOption = Precision.fp32,
+    backend: BackendOption = Backend.auto,
 ) -> None:
     """Score text pairs; prints one score per line in input order, or writes a scored file (-o).
 
@@ -323,7 +323,7 @@ def score(
         raise typer.BadParameter("give the pairs once: as PAIRS or --pairs", param_hint="--pairs")
     path = pairs_file if pairs_file is not None else pairs
     if output is not None:
-        _check_output_file(output, "--output")
+        check_output_file(output, "--output")
         if path is not None and str(path) != "-" and _same_file(path, output):
             raise typer.BadParameter(
                 f"{output} is the pairs file itself; write the scores to another file",
@@ -331,10 +331,10 @@ def score(
             )
     if shard is not None and (output is None or path is None or str(path) == "-"):
         raise typer.BadParameter("needs a pairs file and -o OUTPUT", param_hint="--shard")
-    torch_device = _device(device, precision.value)
+    torch_device = checked_device(device, precision.value)
     with PairsFile(path, pairs_format) as records:
-        with _reading(model_dir):
-            matcher = _load_model(model_dir, torch_device, precision, backend)
+        with reading(model_dir):
+            matcher = load_model(model_dir, torch_device, precision, backend)
         with ExitStack() as stack:
             scorer = None
             if workers > 1:
@@ -390,7 +390,7 @@ class _ScoreJob:
             scorer=self.scorer,
         )
         if not err.is_terminal:
-            with _writing(self.output, "--output"):
+            with writing(self.output, "--output"):
                 count = write()
         else:
             from rich.progress import MofNCompleteColumn, Progress, TimeElapsedColumn
@@ -398,7 +398,7 @@ class _ScoreJob:
             columns = (*Progress.get_default_columns(), MofNCompleteColumn(), TimeElapsedColumn())
             with (
                 Progress(*columns, console=err, transient=True) as bar,
-                _writing(self.output, "--output"),
+                writing(self.output, "--output"),
             ):
                 task = bar.add_task("scoring pairs", total=_count_lines(self.path))
                 count = write(on_chunk=partial(bar.advance, task))
@@ -415,7 +415,7 @@ class _ScoreJob:
         except ValueError as e:
             raise typer.BadParameter(str(e), param_hint="--shard") from None
         run = fingerprint(self.path, spec, self.chunk_size, pairs_format)
-        with _writing(self.output, "--output"):
+        with writing(self.output, "--output"):
             outcome = write_shard(
                 self.matcher,
                 self.records,

@@ -40,7 +40,7 @@ def _finite(value: Any) -> bool:
     return True
 
 
-def _parse_sets(items: list[str], option: str = "--set") -> dict[str, Any]:
+def parse_sets(items: list[str], option: str = "--set") -> dict[str, Any]:
     """`--set train.lr=0.01 --set model_overrides.k=50` -> a nested dict (values parsed as TOML).
 
     Refused, naming `option`: an item without '=', an empty key part (`train..lr`), a number
@@ -84,7 +84,7 @@ def _parse_sets(items: list[str], option: str = "--set") -> dict[str, Any]:
     return result
 
 
-def _seeds(text: str | None, option: str = "--seeds") -> list[int] | None:
+def parse_seeds(text: str | None, option: str = "--seeds") -> list[int] | None:
     """`--seeds N` (seeds 1..N, N >= 1) or a list `1,2,3` of distinct integers >= 0."""
     from attnmatch.configs import MAX_SEEDS, ConfigError, check_seeds
 
@@ -109,25 +109,25 @@ def _seeds(text: str | None, option: str = "--seeds") -> list[int] | None:
         raise typer.BadParameter(f"{reason}; {usage}", param_hint=option) from None
 
 
-class _Precision(StrEnum):
+class Precision(StrEnum):
     fp32 = "fp32"
     bf16 = "bf16"
     fp16 = "fp16"
 
 
-_DEVICE_HELP = "Where the model runs: cpu, cuda, cuda:N, or auto (CUDA when available, else cpu)."
+DEVICE_HELP = "Where the model runs: cpu, cuda, cuda:N, or auto (CUDA when available, else cpu)."
 
 
-_PRECISION_HELP = (
+PRECISION_HELP = (
     "fp32, or bf16 / fp16: forward passes under torch.autocast, scores still float32 "
     "(fp16 needs CUDA)."
 )
 
 
-_DeviceOption = Annotated[str, typer.Option("--device", help=_DEVICE_HELP)]
+DeviceOption = Annotated[str, typer.Option("--device", help=DEVICE_HELP)]
 
 
-class _Backend(StrEnum):
+class Backend(StrEnum):
     auto = "auto"
     torch = "torch"
     onnx = "onnx"
@@ -140,20 +140,20 @@ _BACKEND_HELP = (
 )
 
 
-_BackendOption = Annotated[_Backend, typer.Option("--backend", help=_BACKEND_HELP)]
+BackendOption = Annotated[Backend, typer.Option("--backend", help=_BACKEND_HELP)]
 
 
-def _load_model(spec: str, device: Any, precision: _Precision, backend: _Backend) -> Any:
+def load_model(spec: str, device: Any, precision: Precision, backend: Backend) -> Any:
     """`load_matcher` of a command's MODEL, with its --device, --precision and --backend."""
     from attnmatch.matcher import load_matcher
 
     return load_matcher(spec, backend=backend.value).to(device, precision=precision.value)
 
 
-_PrecisionOption = Annotated[_Precision, typer.Option("--precision", help=_PRECISION_HELP)]
+PrecisionOption = Annotated[Precision, typer.Option("--precision", help=PRECISION_HELP)]
 
 
-def _device(device: str, precision: str) -> Any:
+def checked_device(device: str, precision: str) -> Any:
     """`--device` as the torch device it means here, checked with `--precision`: one clear
     line for a misspelt device, CUDA where there is none, or fp16 on the CPU."""
     from attnmatch.devices import check_precision, resolve_device
@@ -163,7 +163,7 @@ def _device(device: str, precision: str) -> Any:
     return torch_device
 
 
-def _run_tag(model_dir: str) -> str:
+def default_run_tag(model_dir: str) -> str:
     """The default TREC run tag: the model directory's name (its run's for RUN/model), or the
     encoder's name."""
     path = Path(model_dir)

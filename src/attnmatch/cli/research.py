@@ -9,8 +9,8 @@ from typing import Annotated, Any
 import typer
 
 from attnmatch.cli.console import err, out
-from attnmatch.cli.files import _check_output_file, _check_output_folder, _reading, _writing
-from attnmatch.cli.options import _parse_sets, _seeds
+from attnmatch.cli.files import check_output_file, check_output_folder, reading, writing
+from attnmatch.cli.options import parse_seeds, parse_sets
 from attnmatch.terminal import shown
 
 
@@ -59,9 +59,9 @@ def analyze_attention_position(
         )
     json_path, png_path = Path(f"{output}.json"), Path(f"{output}.png")
     for path in (json_path, png_path) if plot else (json_path,):
-        _check_output_file(path, "--output")
-    options = _parse_sets(dataset_option or [], "--dataset-option")
-    with _reading(", ".join(map(str, model_dirs))):
+        check_output_file(path, "--output")
+    options = parse_sets(dataset_option or [], "--dataset-option")
+    with reading(", ".join(map(str, model_dirs))):
         results = attention_position_many(
             model_dirs,
             dataset,
@@ -73,7 +73,7 @@ def analyze_attention_position(
             batch_size=batch_size,
             options=options,
         )
-    with _writing(json_path, "--output"):
+    with writing(json_path, "--output"):
         write_results_json(json_path, results)
     _print_attention_position(results, f"{dataset}, {key}")
     out.print(shown(f"wrote {json_path}"))
@@ -112,7 +112,7 @@ def _plot_attention_position(results: list[dict[str, Any]], png_path: Path) -> N
     from attnmatch.research.analysis import plot_attention_position
 
     try:
-        with _writing(png_path, "--output"):
+        with writing(png_path, "--output"):
             plot_attention_position(results, [r["label"] for r in results], png_path)
     except ImportError as e:
         message = shown(f"{png_path} not written: {e}")
@@ -175,15 +175,15 @@ def reproduce(
     from attnmatch.research.reproduce import find_table, load_table, render_markdown
     from attnmatch.research.reproduce import reproduce as run
 
-    seed_list = _seeds(seeds)
+    seed_list = parse_seeds(seeds)
     row_ids = None if rows is None else _row_ids(rows)
-    _check_output_folder(runs_dir, "--runs-dir")
+    check_output_folder(runs_dir, "--runs-dir")
     if update and row_ids is None:
         raise typer.BadParameter(
             "--update replaces the rows given with --rows", param_hint="--update"
         )
     if row_ids is None or update:
-        _check_output_folder(results_dir, "--results-dir")
+        check_output_folder(results_dir, "--results-dir")
     spec = load_table(find_table(table))
     result = run(
         table,
@@ -238,8 +238,8 @@ def _reproduce_claims(
     """`attnmatch reproduce claims`: decides the claims and prints the page it writes."""
     from attnmatch.research.claims import render, reproduce_claims
 
-    _check_output_folder(runs_dir, "--runs-dir")
-    _check_output_folder(results_dir, "--results-dir")
+    check_output_folder(runs_dir, "--runs-dir")
+    check_output_folder(results_dir, "--results-dir")
     system_list = None
     if systems is not None:
         system_list = [x.strip() for x in systems.split(",")]
@@ -294,9 +294,9 @@ def tune(
     from attnmatch.research.tune import load_tune_config
     from attnmatch.research.tune import tune as run
 
-    _check_output_folder(output, "--output")
+    check_output_folder(output, "--output")
     configs.load_toml(config)  # too large, not UTF-8, not TOML: one line naming the line
-    with _reading(config):
+    with reading(config):
         exp, spec = load_tune_config(config)
     result = run(
         exp,

@@ -11,8 +11,8 @@ from typing import Annotated
 import typer
 
 from attnmatch.cli.console import out
-from attnmatch.cli.files import _reading
-from attnmatch.cli.options import _device, _DeviceOption, _Precision, _PrecisionOption
+from attnmatch.cli.files import reading
+from attnmatch.cli.options import DeviceOption, Precision, PrecisionOption, checked_device
 from attnmatch.terminal import shown
 
 
@@ -94,8 +94,8 @@ def search(
     top_k: Annotated[int, typer.Option("--top-k", "-k", help="Results shown.")] = 10,
     depth: Annotated[int, typer.Option(help="Candidates the first stage passes on.")] = 100,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
-    device: _DeviceOption = "cpu",
-    precision: _PrecisionOption = _Precision.fp32,
+    device: DeviceOption = "cpu",
+    precision: PrecisionOption = Precision.fp32,
 ) -> None:
     """Search an index for a query: a first stage, then a reranking model if given."""
     from attnmatch.retrieval.search import check_depths, check_query, load_index
@@ -107,11 +107,11 @@ def search(
     if rerank is not None:
         from attnmatch.matcher import load_matcher
 
-        with _reading(rerank):
+        with reading(rerank):
             reranker = load_matcher(
-                rerank, device=_device(device, precision.value), precision=precision.value
+                rerank, device=checked_device(device, precision.value), precision=precision.value
             )
-    with _reading(index_dir):
+    with reading(index_dir):
         loaded = load_index(index_dir, load_encoder=stage != "bm25")
     hits = loaded.search(query, reranker=reranker, first_stage=stage, top_k=top_k, depth=depth)
     if as_json:
@@ -161,9 +161,9 @@ def evaluate_pipeline(
     if reranker is not None:
         from attnmatch.matcher import load_matcher
 
-        with _reading(reranker):
+        with reading(reranker):
             matcher = load_matcher(reranker)
-    with _reading(f"--dataset {dataset}"):
+    with reading(f"--dataset {dataset}"):
         bench = benchmark_corpus(dataset, data_dir)
     dense_source = None if first_stage == "bm25" else "minilm-l6"
     with tempfile.TemporaryDirectory() as tmp:

@@ -9,16 +9,16 @@ from typing import Annotated, Any
 
 import typer
 
-from attnmatch.cli.console import _warn, err
-from attnmatch.cli.files import _reading
+from attnmatch.cli.console import err, print_warning
+from attnmatch.cli.files import reading
 from attnmatch.cli.options import (
-    _Backend,
-    _BackendOption,
-    _device,
-    _DeviceOption,
-    _Precision,
-    _PrecisionOption,
-    _run_tag,
+    Backend,
+    BackendOption,
+    DeviceOption,
+    Precision,
+    PrecisionOption,
+    checked_device,
+    default_run_tag,
 )
 from attnmatch.terminal import shown
 
@@ -37,7 +37,7 @@ def _model_specs(specs: list[str]) -> list[tuple[str, str]]:
                 )
             named.append((name, rest))
         else:
-            named.append((_run_tag(spec), spec))
+            named.append((default_run_tag(spec), spec))
     seen: dict[str, str] = {}
     for name, spec in named:
         if name in seen:
@@ -122,7 +122,7 @@ def _load_index(path: Path | None) -> Any:
         return None
     from attnmatch.retrieval.search import load_index
 
-    with _reading(path):
+    with reading(path):
         return load_index(path)
 
 
@@ -144,9 +144,9 @@ def serve(
     no_batching: Annotated[
         bool, typer.Option("--no-batching", help="Run every request on its own.")
     ] = False,
-    device: _DeviceOption = "cpu",
-    precision: _PrecisionOption = _Precision.fp32,
-    backend: _BackendOption = _Backend.auto,
+    device: DeviceOption = "cpu",
+    precision: PrecisionOption = Precision.fp32,
+    backend: BackendOption = Backend.auto,
     threads: Annotated[
         int | None,
         typer.Option(
@@ -170,7 +170,7 @@ def serve(
     from attnmatch.serving.server import load_models, run
 
     _check_options(max_wait_ms, api_key)
-    torch_device = _device(device, precision.value)
+    torch_device = checked_device(device, precision.value)
     settings = ServeSettings(
         max_batch_pairs=max_batch,
         max_wait_ms=max_wait_ms,
@@ -185,7 +185,7 @@ def serve(
     specs = _model_specs(models)
     loaded = {}
     for name, spec in specs:  # with workers, loaded here once to fail early with a clear line
-        with _reading(spec):
+        with reading(spec):
             loaded.update(load_models([(name, spec)], torch_device, precision.value, backend.value))
     loaded_index = _load_index(index)
     _announce(list(loaded), host, port, workers, api_key is not None)
@@ -232,7 +232,7 @@ def _announce(names: list[str], host: str, port: int, workers: int, keyed: bool)
         soft_wrap=True,
     )
     if host not in _LOOPBACK and not keyed:
-        _warn(f"listening on {host} without --api-key: anyone who reaches it can use it")
+        print_warning(f"listening on {host} without --api-key: anyone who reaches it can use it")
 
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")

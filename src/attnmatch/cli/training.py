@@ -8,15 +8,15 @@ from typing import Annotated, Any
 
 import typer
 
-from attnmatch.cli.console import _number, _print_metrics, err, out
-from attnmatch.cli.files import _check_output_file, _check_output_folder, _reading, _writing
+from attnmatch.cli.console import err, format_number, out, print_metrics
+from attnmatch.cli.files import check_output_file, check_output_folder, reading, writing
 from attnmatch.cli.options import (
-    _DEVICE_HELP,
-    _PRECISION_HELP,
-    _device,
-    _parse_sets,
-    _Precision,
-    _seeds,
+    DEVICE_HELP,
+    PRECISION_HELP,
+    Precision,
+    checked_device,
+    parse_seeds,
+    parse_sets,
 )
 from attnmatch.terminal import shown, visible
 
@@ -40,17 +40,17 @@ class _TaskKind(StrEnum):
 
 
 # The options of `attnmatch train` whose help takes more than a line.
-_DatasetOption = Annotated[
+DatasetOption = Annotated[
     str | None, typer.Option(help="Dataset name, e.g. wikiqa, or pairs (your own files).")
 ]
-_DataDirOption = Annotated[
+DataDirOption = Annotated[
     Path | None,
     typer.Option(
         help="The dataset's folder (data.data_dir); for --dataset pairs, the folder of your "
         "train.tsv, dev.tsv, test.tsv (or .csv, .jsonl, .parquet)."
     ),
 ]
-_TaskOption = Annotated[
+TaskOption = Annotated[
     _TaskKind | None,
     typer.Option(
         help="The task of your own pairs (data.options.task; --dataset pairs or pairs:FOLDER "
@@ -66,7 +66,7 @@ _OnConflictOption = Annotated[
         "kept (max) (data.options.on_conflict).",
     ),
 ]
-_InputsOption = Annotated[
+InputsOption = Annotated[
     str | None,
     typer.Option(
         help="Input representation: glove-6b-50d (or a vectors file), random, trigrams, or a "
@@ -81,13 +81,13 @@ _FineTuneOption = Annotated[
         "frozen; default: as the inputs say."
     ),
 ]
-_SeedsOption = Annotated[
+SeedsOption = Annotated[
     str | None, typer.Option(help="N (seeds 1..N) or a list 1,2,3: one run each, mean ± std.")
 ]
-_SetOption = Annotated[
+SetOption = Annotated[
     list[str], typer.Option("--set", help="Override any config key: train.lr=0.01")
 ]
-_OverwriteOption = Annotated[
+OverwriteOption = Annotated[
     bool,
     typer.Option(
         help="Delete the previous run in OUTPUT first (only a run folder: one with "
@@ -96,11 +96,11 @@ _OverwriteOption = Annotated[
 ]
 _TrainDeviceOption = Annotated[
     str | None,
-    typer.Option(help=_DEVICE_HELP + " Default: train.device of the config (cpu)."),
+    typer.Option(help=DEVICE_HELP + " Default: train.device of the config (cpu)."),
 ]
 _TrainPrecisionOption = Annotated[
-    _Precision | None,
-    typer.Option(help=_PRECISION_HELP + " Default: train.precision of the config (fp32)."),
+    Precision | None,
+    typer.Option(help=PRECISION_HELP + " Default: train.precision of the config (fp32)."),
 ]
 _LogOption = Annotated[
     list[_Logger],
@@ -122,28 +122,28 @@ def train(
         "runs/train"
     ),
     model: Annotated[str | None, typer.Option(help="Preset or model name, e.g. amvlstm_q.")] = None,
-    dataset: _DatasetOption = None,
-    data_dir: _DataDirOption = None,
-    task: _TaskOption = None,
+    dataset: DatasetOption = None,
+    data_dir: DataDirOption = None,
+    task: TaskOption = None,
     on_conflict: _OnConflictOption = None,
-    inputs: _InputsOption = None,
+    inputs: InputsOption = None,
     fine_tune: _FineTuneOption = None,
     epochs: Annotated[int | None, typer.Option(min=0, help="Maximum epochs.")] = None,
-    seeds: _SeedsOption = None,
-    set_: _SetOption = [],  # noqa: B006
+    seeds: SeedsOption = None,
+    set_: SetOption = [],  # noqa: B006
     resume: Annotated[bool, typer.Option(help="Continue an interrupted run in OUTPUT.")] = False,
-    overwrite: _OverwriteOption = False,
+    overwrite: OverwriteOption = False,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
     device: _TrainDeviceOption = None,
     precision: _TrainPrecisionOption = None,
     log: _LogOption = [],  # noqa: B006
 ) -> None:
     """Train a model; the dev-selected model is saved to OUTPUT/model."""
-    seed_list = _seeds(seeds)  # options first: a bad one fails before torch loads
-    overrides = _parse_sets(set_)
+    seed_list = parse_seeds(seeds)  # options first: a bad one fails before torch loads
+    overrides = parse_sets(set_)
     if device is not None:
-        _device(device, (precision or _Precision.fp32).value)
-    _check_output_folder(output, "--output")
+        checked_device(device, (precision or Precision.fp32).value)
+    check_output_folder(output, "--output")
     from attnmatch.training.distributed import world
 
     out.quiet = not world().is_main  # under torchrun, rank 0 alone prints the results
@@ -160,7 +160,7 @@ def train(
     )
     for key, value in flags:
         if value is not None:
-            overrides = _merge_key(overrides, key, value)
+            overrides = merge_key(overrides, key, value)
     own = [flag for flag, v in (("--task", task), ("--on-conflict", on_conflict)) if v is not None]
     exp = _experiment(config, overrides, own)
     exp = exp.with_inputs(inputs, trainable=fine_tune)
@@ -185,12 +185,12 @@ def _experiment(config: Path | None, overrides: dict[str, Any], own: list[str]) 
 
         chosen, why = own_data_model()
         err.print(why, highlight=False, markup=False)
-        overrides = _merge_key(overrides, "model", chosen)
+        overrides = merge_key(overrides, "model", chosen)
         if chosen == OWN_DATA_FALLBACK and "overlap_features" not in overrides:
-            overrides = _merge_key(overrides, "overlap_features", True)
+            overrides = merge_key(overrides, "overlap_features", True)
     if config is not None:
         configs.load_toml(config)  # too large, not UTF-8, not TOML: one line naming the line
-        with _reading(config):
+        with reading(config):
             exp = load_experiment(config, overrides)
     else:
         exp = ExperimentConfig.from_dict(overrides)
@@ -241,7 +241,7 @@ def _train_and_report(
         console=err,
         log=log,
     )
-    _print_metrics({"dev": result.dev, "test": result.test}, title=run_title)
+    print_metrics({"dev": result.dev, "test": result.test}, title=run_title)
     _print_floors(result.floors)
     out.print(f"model saved to [bold]{shown(result.model_dir)}[/bold]")
 
@@ -261,7 +261,7 @@ def _print_floors(floors: dict[str, dict[str, dict[str, float]]] | None) -> None
         for split, by_name in floors.items()
         for name, metrics in by_name.items()
     }
-    _print_metrics(rows, title="floors: the same splits scored without training")
+    print_metrics(rows, title="floors: the same splits scored without training")
 
 
 def _data_label(exp: Any) -> str:
@@ -272,7 +272,7 @@ def _data_label(exp: Any) -> str:
     return str(data.dataset)
 
 
-def _merge_key(data: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
+def merge_key(data: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
     from attnmatch import configs
 
     node: dict[str, Any] = {}
@@ -297,7 +297,9 @@ def _print_summary(summary: dict[str, Any], title: str) -> None:
         table.add_column("mean ± std", justify="right")
         for name, s in stats.items():
             if name != "num_queries":
-                table.add_row(shown(name), f"{_number(s['mean'])} ± {_number(s['std'])}")
+                table.add_row(
+                    shown(name), f"{format_number(s['mean'])} ± {format_number(s['std'])}"
+                )
         out.print(table)
 
 
@@ -316,10 +318,10 @@ def plot(
     """Draw training loss and the dev metric per epoch of runs (one line per seed + mean)."""
     from attnmatch.training.curves import plot_runs, read_run
 
-    _check_output_file(output, "--output")
+    check_output_file(output, "--output")
     for run in runs:  # a bad RUN is an error of its own, not one of writing --output
         read_run(run, metric)
-    with _writing(output, "--output"):
+    with writing(output, "--output"):
         path = plot_runs(runs, output, metric=metric)
     out.print(shown(f"wrote {path}"))
 
@@ -334,7 +336,7 @@ def demo(
     from attnmatch import demo as recipe
     from attnmatch.training import train as train_run
 
-    _check_output_folder(output, "--output")
+    check_output_folder(output, "--output")
     exp = recipe.demo_experiment()
     err.print("[bold]attnmatch demo[/bold]: aMV-LSTM (Q) on WikiQA (official split), GloVe 6B 50d")
     err.print(f"the seed-1 run of the recipe of {recipe.RECIPE}, shortened:", highlight=False)
@@ -347,7 +349,7 @@ def demo(
         if not earlier:
             raise
         raise ValueError(f"{e} (to train the demo again, remove {output})") from e
-    _print_metrics(
+    print_metrics(
         {"dev": result.dev, "test": result.test},
         title=f"aMV-LSTM (Q) on WikiQA, {exp.train.epochs} epochs: ours (official split, "
         "dev-selected) vs the paper (their 80/10/10 split, 400 epochs)",

@@ -27,7 +27,7 @@ class EncodedPairs:
         group_ids: (N,) int64 index into `group_names` (pairs without a group get their own).
         group_names: the original group (query) ids, in order of first appearance.
         teacher: (N, K) float32 targets a teacher gave each pair (distillation,
-            `attnmatch.training.distill`), or None; NaN labels then mark pairs without gold.
+            `attnmatch.training.distillation`), or None; NaN labels then mark pairs without gold.
     """
 
     texts: list[np.ndarray]

@@ -1,6 +1,6 @@
 """Labels of your own pairs: read as numbers or class names, and the one rule that picks a task.
 
-The `pairs` dataset (your files) and `Matcher.fit` (pairs in memory) both call `read_labels` and
+The `pairs` dataset (your files) and `attnmatch.training.fit` (pairs in memory) both call `read_labels` and
 `choose_task`. With `task="auto"` the training labels decide:
 
 - labels that are not numbers ("duplicate", "entailment"): classification; the classes are the
@@ -122,7 +122,7 @@ def read_labels(raws: Sequence[object], where: Sequence[str]) -> Labels:
 
 @dataclass(frozen=True, kw_only=True)
 class LabelScheme:
-    """What the labels of a folder (or of `Matcher.fit`'s pairs) mean: its task and its classes
+    """What the labels of a folder (or of `fit`'s pairs) mean: its task and its classes
     or score range, all taken from train.
 
     Args:

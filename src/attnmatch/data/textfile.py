@@ -32,7 +32,6 @@ import math
 import zlib
 from collections import deque
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Protocol
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -104,12 +103,7 @@ class TextLines:
     def __enter__(self) -> TextLines:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _read_raw(self) -> bytes:

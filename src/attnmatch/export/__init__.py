@@ -1,4 +1,4 @@
-"""Export to ONNX and run under ONNX Runtime (`Matcher.export_onnx`, `attnmatch export`).
+"""Export to ONNX and run under ONNX Runtime (`export_onnx`, `attnmatch export`).
 
 An exported directory keeps the model directory's files that are not weights (config.json with
 its model type, model config, task and inputs; tokenizer.json or vocab.json; metrics.json) and
@@ -24,11 +24,12 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import tempfile
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -40,7 +41,11 @@ from attnmatch.data.collate import collate
 from attnmatch.data.encoding import EncodedPairs
 from attnmatch.export.graphs import Graph, graphs_of
 from attnmatch.export.runtime import OnnxModel, predict_onnx, session
+from attnmatch.models.contract import TextModel
 from attnmatch.strict_json import read_json
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnmatch.matcher import Matcher
 
 FORMAT = "attnmatch.onnx/1"
 MANIFEST = "onnx.json"
@@ -66,27 +71,27 @@ def is_exported(path: str | Path) -> bool:
     return (Path(path) / MANIFEST).is_file()
 
 
-def export_onnx(
-    model: nn.Module,
-    encode: Any,
-    path: str | Path,
-    *,
-    header_files: dict[str, str],
-    quantize: str | None = None,
-) -> Path:
-    """Writes the exported directory of `model` (atomically) and returns its path.
+def export_onnx(matcher: Matcher, path: str | Path, *, quantize: str | None = None) -> Path:
+    """Writes the exported directory of `matcher` (atomically) and returns its path: the model
+    as ONNX graphs with dynamic batch and length axes (exported from a CPU copy), beside its
+    config.json and inputs, so that `Matcher.load(path)` runs it on ONNX Runtime with no
+    Python class of the model.
 
     Args:
-        model: the matcher's torch model (on any device; exported from a CPU copy).
-        encode: the matcher's `encode(examples) -> EncodedPairs`, for the example and probes.
-        header_files: the text of the files kept from the model directory, by file name
-            (config.json, tokenizer.json or vocab.json, metrics.json).
-        quantize: None (float32) or "int8" (dynamic int8 matrix products).
+        quantize: None (float32, equal to torch within `EXACT_ATOL`: checked on export) or
+            "int8" (ONNX Runtime's dynamic int8 quantisation of the matrix products).
 
     Raises:
-        ValueError: `quantize` is unknown, or the model does not export (traced graphs that
-            differ from `forward`; the difference named), or `path` is not a folder to write.
+        ValueError: a lexical or already exported matcher, an unknown `quantize`, a model
+            that does not export (traced graphs that differ from `forward`; the difference
+            named; docs/speed.md lists them), or `path` is not a folder to write.
     """
+    if isinstance(matcher.model, OnnxModel):
+        raise ValueError("this matcher runs an exported model already: copy its directory")
+    if isinstance(matcher.model, TextModel):
+        raise ValueError(f"a {matcher.model_type} matcher has no weights to export")
+    with tempfile.TemporaryDirectory() as saved:
+        header_files = _kept_files(matcher.save(Path(saved) / "model"))
     if quantize not in QUANTIZE:
         raise ValueError(f"quantize must be None or 'int8', got {quantize!r}")
     path = Path(path)
@@ -95,8 +100,8 @@ def export_onnx(
             f"{path} exists and is not an exported directory: not replacing it (choose another "
             "path, or remove it first)"
         )
-    model = copy.deepcopy(model).cpu().eval()
-    probe = encode(_probe_examples())
+    model = copy.deepcopy(matcher.model).cpu().eval()
+    probe = matcher.encode(_probe_examples())
     form, graphs = graphs_of(model)
     with atomic_directory(path) as tmp:
         files = {g.name: _export_graph(g, model, form, probe, tmp) for g in graphs}
@@ -200,30 +205,24 @@ def _export_graph(graph: Graph, model: nn.Module, form: str, probe: EncodedPairs
                     n: torch.export.Dim(n) for axes in graph.axes.values() for n in axes.values()
                 }
                 shapes = tuple({i: dims[n] for i, n in graph.axes[x].items()} for x in graph.inputs)
-                torch.onnx.export(
-                    graph.module,
-                    args,
-                    str(tmp / file),
-                    dynamo=True,
-                    opset_version=max(OPSET, 18),  # torch.export's exporter writes 18 or later
-                    input_names=list(graph.inputs),
-                    output_names=[graph.output],
-                    dynamic_shapes=shapes,
-                    external_data=False,
-                    report=False,
-                    verbose=False,
-                )
+                options: dict[str, Any] = {
+                    "opset_version": max(OPSET, 18),  # torch.export's exporter writes 18 or later
+                    "dynamic_shapes": shapes,
+                    "external_data": False,
+                    "report": False,
+                    "verbose": False,
+                }
             else:
-                torch.onnx.export(
-                    graph.module,
-                    args,
-                    str(tmp / file),
-                    dynamo=False,
-                    opset_version=OPSET,
-                    input_names=list(graph.inputs),
-                    output_names=[graph.output],
-                    dynamic_axes=graph.axes,
-                )
+                options = {"opset_version": OPSET, "dynamic_axes": graph.axes}
+            torch.onnx.export(
+                graph.module,
+                args,
+                str(tmp / file),
+                dynamo=dynamo,
+                input_names=list(graph.inputs),
+                output_names=[graph.output],
+                **options,
+            )
     except Exception as e:
         reason = " ".join(str(e).split())[:200]
         how = "torch.export" if dynamo else "tracing"
@@ -274,7 +273,7 @@ def _quantize_int8(file: Path) -> None:
     out.replace(file)
 
 
-def kept_files(directory: Path) -> dict[str, str]:
+def _kept_files(directory: Path) -> dict[str, str]:
     """The text of the files an export keeps from a model directory (`_FILES_KEPT`)."""
     return {
         name: (directory / name).read_text(encoding="utf-8")

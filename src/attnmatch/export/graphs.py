@@ -27,7 +27,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from attnmatch.data.schema import PairBatch
@@ -82,17 +81,11 @@ class _BiEncoderHead(nn.Module):
 
     def __init__(self, model: BiEncoder) -> None:
         super().__init__()
-        self.config = model.config
-        self.classifier = model.classifier
+        self.classifier = model.classifier  # the head's weights, and no encoder's
+        self.compare = model.compare
 
     def forward(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        if self.classifier is not None:
-            return self.classifier(torch.cat([u, v, (u - v).abs()], dim=-1))  # (B, C)
-        cos = F.cosine_similarity(u, v, dim=-1, eps=1e-8)  # (B,)
-        z = self.config.scale * cos + self.config.shift  # (B,)
-        if self.config.cosine_logits:
-            return torch.stack([torch.zeros_like(z), z], dim=-1)  # (B, 2)
-        return z.unsqueeze(-1)  # (B, 1)
+        return self.compare(u, v)  # (B, C)
 
 
 class _CrossEncoderPairs(nn.Module):

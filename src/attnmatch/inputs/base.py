@@ -41,6 +41,8 @@ class Inputs:
     kind: ClassVar[str]
     config_cls: ClassVar[type]
     encoder_cls: ClassVar[type[nn.Module]]
+    # The model directory's file that holds the saved state (config.json: the settings alone).
+    state_file: ClassVar[str] = "config.json"
 
     def __init__(self, config: Any) -> None:
         self.config = config

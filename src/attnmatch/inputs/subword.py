@@ -23,6 +23,8 @@ from attnmatch.inputs.base import Inputs
 class SubwordInputs(Inputs):
     """Inputs tokenised by a pretrained encoder's sub-word tokenizer (`tokenizer.json`)."""
 
+    state_file = "tokenizer.json"
+
     def __init__(self, config: Any, tokenizer: SubwordTokenizer | None = None) -> None:
         super().__init__(config)
         self.tokenizer = tokenizer

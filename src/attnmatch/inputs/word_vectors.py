@@ -157,6 +157,7 @@ class WordVectorInputs(Inputs):
     """Word tokens, a `Vocab` and a word-vector table (`WordVectorsConfig`)."""
 
     kind = "word_vectors"
+    state_file = "vocab.json"
     config_cls = WordVectorsConfig
     encoder_cls = WordVectorEncoder
 

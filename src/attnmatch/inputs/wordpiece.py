@@ -6,7 +6,7 @@ special tokens `[CLS] ... [SEP]` included, as `transformer` inputs read them); e
 up its row of the encoder's input embedding table (`embeddings.word_embeddings.weight`, 384
 dimensions for MiniLM), without position or type embeddings and without the layer norm. A
 model then reads contextless sub-word vectors at the cost of a table lookup: what a seed
-model distilled from MiniLM reads at full speed (`attnmatch.training.distill`).
+model distilled from MiniLM reads at full speed (`attnmatch.training.distillation`).
 
 The table is the model's own weights (saved in model.safetensors, 47 MB for MiniLM), and the
 tokenizer `tokenizer.json` in the model directory: a saved model needs no source.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import torch
 from torch import nn
@@ -112,12 +112,12 @@ class WordPieceInputs(SubwordInputs):
     (`WordPieceInputsConfig`)."""
 
     kind = "wordpiece"
-    config_cls = WordPieceInputsConfig
+    config_cls: ClassVar[type] = WordPieceInputsConfig
     encoder_cls = WordPieceEncoder
 
     def __init__(
         self,
-        config: WordPieceInputsConfig,
+        config: Any,  # WordPieceInputsConfig, or a subclass kind's config
         tokenizer: SubwordTokenizer | None = None,
         shape: tuple[int, int] | None = None,
     ) -> None:
@@ -150,10 +150,14 @@ class WordPieceInputs(SubwordInputs):
             "max_length": self.config.max_length,
         }
 
+    def _table(self) -> torch.Tensor:
+        """The (V, E) table the encoder starts from (after `_resolve`)."""
+        assert self.directory is not None
+        return read_table(self.directory)
+
     def init_encoder(self, encoder: nn.Module) -> None:
         self._resolve()
-        assert self.directory is not None
-        table = read_table(self.directory)  # (V, E)
+        table = self._table()  # (V, E)
         if self.config.normalize:
             table = table / table.norm(dim=-1, keepdim=True).clamp_min(1e-12)
         encoder.load_table(table)  # type: ignore[operator]
@@ -161,7 +165,7 @@ class WordPieceInputs(SubwordInputs):
 
     @classmethod
     def load(cls, directory: Path, entry: dict[str, Any]) -> WordPieceInputs:
-        config = configs.from_dict(WordPieceInputsConfig, entry, path="inputs")
+        config: Any = configs.from_dict(cls.config_cls, entry, path="inputs")
         tokenizer = SubwordTokenizer.from_file(
             directory / "tokenizer.json", max_length=config.max_length
         )

@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 from torch import nn
 
+from attnmatch.data.labels import TASKS
+from attnmatch.inputs import KINDS
 from attnmatch.models.contract import Capabilities, check_model_class, declare
 
 M = TypeVar("M", bound=type[nn.Module])
@@ -28,8 +30,8 @@ class ModelEntry:
     config_cls: type
     tasks: tuple[str, ...]
     paper: str  # a short citation of the model's paper (docs/models.md has the full one)
-    # The input kinds (attnmatch.inputs) the model reads, and the one it reads by default.
-    inputs: tuple[str, ...] = ("word_vectors", "transformer", "trigrams", "wordpiece")
+    # The input kinds (attnmatch.inputs.KINDS) the model reads, and the one it reads by default.
+    inputs: tuple[str, ...] = KINDS
     default_inputs: dict[str, Any] = field(default_factory=dict)
     # What the model offers besides forward (attention maps, auxiliary loss terms).
     capabilities: Capabilities = Capabilities()
@@ -59,15 +61,16 @@ def register_model(
     name: str,
     *,
     config: type,
-    tasks: tuple[str, ...],
+    tasks: tuple[str, ...] = TASKS,
     paper: str = "",
-    inputs: tuple[str, ...] = ("word_vectors", "transformer", "trigrams", "wordpiece"),
+    inputs: tuple[str, ...] = KINDS,
     default_inputs: dict[str, Any] | None = None,
     explains: bool = False,
     auxiliary_loss: bool = False,
 ) -> Callable[[M], M]:
     """Class decorator registering a model under `name` with its config dataclass, the tasks
-    its head supports, the input kinds it reads and its capabilities: `explains` (it defines
+    its head supports (default: all of `attnmatch.data.labels.TASKS`), the input kinds it reads
+    (default: all of `attnmatch.inputs.KINDS`) and its capabilities: `explains` (it defines
     `attention(batch)`), `auxiliary_loss` (it defines `auxiliary_terms()`).
 
     Raises:

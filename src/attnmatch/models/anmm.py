@@ -128,7 +128,6 @@ def value_shared_bins(cos: torch.Tensor, right_mask: torch.Tensor, bins: int) ->
 @register_model(
     "anmm",
     config=ANMMConfig,
-    tasks=("ranking", "classification", "regression"),
     paper="Yang et al. CIKM 2016",
     explains=True,
 )

@@ -68,7 +68,6 @@ from attnmatch.models._registry import register_model
 from attnmatch.nn.masking import masked_max
 from attnmatch.nn.pooling import dynamic_max_pool2d
 
-_TASKS = ("ranking", "classification", "regression")
 POOL = 2  # the paper's max pooling between layers: size 2 (1-D) and 2x2 (2-D), stride = size
 CONV2D_SIZE = 3  # ARC-II's 2-D convolutions: 3x3 (the paper's 3-word windows)
 
@@ -262,7 +261,7 @@ class PairwiseWindowConv(nn.Module):
         return torch.relu(za.unsqueeze(-1) + zb.unsqueeze(-2))  # (B, F, L', R')
 
 
-@register_model("arc_i", config=ARCIConfig, tasks=_TASKS, paper="Hu et al. NIPS 2014")
+@register_model("arc_i", config=ARCIConfig, paper="Hu et al. NIPS 2014")
 class ARCI(nn.Module):
     """ARC-I: one convolutional tower (shared by both texts) makes a vector per text; an MLP on
     [v_a; v_b] scores the pair. Returns (B, num_outputs) scores/logits."""
@@ -287,7 +286,7 @@ class ARCI(nn.Module):
         return self.mlp(torch.cat([left, right], dim=-1))  # (B, C)
 
 
-@register_model("arc_ii", config=ARCIIConfig, tasks=_TASKS, paper="Hu et al. NIPS 2014")
+@register_model("arc_ii", config=ARCIIConfig, paper="Hu et al. NIPS 2014")
 class ARCII(nn.Module):
     """ARC-II: a 2-D grid of pairwise window features, 2-D convolutions and max pooling over it,
     then an MLP. Returns (B, num_outputs) scores/logits."""

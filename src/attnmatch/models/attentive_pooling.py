@@ -33,34 +33,34 @@ per direction), c encoder output size (F filters or 2n), C outputs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 from torch import nn
 
 from attnmatch.data.schema import PairBatch
-from attnmatch.inputs import build_token_encoder
 from attnmatch.models._registry import register_model
-from attnmatch.models.siamese import (
-    BaselineConfig,
-    ConvEncoder,
-    SiameseCNNConfig,
-    WordProjection,
-)
+from attnmatch.models.siamese import BaselineConfig, ConvEncoder, ProjectedBaseline
 from attnmatch.nn.coattention import extractive_pool
 from attnmatch.nn.heads import PairHead
 from attnmatch.nn.recurrent import BiRNN, encode_pair
 
-_TASKS = ("ranking", "classification", "regression")
-
 
 @dataclass(frozen=True, kw_only=True)
-class APCNNConfig(SiameseCNNConfig):
-    """The `cnn` baseline's fields (attnmatch.models.siamese.SiameseCNNConfig); c = filters."""
+class APCNNConfig(BaselineConfig):
+    """The `cnn` baseline's fields (attnmatch.models.siamese.SiameseCNNConfig) but
+    `share_encodings` (attention joins the two texts); c = filters."""
+
+    filters: int = 100
+    kernel_size: int = 3
 
 
 @dataclass(frozen=True, kw_only=True)
 class APLSTMConfig(BaselineConfig):
     """The baseline fields (attnmatch.models.siamese.BaselineConfig); c = 2 * hidden_size."""
+
+
+_APConfig = TypeVar("_APConfig", APCNNConfig, APLSTMConfig)
 
 
 class AttentivePooling(nn.Module):
@@ -85,7 +85,7 @@ class AttentivePooling(nn.Module):
         return {"affinity": affinity, **extractive_pool(affinity, q, q_mask, a, a_mask)}
 
 
-class _AttentivePoolingMatcher(nn.Module):
+class _AttentivePoolingMatcher(ProjectedBaseline[_APConfig]):
     """The part AP-CNN and AP-LSTM share: attentive pooling of the encoded sides, then the head.
 
     Subclasses define `_pool(batch)` (an `AttentivePooling` output) and `head`.
@@ -107,55 +107,36 @@ class _AttentivePoolingMatcher(nn.Module):
         return {k: out[k] for k in ("affinity", "left_weights", "right_weights")}
 
 
-@register_model(
-    "ap_cnn", config=APCNNConfig, tasks=_TASKS, paper="dos Santos et al. 2016", explains=True
-)
-class APCNN(_AttentivePoolingMatcher):
+@register_model("ap_cnn", config=APCNNConfig, paper="dos Santos et al. 2016", explains=True)
+class APCNN(_AttentivePoolingMatcher[APCNNConfig]):
     """AP-CNN: shared tanh CNN features per position, attentive pooling, then the head."""
 
     def __init__(self, config: APCNNConfig) -> None:
-        super().__init__()
-        self.config = config
-        self.token_encoder = build_token_encoder(config.encoder)
-        self.projection = WordProjection(
-            config.encoder.output_dim, config.hidden_size, config.dropout
-        )
+        super().__init__(config)
         self.cnn = ConvEncoder(config.hidden_size, config.filters, config.kernel_size)
         self.pooling = AttentivePooling(config.filters)
-        self.head = PairHead(
-            config.head, config.filters, config.mlp_hidden, config.num_outputs, config.dropout
-        )
+        self.head = self._pair_head(config.filters)
 
     def _pool(self, batch: PairBatch) -> dict[str, torch.Tensor]:
         sides = []
         for ids, mask in ((batch.left_ids, batch.left_mask), (batch.right_ids, batch.right_mask)):
-            words = self.projection(self.token_encoder(ids, mask), mask)  # (B, T, n)
-            sides.append(self.cnn(words, mask))  # (B, T, c)
+            sides.append(self.cnn(self._project(ids, mask), mask))  # (B, T, c)
         return self.pooling(sides[0], batch.left_mask, sides[1], batch.right_mask)
 
 
-@register_model(
-    "ap_lstm", config=APLSTMConfig, tasks=_TASKS, paper="dos Santos et al. 2016", explains=True
-)
-class APLSTM(_AttentivePoolingMatcher):
+@register_model("ap_lstm", config=APLSTMConfig, paper="dos Santos et al. 2016", explains=True)
+class APLSTM(_AttentivePoolingMatcher[APLSTMConfig]):
     """AP-LSTM: shared BiLSTM states per position, attentive pooling, then the head."""
 
     def __init__(self, config: APLSTMConfig) -> None:
-        super().__init__()
-        self.config = config
-        self.token_encoder = build_token_encoder(config.encoder)
+        super().__init__(config)
         n = config.hidden_size
-        self.projection = WordProjection(config.encoder.output_dim, n, config.dropout)
         self.rnn = BiRNN("lstm", n, n)
         self.pooling = AttentivePooling(2 * n)
-        self.head = PairHead(
-            config.head, 2 * n, config.mlp_hidden, config.num_outputs, config.dropout
-        )
+        self.head = self._pair_head(2 * n)
 
     def _pool(self, batch: PairBatch) -> dict[str, torch.Tensor]:
-        left = self.projection(self.token_encoder(batch.left_ids, batch.left_mask), batch.left_mask)
-        right = self.projection(
-            self.token_encoder(batch.right_ids, batch.right_mask), batch.right_mask
-        )  # (B, L, n), (B, R, n)
+        left = self._project(batch.left_ids, batch.left_mask)  # (B, L, n)
+        right = self._project(batch.right_ids, batch.right_mask)  # (B, R, n)
         q, a = encode_pair(self.rnn, left, batch.left_mask, right, batch.right_mask)
         return self.pooling(q, batch.left_mask, a, batch.right_mask)  # q (B, L, c), a (B, R, c)

@@ -137,7 +137,7 @@ def sinusoidal_positions(length: int, dim: int, device: torch.device) -> torch.T
     return enc  # (T, d)
 
 
-class _SubLayers(nn.Module):
+class SubLayers(nn.Module):
     """One attention encoder: multi-head attention (queries from x, keys/values from `memory`)
     then the gelu feed-forward, each with dropout and, if `residual`, residual + LayerNorm.
 
@@ -180,7 +180,7 @@ class _SubLayers(nn.Module):
         return self.norm_ffn(m + h) if self.residual else h  # (B, L, d)
 
 
-class _Block(nn.Module):
+class Block(nn.Module):
     """Self-attention encoder, cross-attention encoder and alignment (§3.2-3.4).
 
     Shape: a (B, L, d), b (B, R, d) -> (B, L, 4d), (B, R, 4d) (or (B, ., d) without
@@ -189,8 +189,8 @@ class _Block(nn.Module):
 
     def __init__(self, config: DAMMConfig) -> None:
         super().__init__()
-        self.self_attention = _SubLayers(config)
-        self.cross = _SubLayers(config) if config.cross_attention else None
+        self.self_attention = SubLayers(config)
+        self.cross = SubLayers(config) if config.cross_attention else None
 
     def forward(
         self, a: torch.Tensor, a_mask: torch.Tensor, b: torch.Tensor, b_mask: torch.Tensor
@@ -231,7 +231,6 @@ class TextCNN(nn.Module):
 @register_model(
     "damm",
     config=DAMMConfig,
-    tasks=("ranking", "classification", "regression"),
     paper="self- and co-attention draft (DAMM)",
 )
 class DAMM(nn.Module):
@@ -243,7 +242,7 @@ class DAMM(nn.Module):
         d = config.hidden_size
         self.token_encoder = build_token_encoder(config.encoder)
         self.input_projection = nn.Linear(config.encoder.output_dim, d, bias=False)
-        self.blocks = nn.ModuleList(_Block(config) for _ in range(config.num_blocks))
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.num_blocks))
         width = 4 * d if config.cross_attention else d
         # Between blocks: the 4d alignment back to d (absent without cross-attention).
         self.projections = nn.ModuleList(

@@ -166,7 +166,6 @@ class IntraSentenceAttention(nn.Module):
 @register_model(
     "decomposable_attention",
     config=DecomposableAttentionConfig,
-    tasks=("ranking", "classification", "regression"),
     paper="Parikh et al. EMNLP 2016",
     explains=True,
 )

@@ -77,7 +77,6 @@ from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.models._registry import register_model
 from attnmatch.nn.masking import masked_max
 
-_TASKS = ("ranking", "classification", "regression")
 COSINE_EPS = 1e-8  # the cosine of a zero vector is 0
 
 
@@ -199,14 +198,32 @@ class CosineHead(nn.Module):
         return cosine if self.output is None else self.output(cosine)  # (B, C)
 
 
+class _Towers(nn.Module):
+    """DSSM and CDSSM: one semantic vector per text from the same `tower`, then `head`."""
+
+    head: CosineHead
+
+    def tower(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The semantic vector y of each text. Shape: (B, T[, K]), (B, T) -> (B, S)"""
+        raise NotImplementedError
+
+    def encode(self, batch: PairBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """One semantic vector per text, (B, S) each, from the same tower."""
+        left = self.tower(batch.left_ids, batch.left_mask)
+        return left, self.tower(batch.right_ids, batch.right_mask)
+
+    def forward(self, batch: PairBatch) -> torch.Tensor:
+        left, right = self.encode(batch)  # (B, S), (B, S)
+        return self.head(left, right)  # (B, C)
+
+
 @register_model(
     "dssm",
     config=DSSMConfig,
-    tasks=_TASKS,
     paper="Huang et al. CIKM 2013",
     default_inputs={"kind": "trigrams", "dim": 300},
 )
-class DSSM(nn.Module):
+class DSSM(_Towers):
     """DSSM (Huang et al. 2013): trigram bag -> tanh MLP -> cosine. Returns (B, num_outputs).
 
     The first layer is W_1 x + b_1 with x = sum_t f_t: the input layer gives W_1 f_t per word
@@ -226,31 +243,20 @@ class DSSM(nn.Module):
         self.head = CosineHead(config.num_outputs)
 
     def tower(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """The semantic vector y of each text. Shape: (B, T[, K]), (B, T) -> (B, S)"""
         words = self.token_encoder(ids, mask)  # (B, T, H_1), 0 on padding
         h = torch.tanh(words.sum(dim=1) + self.bias)  # (B, H_1), l_1 = tanh(W_1 x + b_1)
         for layer in self.layers:
             h = torch.tanh(layer(self.dropout(h)))  # (B, H_i), the last (B, S)
         return h
 
-    def encode(self, batch: PairBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        """One semantic vector per text, (B, S) each, from the same tower."""
-        left = self.tower(batch.left_ids, batch.left_mask)
-        return left, self.tower(batch.right_ids, batch.right_mask)
-
-    def forward(self, batch: PairBatch) -> torch.Tensor:
-        left, right = self.encode(batch)  # (B, S), (B, S)
-        return self.head(left, right)  # (B, C)
-
 
 @register_model(
     "cdssm",
     config=CDSSMConfig,
-    tasks=_TASKS,
     paper="Shen et al. CIKM 2014",
     default_inputs={"kind": "trigrams", "dim": 900},
 )
-class CDSSM(nn.Module):
+class CDSSM(_Towers):
     """CDSSM (Shen et al. 2014): trigram word-n-gram convolution -> max pooling -> tanh semantic
     layer -> cosine. Returns (B, num_outputs).
 
@@ -271,17 +277,7 @@ class CDSSM(nn.Module):
         self.head = CosineHead(config.num_outputs)
 
     def tower(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """The semantic vector y of each text. Shape: (B, T[, K]), (B, T) -> (B, S)"""
         words = self.token_encoder(ids, mask)  # (B, T, w F), 0 on padding
         h = torch.tanh(self.conv(words))  # (B, T, F)
         v = masked_max(h, mask.unsqueeze(-1), dim=1)  # (B, F), over the real words only
         return torch.tanh(self.semantic(self.dropout(v)))  # (B, S)
-
-    def encode(self, batch: PairBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        """One semantic vector per text, (B, S) each, from the same tower."""
-        left = self.tower(batch.left_ids, batch.left_mask)
-        return left, self.tower(batch.right_ids, batch.right_mask)
-
-    def forward(self, batch: PairBatch) -> torch.Tensor:
-        left, right = self.encode(batch)  # (B, S), (B, S)
-        return self.head(left, right)  # (B, C)

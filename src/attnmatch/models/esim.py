@@ -103,7 +103,6 @@ def mean_max_pool(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 @register_model(
     "esim",
     config=ESIMConfig,
-    tasks=("ranking", "classification", "regression"),
     paper="Chen et al. ACL 2017",
     explains=True,
 )

@@ -58,6 +58,7 @@ from typing import Literal
 import torch
 from torch import nn
 
+from attnmatch.configs import check_dropout, check_positive
 from attnmatch.data.schema import PairBatch
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.models._registry import register_model, register_preset
@@ -97,11 +98,8 @@ class HCRNConfig:
     num_outputs: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("hidden_size", "mlp_hidden", "num_outputs"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_positive(self, "hidden_size", "mlp_hidden", "num_outputs")
+        check_dropout(self.dropout)
         resolve_head(self.head, self.num_outputs)
 
 
@@ -192,7 +190,6 @@ class HermitianIntraAttention(nn.Module):
 @register_model(
     "hcrn",
     config=HCRNConfig,
-    tasks=("ranking", "classification", "regression"),
     paper="Tay et al. IJCAI 2018",
     explains=True,
 )

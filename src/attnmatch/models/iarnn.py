@@ -31,7 +31,7 @@ Speed:
   built in `forward` (the candidate block's r_q columns are a constant zero, not parameters).
 - CONTEXT: `attnmatch.nn.context_gru`, a packed step loop over the real tokens only with a
   hand-written backward (2.6x the autograd step loop in training on one thread).
-- `use_fused = False` (for benchmarks) runs every variant through the autograd step loop
+- `fused=False` (for benchmarks and tests) runs every variant through the autograd step loop
   `_gru_loop`. `Matcher.predict` on the CPU runs `models/fast/iarnn.py` (WORD, CONTEXT, GATE).
   tests/models/test_iarnn.py checks every path against a literal step-by-step reference of
   eq. 5-7 to 1e-5, and the gradients of each fast path against the step loop's.
@@ -69,6 +69,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
+from attnmatch.configs import check_dropout, check_positive
 from attnmatch.data.schema import PairBatch
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.models._registry import register_model, register_preset
@@ -98,6 +99,7 @@ class IARNNConfig:
     mlp_hidden: units of the MLP head's two hidden layers (classification only).
     dropout: dropout on the word vectors and the GRU states (paper: 0.3).
     num_outputs: 1 for a ranking score, the number of classes for classification.
+    fused: the fused GRU kernels (see "Speed"); False: the autograd step loop, the reference.
     """
 
     encoder: TokenEncoderConfig
@@ -111,15 +113,13 @@ class IARNNConfig:
     mlp_hidden: int = 100
     dropout: float = 0.3
     num_outputs: int = 1
+    fused: bool = True
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
             raise ValueError(f"unknown variant {self.variant!r}; choose one of {VARIANTS}")
-        for name in ("hidden_size", "mlp_hidden", "num_outputs"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_positive(self, "hidden_size", "mlp_hidden", "num_outputs")
+        check_dropout(self.dropout)
         if self.occam and self.variant not in _OCCAM_VARIANTS:
             raise ValueError(
                 f"occam=True regularises attention weights, which only {_OCCAM_VARIANTS} have "
@@ -250,7 +250,6 @@ class IARNN(nn.Module):
         self.head = PairHead(
             config.head, qdim, config.mlp_hidden, config.num_outputs, config.dropout
         )
-        self.use_fused = True  # benchmarks set False to time the step loop against the kernel
         self._auxiliary: dict[str, torch.Tensor] = {}
         self._init_weights()
 
@@ -386,7 +385,7 @@ class IARNN(nn.Module):
         cfg, lmask, rmask = self.config, batch.left_mask, batch.right_mask
         left = self.dropout(self.token_encoder(batch.left_ids, lmask))  # (B, L, E)
         right = self.dropout(self.token_encoder(batch.right_ids, rmask))  # (B, R, E)
-        fused = self.use_fused
+        fused = cfg.fused
         out: dict[str, torch.Tensor] = {}
         if cfg.variant in ("gru", "oarnn") and fused:
             # No question attention inside the GRU: both sides in one packed call.

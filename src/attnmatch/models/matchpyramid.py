@@ -126,7 +126,6 @@ class MaskedConv2d(nn.Module):
 @register_model(
     "matchpyramid",
     config=MatchPyramidConfig,
-    tasks=("ranking", "classification", "regression"),
     paper="Pang et al. AAAI 2016",
     explains=True,
 )

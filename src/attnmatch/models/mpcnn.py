@@ -39,9 +39,9 @@ Deviations / decisions (see docs/models.md, MP-CNN):
 Speed (exact rewrites, tested against a literal per-window reference, values and gradients):
 block B pools pre-activations and applies tanh after (tanh is increasing); its width-1 filters
 are pooled from ws = inf's max/min (max_t(w x_t + b) = w max_t x + b for w >= 0, else w min_t x
-+ b); max/min pooling gathers arg-max/min found without autograd. `use_fast_pooling = False`
-runs the plain path (full maps, masked amax/amin) for comparison. `Matcher.predict` on the CPU
-runs `models/fast/mpcnn.py` instead (the same outputs up to float rounding).
++ b); max/min pooling gathers arg-max/min found without autograd. `fast_pooling=False` runs
+the plain path (full maps, masked amax/amin) for comparison. `Matcher.predict` on the CPU runs
+`models/fast/mpcnn.py` instead (the same outputs up to float rounding).
 
 Dims: B batch, L / R lengths, d word vector size, I = 2d (attention) or d input size, F
 holistic filters, G per-dimension filters, W widths, P poolings, N similarity features.
@@ -79,6 +79,8 @@ class MPCNNConfig:
     hidden_size: units of the output MLP's tanh layer.
     dropout: dropout on the similarity features.
     num_outputs: score levels (regression), classes, or 1 (a ranking score).
+    fast_pooling: the exact rewrites of "Speed"; False: the reference pooling (masked amax/amin
+        over full window maps, block B's width-1 map computed too) for benchmarks and tests.
     """
 
     encoder: TokenEncoderConfig
@@ -90,6 +92,7 @@ class MPCNNConfig:
     hidden_size: int = 150
     dropout: float = 0.0
     num_outputs: int = 1
+    fast_pooling: bool = True
 
     def __post_init__(self) -> None:
         check_positive(self, "holistic_filters", "per_dim_filters", "hidden_size", "num_outputs")
@@ -109,7 +112,7 @@ def attention_input(
         left: (B, L, d), left_mask: (B, L), right: (B, R, d), right_mask: (B, R)
         -> [S0; A0 S0] (B, L, 2d), [S1; A1 S1] (B, R, 2d), A0 (B, L), A1 (B, R)
     """
-    a0, a1 = _attention_weights(
+    a0, a1 = attention_weights(
         F.normalize(left, dim=-1, eps=1e-8),
         left_mask,
         F.normalize(right, dim=-1, eps=1e-8),
@@ -120,7 +123,7 @@ def attention_input(
     return out0, out1, a0, a1
 
 
-def _attention_weights(
+def attention_weights(
     left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor, right_mask: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """A0, A1 of the attention input layer from unit-length word vectors.
@@ -164,7 +167,7 @@ def _max_min(x: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
     return {"max": picked[..., 0], "min": picked[..., 1]}
 
 
-def _cos_l2_l1(
+def cos_l2_l1(
     x: torch.Tensor, y: torch.Tensor, dim: int = -1, l1: bool = True
 ) -> list[torch.Tensor]:
     """comU1 (cos, L2, L1) or comU2 (cos, L2) over axis `dim`. Shape: (..., n, ...) -> [(...)]
@@ -199,7 +202,6 @@ def similarity_feature_count(config: MPCNNConfig) -> int:
 @register_model(
     "mpcnn",
     config=MPCNNConfig,
-    tasks=("ranking", "classification", "regression"),
     paper="He et al. EMNLP 2015; attention: He et al. SemEval 2016",
     explains=True,
 )
@@ -220,13 +222,6 @@ class MPCNN(nn.Module):
             for w in config.per_dim_widths
         )
         self.dropout = nn.Dropout(config.dropout)
-        # False: the reference pooling (masked amax/amin over full window maps, block B's
-        # width-1 map computed too), kept for benchmarks/speed.py --reference and the tests.
-        self.use_fast_pooling = True
-        # Inference on the CPU runs batches larger than this in slices of it, each cut to its
-        # own longest text: the many small convolutions and poolings are fastest at 32 pairs
-        # (64 without the attention layer; benchmarks/mpcnn_slices.py); the same scores.
-        self.inference_slice = 32 if config.attention else 64
         self.mlp = nn.Sequential(
             nn.Linear(similarity_feature_count(config), config.hidden_size),
             nn.Tanh(),
@@ -247,7 +242,7 @@ class MPCNN(nn.Module):
             x = F.pad(x, (0, longest - x.shape[-1]))
         out: dict[str, torch.Tensor] = {}
         holistic = []
-        max_min = _max_min if self.use_fast_pooling else _max_min_reference
+        max_min = _max_min if cfg.fast_pooling else _max_min_reference
         for width, conv in zip(cfg.widths, self.holistic, strict=True):
             h = torch.tanh(conv(x))  # (B, F, T')
             m = _window_mask(mask, width, h.shape[-1]).unsqueeze(1)  # (B, 1, T')
@@ -265,7 +260,7 @@ class MPCNN(nn.Module):
         batch, dim = x.shape[:2]
         for width, conv in zip(cfg.per_dim_widths, self.per_dim, strict=True):
             assert isinstance(conv, nn.Conv1d) and conv.bias is not None
-            if width == 1 and self.use_fast_pooling:
+            if width == 1 and cfg.fast_pooling:
                 # A width-1 filter is w x_t + b per dimension: its max over t is w max_t x + b
                 # when w >= 0 and w min_t x + b otherwise, so it is pooled from ws = inf's
                 # max/min without computing the (B, I, G, T) map (exact, gradients included).
@@ -290,15 +285,15 @@ class MPCNN(nn.Module):
         for p in POOLS_A:
             a0, a1 = s0[f"A{p}"], s1[f"A{p}"]  # (B, W, F)
             # Horizontal: per filter, the vector over window sizes.
-            feats += _cos_l2_l1(a0, a1, dim=1, l1=False)  # (B, F) x2
+            feats += cos_l2_l1(a0, a1, dim=1, l1=False)  # (B, F) x2
             # Vertical: every pair of window sizes, whole filter vectors.
-            pairs = _cos_l2_l1(a0.unsqueeze(2), a1.unsqueeze(1))  # (B, W, W) x3
+            pairs = cos_l2_l1(a0.unsqueeze(2), a1.unsqueeze(1))  # (B, W, W) x3
             feats += [f.flatten(1) for f in pairs]
-            feats += [f.unsqueeze(1) for f in _cos_l2_l1(s0[f"Ainf{p}"], s1[f"Ainf{p}"])]
+            feats += [f.unsqueeze(1) for f in cos_l2_l1(s0[f"Ainf{p}"], s1[f"Ainf{p}"])]
         for p in POOLS_B:
             b0, b1 = s0[f"B{p}"], s1[f"B{p}"]  # (B, W_B, I, G)
             # Vertical, per window and filter: the vector over input dimensions.
-            feats += [f.flatten(1) for f in _cos_l2_l1(b0, b1, dim=2)]
+            feats += [f.flatten(1) for f in cos_l2_l1(b0, b1, dim=2)]
         return torch.cat(feats, dim=1)  # (B, N)
 
     def _encode(self, batch: PairBatch) -> dict[str, torch.Tensor]:
@@ -314,15 +309,6 @@ class MPCNN(nn.Module):
         return out
 
     def forward(self, batch: PairBatch) -> torch.Tensor:
-        n = len(batch)
-        if self.training or torch.is_grad_enabled() or n <= self.inference_slice:
-            return self._scores(batch)
-        if batch.left_ids.device.type != "cpu":
-            return self._scores(batch)
-        step = self.inference_slice
-        return torch.cat([self._scores(_slice(batch, i, i + step)) for i in range(0, n, step)])
-
-    def _scores(self, batch: PairBatch) -> torch.Tensor:
         features = self._encode(batch)["features"]  # (B, N)
         return self.mlp(self.dropout(features))  # (B, C)
 
@@ -331,22 +317,6 @@ class MPCNN(nn.Module):
         empty for the plain MP-CNN."""
         out = self._encode(batch)
         return {k: v for k, v in out.items() if k.endswith("attention")}
-
-
-def _slice(batch: PairBatch, start: int, stop: int) -> PairBatch:
-    """Pairs start:stop of `batch`, each side cut to the slice's longest text."""
-    left_mask = batch.left_mask[start:stop]  # (b, L)
-    right_mask = batch.right_mask[start:stop]  # (b, R)
-    left_len = max(1, int(left_mask.sum(dim=1).max()))
-    right_len = max(1, int(right_mask.sum(dim=1).max()))
-    return PairBatch(
-        left_ids=batch.left_ids[start:stop, :left_len],  # (b, l, ...)
-        left_mask=left_mask[:, :left_len],
-        right_ids=batch.right_ids[start:stop, :right_len],  # (b, r, ...)
-        right_mask=right_mask[:, :right_len],
-        labels=batch.labels[start:stop],
-        group_index=batch.group_index[start:stop],
-    )
 
 
 register_preset(

@@ -27,7 +27,7 @@ Deviations from the paper / decisions (see docs/models.md, aMV-LSTM):
 - On the CPU each distinct text of a batch is encoded once (a question's candidates share its
   token vectors, gate and BiLSTM states; `attnmatch.nn.distinct.encode_distinct_pairs`), then
   broadcast to the pairs: the same outputs up to float rounding; in training too when the token
-  encoder draws no dropout. `share_encodings = False` runs every pair's own. On a GPU every
+  encoder draws no dropout. `share_encodings=False` runs every pair's own. On a GPU every
   pair's own runs. `Matcher.predict` on the CPU runs `models/fast/mvlstm.py` instead.
 
 Dims: B batch, L left length, R right length, E embedding size, H hidden size per direction,
@@ -43,6 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnmatch.configs import check_dropout, check_positive
 from attnmatch.data.schema import PairBatch
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.models._registry import register_model, register_preset
@@ -66,6 +67,8 @@ class MVLSTMConfig:
     mlp_hidden: sizes of tanh hidden layers before the output layer (paper: none).
     dropout: dropout on the pooled features.
     num_outputs: 1 for a ranking score, the number of classes for classification.
+    share_encodings: each distinct text of a batch encoded once (see "Deviations"); False:
+        every pair's own (benchmarks and tests compare the two).
     """
 
     encoder: TokenEncoderConfig
@@ -80,15 +83,13 @@ class MVLSTMConfig:
     mlp_hidden: tuple[int, ...] = ()
     dropout: float = 0.0
     num_outputs: int = 1
+    share_encodings: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("hidden_size", "tensor_slices", "k", "num_outputs"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        check_positive(self, "hidden_size", "tensor_slices", "k", "num_outputs")
         if any(h < 1 for h in self.mlp_hidden):
             raise ValueError(f"mlp_hidden sizes must be >= 1, got {self.mlp_hidden}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_dropout(self.dropout)
         if self.interaction == "tensor" and self.directions == "separate":
             raise ValueError(
                 "interaction='tensor' works on [fwd; bwd] states: use directions='concat'"
@@ -164,7 +165,6 @@ class Interaction(nn.Module):
 @register_model(
     "mvlstm",
     config=MVLSTMConfig,
-    tasks=("ranking", "classification", "regression"),
     paper="Wan et al. AAAI 2016; aMV-LSTM: Belkacem et al. SAC 2019",
     explains=True,
 )
@@ -193,8 +193,6 @@ class MVLSTM(nn.Module):
             width = hidden
         layers.append(nn.Linear(width, config.num_outputs))
         self.mlp = nn.Sequential(*layers)
-        # In eval mode, encode each distinct text of a batch once (benchmarks switch it off).
-        self.share_encodings = True
 
     def _encode(self, batch: PairBatch) -> dict[str, torch.Tensor]:
         """Gate weights, BiLSTM states and the interaction (B, C, L, R)."""
@@ -202,7 +200,8 @@ class MVLSTM(nn.Module):
         # Each distinct text once, broadcast to the pairs (the CPU only: see nn/distinct.py);
         # in training too unless the encoder draws dropout, the gradients of a text's copies
         # adding up. The features' dropout stays per pair.
-        if self.share_encodings and not (self.training and _draws_per_row(self.token_encoder)):
+        share = self.config.share_encodings
+        if share and not (self.training and _draws_per_row(self.token_encoder)):
             left, right = encode_distinct_pairs(self._encode_texts, *sides)
         else:
             left, right = self._encode_texts(*sides)

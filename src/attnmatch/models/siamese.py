@@ -25,8 +25,8 @@ Deviations from the paper / decisions:
 - Dropout (config.dropout, the paper's keep-probability 0.9) after the projection and, with the
   MLP head, on the head's input and hidden layers (the cosine head has no dropout).
 - In eval mode each distinct text of a batch is encoded once (a question's candidates share its
-  vector; `attnmatch.nn.distinct`): the same outputs up to float rounding. Setting a model's
-  `share_encodings = False` encodes every pair's texts.
+  vector; `attnmatch.nn.distinct`): the same outputs up to float rounding. A config's
+  `share_encodings=False` encodes every pair's texts.
 
 Dims: B batch, L left length, R right length, T either length, E embedding size, n projection
 size (= LSTM units per direction), F CNN filters, D pooled vector size, C outputs.
@@ -34,13 +34,13 @@ size (= LSTM units per direction), F CNN filters, D pooled vector size, C output
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 import torch
 from torch import nn
 
+from attnmatch.configs import check_dropout, check_positive
 from attnmatch.data.schema import PairBatch
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.models._registry import register_model
@@ -49,7 +49,7 @@ from attnmatch.nn.heads import HeadKind, PairHead, resolve_head
 from attnmatch.nn.masking import masked_max, masked_mean
 from attnmatch.nn.recurrent import BiRNN, encode_pair
 
-_TASKS = ("ranking", "classification", "regression")
+_PAPER = "a baseline of HCRN (Tay et al. IJCAI 2018)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,28 +73,38 @@ class BaselineConfig:
     num_outputs: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("hidden_size", "mlp_hidden", "num_outputs", "filters", "kernel_size"):
-            value = getattr(self, name, 1)
-            if value < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
+        names = ("hidden_size", "mlp_hidden", "num_outputs", "filters", "kernel_size")
+        check_positive(self, *(name for name in names if hasattr(self, name)))
         kernel_size = getattr(self, "kernel_size", 1)
         if kernel_size % 2 == 0:
             raise ValueError(f"kernel_size must be odd ('same' padding), got {kernel_size}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_dropout(self.dropout)
         resolve_head(self.head, self.num_outputs)  # head='cosine' needs num_outputs=1
 
 
+_Config = TypeVar("_Config", bound=BaselineConfig)
+
+
 @dataclass(frozen=True, kw_only=True)
-class CBOWMLPConfig(BaselineConfig):
-    """BaselineConfig, with head "mlp" by default (the paper's CBOW + 2-layer MLP)."""
+class SiameseConfig(BaselineConfig):
+    """BaselineConfig and:
+    share_encodings: in eval mode, each distinct text of a batch encoded once; False: every
+        pair's own (the same outputs up to float rounding).
+    """
+
+    share_encodings: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class CBOWMLPConfig(SiameseConfig):
+    """SiameseConfig, with head "mlp" by default (the paper's CBOW + 2-layer MLP)."""
 
     head: HeadKind = "mlp"
 
 
 @dataclass(frozen=True, kw_only=True)
-class SiameseLSTMConfig(BaselineConfig):
-    """BaselineConfig and:
+class SiameseLSTMConfig(SiameseConfig):
+    """SiameseConfig and:
     pooling: "max" (default) or "mean" over the real time steps.
     """
 
@@ -102,8 +112,8 @@ class SiameseLSTMConfig(BaselineConfig):
 
 
 @dataclass(frozen=True, kw_only=True)
-class SiameseCNNConfig(BaselineConfig):
-    """BaselineConfig and:
+class SiameseCNNConfig(SiameseConfig):
+    """SiameseConfig and:
     filters: F, convolution filters (paper: 100).
     kernel_size: the filter width, odd (paper: 3).
     """
@@ -112,19 +122,7 @@ class SiameseCNNConfig(BaselineConfig):
     kernel_size: int = 3
 
 
-def _encode_sides(
-    model: nn.Module,
-    encode_texts: Callable[
-        [torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]
-    ],
-    batch: PairBatch,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """`encode_texts` on every pair in training; in eval mode on each distinct text once, then
-    broadcast to the pairs (`model.share_encodings`, on by default; equal up to float rounding)."""
-    sides = (batch.left_ids, batch.left_mask, batch.right_ids, batch.right_mask)
-    if model.training or not model.share_encodings:
-        return encode_texts(*sides)
-    return encode_distinct_pairs(encode_texts, *sides)
+_SiameseConfigT = TypeVar("_SiameseConfigT", bound=SiameseConfig)
 
 
 class WordProjection(nn.Module):
@@ -165,30 +163,46 @@ class ConvEncoder(nn.Module):
         return features * keep
 
 
-@register_model(
-    "cbow_mlp",
-    config=CBOWMLPConfig,
-    tasks=_TASKS,
-    paper="a baseline of HCRN (Tay et al. IJCAI 2018)",
-)
-class CBOWMLP(nn.Module):
-    """CBOW: the sum of each side's projected words, scored by a 2-layer ReLU MLP on [a; b]."""
+class ProjectedBaseline(nn.Module, Generic[_Config]):
+    """What every siamese and attentive-pooling baseline starts with: the token encoder, then
+    HCRN's projection (eq. 1). Subclasses add their encoder, then `head` (`_pair_head`)."""
 
-    def __init__(self, config: CBOWMLPConfig) -> None:
+    def __init__(self, config: _Config) -> None:
         super().__init__()
         self.config = config
         self.token_encoder = build_token_encoder(config.encoder)
         self.projection = WordProjection(
             config.encoder.output_dim, config.hidden_size, config.dropout
         )
-        self.head = PairHead(
-            config.head, config.hidden_size, config.mlp_hidden, config.num_outputs, config.dropout
-        )
-        self.share_encodings = True  # in eval mode: each distinct text once
+
+    def _project(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """A side's projected words, zero on padding: (B, T) -> (B, T, n)."""
+        return self.projection(self.token_encoder(ids, mask), mask)  # (B, T, n)
+
+    def _pair_head(self, size: int) -> PairHead:
+        """The config's head on two `size`-dim vectors."""
+        config = self.config
+        return PairHead(config.head, size, config.mlp_hidden, config.num_outputs, config.dropout)
+
+
+class _Siamese(ProjectedBaseline[_SiameseConfigT]):
+    """A siamese baseline: one vector per side, then the head. Subclasses define `_vector` (or
+    `_encode_texts`) and `head`."""
+
+    head: PairHead
+
+    def _vector(self, words: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """A side's vector from its projected words: (B, T, n), (B, T) -> (B, D)."""
+        raise NotImplementedError
 
     def encode(self, batch: PairBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        """One vector per side: the masked sum of its projected words, (B, n) each."""
-        return _encode_sides(self, self._encode_texts, batch)
+        """One vector per side, (B, D) each: `_encode_texts` on every pair in training; in eval
+        mode on each distinct text once, then broadcast to the pairs (the config's
+        `share_encodings`; equal up to float rounding)."""
+        sides = (batch.left_ids, batch.left_mask, batch.right_ids, batch.right_mask)
+        if self.training or not self.config.share_encodings:
+            return self._encode_texts(*sides)
+        return encode_distinct_pairs(self._encode_texts, *sides)
 
     def _encode_texts(
         self,
@@ -197,41 +211,37 @@ class CBOWMLP(nn.Module):
         right_ids: torch.Tensor,
         right_mask: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        vectors = []
-        for ids, mask in ((left_ids, left_mask), (right_ids, right_mask)):
-            words = self.projection(self.token_encoder(ids, mask), mask)  # (B, T, n)
-            vectors.append(words.sum(dim=1))  # (B, n): padded words are zero
-        return vectors[0], vectors[1]
+        """Each side's `_vector`; the sides' row counts may differ (B_l, B_r)."""
+        left = self._vector(self._project(left_ids, left_mask), left_mask)  # (B_l, D)
+        return left, self._vector(self._project(right_ids, right_mask), right_mask)  # (B_r, D)
 
     def forward(self, batch: PairBatch) -> torch.Tensor:
-        left, right = self.encode(batch)  # (B, n), (B, n)
+        left, right = self.encode(batch)  # (B, D), (B, D)
         return self.head(left, right)  # (B, C)
 
 
-@register_model(
-    "lstm",
-    config=SiameseLSTMConfig,
-    tasks=_TASKS,
-    paper="a baseline of HCRN (Tay et al. IJCAI 2018)",
-)
-class SiameseLSTM(nn.Module):
+@register_model("cbow_mlp", config=CBOWMLPConfig, paper=_PAPER)
+class CBOWMLP(_Siamese[CBOWMLPConfig]):
+    """CBOW: the sum of each side's projected words, scored by a 2-layer ReLU MLP on [a; b]."""
+
+    def __init__(self, config: CBOWMLPConfig) -> None:
+        super().__init__(config)
+        self.head = self._pair_head(config.hidden_size)
+
+    def _vector(self, words: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The masked sum of the side's projected words, (B, n)."""
+        return words.sum(dim=1)  # (B, n): padded words are zero
+
+
+@register_model("lstm", config=SiameseLSTMConfig, paper=_PAPER)
+class SiameseLSTM(_Siamese[SiameseLSTMConfig]):
     """A shared BiLSTM over each side's projected words, pooled over time, then the head."""
 
     def __init__(self, config: SiameseLSTMConfig) -> None:
-        super().__init__()
-        self.config = config
-        self.token_encoder = build_token_encoder(config.encoder)
+        super().__init__(config)
         n = config.hidden_size
-        self.projection = WordProjection(config.encoder.output_dim, n, config.dropout)
         self.rnn = BiRNN("lstm", n, n)
-        self.head = PairHead(
-            config.head, 2 * n, config.mlp_hidden, config.num_outputs, config.dropout
-        )
-        self.share_encodings = True  # in eval mode: each distinct text once
-
-    def encode(self, batch: PairBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        """One vector per side: its BiLSTM states pooled over real steps, (B, 2n) each."""
-        return _encode_sides(self, self._encode_texts, batch)
+        self.head = self._pair_head(2 * n)
 
     def _encode_texts(
         self,
@@ -240,10 +250,9 @@ class SiameseLSTM(nn.Module):
         right_ids: torch.Tensor,
         right_mask: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        left = self.projection(self.token_encoder(left_ids, left_mask), left_mask)  # (B_l, L, n)
-        right = self.projection(
-            self.token_encoder(right_ids, right_mask), right_mask
-        )  # (B_r, R, n)
+        """Each side's BiLSTM states pooled over real steps, (B_l, 2n) and (B_r, 2n)."""
+        left = self._project(left_ids, left_mask)  # (B_l, L, n)
+        right = self._project(right_ids, right_mask)  # (B_r, R, n)
         left_states, right_states = encode_pair(
             self.rnn, left, left_mask, right, right_mask
         )  # (B_l, L, 2n), (B_r, R, 2n)
@@ -252,48 +261,17 @@ class SiameseLSTM(nn.Module):
         right_vec = pool(right_states, right_mask.unsqueeze(-1), dim=1)  # (B_r, 2n)
         return left_vec, right_vec
 
-    def forward(self, batch: PairBatch) -> torch.Tensor:
-        left, right = self.encode(batch)  # (B, 2n), (B, 2n)
-        return self.head(left, right)  # (B, C)
 
-
-@register_model(
-    "cnn", config=SiameseCNNConfig, tasks=_TASKS, paper="a baseline of HCRN (Tay et al. IJCAI 2018)"
-)
-class SiameseCNN(nn.Module):
+@register_model("cnn", config=SiameseCNNConfig, paper=_PAPER)
+class SiameseCNN(_Siamese[SiameseCNNConfig]):
     """A shared width-3 tanh CNN over each side's projected words, max-pooled, then the head."""
 
     def __init__(self, config: SiameseCNNConfig) -> None:
-        super().__init__()
-        self.config = config
-        self.token_encoder = build_token_encoder(config.encoder)
-        self.projection = WordProjection(
-            config.encoder.output_dim, config.hidden_size, config.dropout
-        )
+        super().__init__(config)
         self.cnn = ConvEncoder(config.hidden_size, config.filters, config.kernel_size)
-        self.head = PairHead(
-            config.head, config.filters, config.mlp_hidden, config.num_outputs, config.dropout
-        )
-        self.share_encodings = True  # in eval mode: each distinct text once
+        self.head = self._pair_head(config.filters)
 
-    def encode(self, batch: PairBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        """One vector per side: its CNN features max-pooled over real positions, (B, F) each."""
-        return _encode_sides(self, self._encode_texts, batch)
-
-    def _encode_texts(
-        self,
-        left_ids: torch.Tensor,
-        left_mask: torch.Tensor,
-        right_ids: torch.Tensor,
-        right_mask: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        vectors = []
-        for ids, mask in ((left_ids, left_mask), (right_ids, right_mask)):
-            words = self.projection(self.token_encoder(ids, mask), mask)  # (B, T, n)
-            features = self.cnn(words, mask)  # (B, T, F)
-            vectors.append(masked_max(features, mask.unsqueeze(-1), dim=1))  # (B, F)
-        return vectors[0], vectors[1]
-
-    def forward(self, batch: PairBatch) -> torch.Tensor:
-        left, right = self.encode(batch)  # (B, F), (B, F)
-        return self.head(left, right)  # (B, C)
+    def _vector(self, words: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The side's CNN features max-pooled over real positions, (B, F)."""
+        features = self.cnn(words, mask)  # (B, T, F)
+        return masked_max(features, mask.unsqueeze(-1), dim=1)  # (B, F)

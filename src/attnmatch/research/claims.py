@@ -237,16 +237,16 @@ def finished(folder: Path) -> bool:
 
 def _train_one(config: dict[str, Any], folder: str, threads: int) -> str:
     """One seed's run (in a worker process): trains or resumes `folder`."""
-    import torch
     from rich.console import Console
 
+    from attnmatch.devices import torch_threads
     from attnmatch.training.config import ExperimentConfig
     from attnmatch.training.trainer import train
 
-    torch.set_num_threads(threads)
     exp = ExperimentConfig.from_dict(config)
     console = Console(stderr=True, quiet=True)
-    train(exp, folder, resume=True, progress=False, console=console)
+    with torch_threads(threads):
+        train(exp, folder, resume=True, progress=False, console=console)
     return folder
 
 

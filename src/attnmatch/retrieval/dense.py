@@ -31,7 +31,8 @@ _BATCH = 64
 
 
 class TextEncoder:
-    """Texts -> L2-normalised sentence vectors (N, E) float32, with a zero-shot bi-encoder.
+    """Texts -> L2-normalised sentence vectors (N, E) float32, with a zero-shot bi-encoder
+    (`Matcher.embed`).
 
     Args:
         source: an encoder source ("minilm-l6" or a Hugging Face directory).
@@ -42,6 +43,7 @@ class TextEncoder:
 
         self.source = source
         self._matcher = Matcher.from_encoder(source)
+        self._matcher.batch_size = _BATCH
 
     @property
     def dim(self) -> int:
@@ -50,21 +52,8 @@ class TextEncoder:
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Shape: N texts -> (N, E) float32, unit rows (a text without tokens: zeros)."""
-        from attnmatch.data.collate import pad_ids
-
-        model: Any = self._matcher.model
-        inputs = self._matcher.inputs
-        assert inputs is not None  # a bi-encoder's: from_encoder builds it with inputs
-        ids = inputs.encode(list(texts))
-        order = np.argsort([len(x) for x in ids], kind="stable")  # like lengths batch together
-        out = np.zeros((len(ids), self.dim), dtype=np.float32)
-        with torch.inference_mode():
-            for start in range(0, len(order), _BATCH):
-                chosen = order[start : start + _BATCH]
-                batch_ids, mask = pad_ids([ids[i] for i in chosen])  # (B, T), (B, T)
-                vectors = model.embed(batch_ids, mask)  # (B, E)
-                out[chosen] = torch.nn.functional.normalize(vectors, dim=-1).numpy()
-        return out
+        vectors = self._matcher.embed(list(texts))  # (N, E)
+        return torch.nn.functional.normalize(vectors, dim=-1).numpy()
 
 
 def build_vector_index(vectors: np.ndarray, seed: int = 0) -> Any:

@@ -6,7 +6,7 @@ First stages (`SearchIndex.retrieve`):
 - "dense": the nearest passage vectors to the query's (cosine, `attnmatch.retrieval.dense`);
 - "hybrid": both lists fused by reciprocal rank fusion (`attnmatch.retrieval.fusion`).
 
-Each returns at most `depth` candidates; a reranker (any Matcher: `Matcher.search`) scores each
+Each returns at most `depth` candidates; a reranker (any Matcher: `search(..., reranker=)`) scores each
 candidate with the query and the best `top_k` are kept (ties keep the first stage's order).
 
 Bounds: a query of more than `MAX_QUERY_WORDS` words or `MAX_QUERY_CHARS` characters is refused

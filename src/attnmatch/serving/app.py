@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
-import torch
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -43,6 +42,7 @@ from prometheus_client import (
 )
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from attnmatch.devices import set_torch_threads
 from attnmatch.matcher import Matcher
 from attnmatch.serving.batching import Batcher
 from attnmatch.serving.schemas import ExplainRequest, PairsRequest, RankRequest, RerankRequest
@@ -94,7 +94,7 @@ class ServeSettings:
             `max_batch_pairs` is split into forward passes of that many pairs).
         max_request_bytes: the largest request body; larger is a 413.
         max_text_chars: the longest text (query, candidate, left, right); longer is a 413.
-        threads: torch's intra-op threads on each model's thread (`torch.set_num_threads` there);
+        threads: torch's intra-op threads on each model's thread (`set_torch_threads` there);
             None leaves torch's own setting. Under load the event loop needs a core too, so on a
             small machine 1 is often faster than torch's default of one per core.
         max_concurrent_requests: the most requests in progress at once (the probes and
@@ -458,7 +458,7 @@ def _batchers(
 
     def set_threads() -> None:  # on each model's thread, before its first forward pass
         if settings.threads is not None:
-            torch.set_num_threads(settings.threads)
+            set_torch_threads(settings.threads)
 
     return {
         name: Batcher(

@@ -1,5 +1,10 @@
-"""Training: experiment configs, building an experiment, the fit loop and the run directory."""
+"""Training: experiment configs, building an experiment, the fit loop and the run directory;
+`fit` and `distill` train a `Matcher` from Python.
 
+`distill` is the function (`attnmatch.training.api`); its machinery is the module
+`attnmatch.training.distillation`."""
+
+from attnmatch.training.api import distill, fit
 from attnmatch.training.config import DataConfig, ExperimentConfig, TrainConfig
 from attnmatch.training.experiment import Experiment, build_experiment
 from attnmatch.training.run_dir import RunFolderInUse, TrainResult, TrainState
@@ -14,6 +19,8 @@ __all__ = [
     "TrainResult",
     "TrainState",
     "build_experiment",
+    "distill",
+    "fit",
     "train",
     "train_seeds",
 ]

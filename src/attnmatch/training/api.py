@@ -1,4 +1,4 @@
-"""`Matcher.fit`: training from Python on pairs in memory, a DataFrame, or a dataset name."""
+"""Training from Python (`fit`, `distill`) on pairs in memory, a DataFrame, or a dataset name."""
 
 from __future__ import annotations
 
@@ -20,11 +20,18 @@ from attnmatch.data.labels import Labels, LabelScheme, choose_task, read_labels
 from attnmatch.data.schema import Example
 from attnmatch.data.tabular import table_columns
 from attnmatch.inputs import parse_inputs
-from attnmatch.matcher import Matcher
+from attnmatch.matcher import Matcher, load_matcher
 from attnmatch.models import default_inputs
 from attnmatch.tasks import Task
-from attnmatch.training.config import DataConfig, ExperimentConfig, TrainConfig
-from attnmatch.training.experiment import experiment_from_splits
+from attnmatch.training.config import (
+    OWN_DATA_FALLBACK,
+    DataConfig,
+    ExperimentConfig,
+    TrainConfig,
+    own_data_model,
+)
+from attnmatch.training.distillation import DistillConfig, default_student, distill_splits
+from attnmatch.training.experiment import experiment_from_splits, load_splits
 from attnmatch.training.trainer import FLOOR_MODEL_DIR
 from attnmatch.training.trainer import train as train_run
 
@@ -124,32 +131,52 @@ def _split(examples: list[Example], name: str, scheme: LabelScheme) -> Split:
     return Split("pairs", name, Task.of(protocol), examples, protocol, {}, (scheme.reason,))
 
 
-def fit_matcher(
+def fit(
     train: Any,
-    dev: Any,
+    dev: Any = None,
     *,
-    model: str | None,
-    inputs: Any,
-    task: str | None,
-    epochs: int | None,
-    seed: int,
-    output_dir: str | Path | None,
-    progress: bool,
-    train_options: dict[str, Any],
+    model: str | None = None,
+    inputs: str | dict[str, Any] | None = None,
+    task: str | None = None,
+    epochs: int | None = None,
+    seed: int = 1,
+    output_dir: str | Path | None = None,
+    progress: bool = False,
     columns: dict[str, str] | None = None,
+    **train_options: Any,
 ) -> Matcher:
-    """`Matcher.fit` (its docstring has the arguments)."""
+    """Trains a model and returns it as a Matcher.
+
+    Args:
+        train, dev: lists of (left, right, label) tuples, pandas DataFrames or Hugging Face
+            `datasets.Dataset`s with columns left, right, label (and optionally group), or
+            a dataset name ("wikiqa"). With no dev split nothing is selected: the last
+            epoch is kept.
+        model: a preset or model type; default: for your own pairs the fine-tuned MiniLM
+            bi-encoder ("minilm_bi_encoder") when the minilm extra is installed, else
+            and for a dataset name "amvlstm_q".
+        inputs: the model's own by default (GloVe 6B 50d word vectors for most models,
+            trigrams for DSSM and CDSSM, MiniLM for the MiniLM presets); or
+            "glove-6b-50d", "random" (trained word vectors), "trigrams", "minilm-l6", a
+            vectors file or encoder directory, or an `[inputs]` dict (a dict without
+            "kind" changes the model's own inputs).
+        train, dev, task: with a dataset name as `train`, its dev split and task are
+            used; `dev` and `task` are then errors.
+        task: "ranking", "classification" or "regression"; inferred when omitted (pairs
+            grouped by query with 0/1 labels rank; other integer labels classify; real
+            labels regress).
+        epochs, seed, **train_options: `[train]` settings (lr, batch_size, loss, ...),
+            among them device ("cpu", "cuda", "cuda:N", "auto") and precision ("fp32",
+            "bf16", "fp16"): the returned Matcher is on that device, in that precision.
+        output_dir: the run folder (a temporary one by default).
+        columns: for a DataFrame or Dataset whose columns are named otherwise, {our
+            name: theirs}, e.g. {"left": "question", "right": "answer"}.
+    """
     train_settings = {"seed": seed, **train_options}
     if epochs is not None:
         train_settings["epochs"] = epochs
-    if isinstance(train, str) and (dev is not None or task is not None):
-        raise ValueError(
-            f"train={train!r} names a dataset: its own dev split and task are used, so dev and "
-            "task must not be given (pass pairs to choose them)"
-        )
+    _check_dataset_alone(train, dev, task)
     if model is None:
-        from attnmatch.training.config import OWN_DATA_FALLBACK, own_data_model
-
         model = OWN_DATA_FALLBACK if isinstance(train, str) else own_data_model()[0]
         features = not isinstance(train, str) and model == OWN_DATA_FALLBACK
     else:
@@ -172,6 +199,93 @@ def fit_matcher(
                     )
                 return matcher
         return _fit(train, dev, base, task, Path(output_dir), progress, columns)
+
+
+def distill(
+    teacher: Any,
+    train: Any,
+    dev: Any = None,
+    *,
+    student: str | None = None,
+    inputs: str | dict[str, Any] | None = None,
+    task: str | None = None,
+    weights: Sequence[float] = (0.5, 1.0),
+    loss: str = "auto",
+    seed: int = 1,
+    output_dir: str | Path | None = None,
+    progress: bool = False,
+    **train_options: Any,
+) -> Matcher:
+    """Trains a fast student on a teacher's scores and the gold labels
+    (`attnmatch.training.distillation`) and returns it.
+
+    Args:
+        teacher: a Matcher, a model directory or encoder source ("minilm-l6": zero-shot),
+            or a list of them (their scores averaged).
+        train, dev, task: as `fit` (pairs, a DataFrame, or a dataset name).
+        student: a preset or model type (any seed model), on `inputs` (as `fit`); None: the
+            task's (`training.distillation.DISTILL_STUDENTS`: attention MP-CNN for similarity scores, aMV-LSTM
+            (Q) otherwise).
+        weights: the distillation loss's weights tried (one run each, the best on dev).
+        loss: the distillation loss ("auto": Margin-MSE for ranking, squared error for
+            regression, soft-label KL for classification).
+        output_dir: the run folder (a temporary one by default); **train_options:
+            `[train]` settings (epochs, lr, batch_size, ...).
+    """
+    given = teacher if isinstance(teacher, list | tuple) else [teacher]
+    teachers = [t if isinstance(t, Matcher) else load_matcher(t) for t in given]
+    _check_dataset_alone(train, dev, task)
+    splits: tuple[Split, Split | None, Split | None]
+    if isinstance(train, str):
+        data = DataConfig(dataset=train)
+        splits = load_splits(ExperimentConfig(data=data))
+    else:
+        data = DataConfig(dataset="pairs", test_split=None)
+        splits = splits_from_pairs(train, dev, task=task)
+    student = student or default_student(splits)
+    config = ExperimentConfig(
+        model=student,
+        inputs=None if inputs is None else parse_inputs(inputs, default=default_inputs(student)),
+        data=data,
+        train=configs.from_dict(TrainConfig, {"seed": seed, **train_options}, path="train"),
+    )
+    options = DistillConfig(loss=loss, weights=tuple(weights), seed=seed)
+
+    def run(out: Path) -> Matcher:
+        result = distill_splits(config, teachers, splits, out, options, progress=progress)
+        return Matcher.load(result.model_dir)
+
+    if output_dir is not None:
+        return run(Path(output_dir))
+    with tempfile.TemporaryDirectory(prefix="attnmatch-distill-") as tmp:
+        matcher = run(Path(tmp))
+        matcher.path = None
+        return matcher
+
+
+def splits_from_pairs(
+    train: Any, dev: Any, *, task: str | None = None, columns: dict[str, str] | None = None
+) -> tuple[Split, Split | None, None]:
+    """(train, dev, None) splits of pairs given in memory (`read_pairs`), their task chosen
+    from train's labels (`choose_task`; only given groups make 0/1 labels a ranking), dev
+    read as evaluation examples (a question with its answers only is ranked among all the
+    answers)."""
+    texts, labels, grouped = read_grouped_pairs(train, "train", columns)
+    groups = [group for _, _, group in texts] if grouped else None
+    scheme = choose_task(labels, groups, task=task or "auto")
+    train_split = _split(_labelled(texts, labels, scheme, "train"), "train", scheme)
+    if dev is None:
+        return train_split, None, None
+    dev_examples, _ = evaluation_examples(as_examples(dev, "dev", scheme, columns), scheme, "dev")
+    return train_split, _split(dev_examples, "dev", scheme), None
+
+
+def _check_dataset_alone(train: Any, dev: Any, task: str | None) -> None:
+    if isinstance(train, str) and (dev is not None or task is not None):
+        raise ValueError(
+            f"train={train!r} names a dataset: its own dev split and task are used, so dev and "
+            "task must not be given (pass pairs to choose them)"
+        )
 
 
 @contextmanager
@@ -198,17 +312,7 @@ def _fit(
     if isinstance(train, str):  # a registered dataset, its standard splits
         config = _config(base, DataConfig(dataset=train))
         return _trained(config, train_run(config, out, progress=progress).model_dir)
-    texts, labels, grouped = read_grouped_pairs(train, "train", columns)
-    groups = [group for _, _, group in texts] if grouped else None
-    scheme = choose_task(labels, groups, task=task or "auto")
-    train_split = _split(_labelled(texts, labels, scheme, "train"), "train", scheme)
-    dev_split = None
-    if dev is not None:
-        # ranking: questions with their answers only are ranked among all the answers
-        dev_examples, _ = evaluation_examples(
-            as_examples(dev, "dev", scheme, columns), scheme, "dev"
-        )
-        dev_split = _split(dev_examples, "dev", scheme)
+    train_split, dev_split, _ = splits_from_pairs(train, dev, task=task, columns=columns)
     config = _config(base, DataConfig(dataset="pairs", test_split=None))
     exp = experiment_from_splits(config, train_split, dev_split, None)
     return _trained(config, train_run(config, out, progress=progress, experiment=exp).model_dir)

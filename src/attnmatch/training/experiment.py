@@ -1,7 +1,7 @@
 """Building an experiment: its splits, its fitted inputs, its task and a fresh model.
 
 `build_experiment(config)` loads the configured dataset's splits; `experiment_from_splits`
-takes splits already in memory (`Matcher.fit`). Both give an `Experiment`: a `Matcher` (model +
+takes splits already in memory (`attnmatch.training.fit`). Both give an `Experiment`: a `Matcher` (model +
 inputs + task) ready to train, built as every new model is (`Matcher.untrained`), the loss, and
 the encoded splits with their protocols.
 """
@@ -23,7 +23,7 @@ from attnmatch.data.schema import Example
 from attnmatch.inputs import InputsConfig, check_accepts
 from attnmatch.matcher import Matcher
 from attnmatch.models import get_model_entry, input_layer, model_type_of
-from attnmatch.tasks import GROUP_LOSSES, RankingTask, Task
+from attnmatch.tasks import GROUP_LOSSES, RankingTask, Task, among, same_kind
 from attnmatch.training.config import ExperimentConfig, TrainConfig
 
 
@@ -44,8 +44,8 @@ class EvalSplit:
 
 @dataclass(frozen=True)
 class Distillation:
-    """How a student learns from its teacher's targets (`attnmatch.training.distill`): the
-    distillation loss (`attnmatch.tasks.DISTILL_LOSSES`) and its weight beside the gold-label
+    """How a student learns from its teacher's targets (`attnmatch.training.distillation`): the
+    distillation loss (`attnmatch.training.distillation.DISTILL_LOSSES`) and its weight beside the gold-label
     loss, in [0, 1] (1: the teacher alone)."""
 
     loss: str
@@ -128,7 +128,7 @@ def experiment_task(train: Split, dev: Split | None) -> Task:
     reference = dev if dev is not None else train
     if reference.protocol is None:
         raise ValueError(f"{reference.dataset}:{reference.split} has no evaluation protocol")
-    if dev is not None and not train.task.same_kind(dev.task):
+    if dev is not None and not same_kind(train.task, dev.task):
         raise ValueError(
             f"{train.dataset}: split {train.split!r} is a {train.task.kind} split but "
             f"{dev.split!r} is evaluated as {dev.task.kind}"
@@ -147,7 +147,7 @@ def experiment_from_splits(
     task = experiment_task(train, dev)
     config = with_recipe(config, task)
     model_type = model_type_of(config.model)
-    if not task.among(get_model_entry(model_type).tasks):
+    if not among(task, get_model_entry(model_type).tasks):
         raise ValueError(
             f"model {config.model!r} does not support the {task.kind} task (it supports "
             f"{', '.join(get_model_entry(model_type).tasks)}); choose another model or dataset"
@@ -231,7 +231,7 @@ def _check_select_metric(config: ExperimentConfig, dev: EvalSplit | None) -> Non
 
 def _check_negatives(config: ExperimentConfig, task: Task, loss: str) -> None:
     """Model-scored negatives choose within ranking groups: a ranking task and a group loss."""
-    if config.train.negatives == "model" and not task.trains_on_groups(loss):
+    if config.train.negatives == "model" and loss not in GROUP_LOSSES:
         raise ConfigError(
             f'train.negatives = "model" chooses the negatives of ranking groups: it needs a '
             f"ranking task with the {' or '.join(GROUP_LOSSES)} loss, not the {task.kind} task "

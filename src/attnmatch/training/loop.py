@@ -33,7 +33,15 @@ from attnmatch.devices import autocast, grad_scaler
 from attnmatch.evaluation import Report, report_from_outputs
 from attnmatch.losses import auxiliary_loss, compute_loss, mixed_loss
 from attnmatch.metrics import greater_is_better
-from attnmatch.tasks import ranking_scores
+from attnmatch.tasks import (
+    GROUP_LOSSES,
+    ClassificationTask,
+    RankingTask,
+    RegressionTask,
+    Task,
+    for_task,
+    ranking_scores,
+)
 from attnmatch.training import distributed
 from attnmatch.training.config import Budget
 from attnmatch.training.experiment import EvalSplit, Experiment
@@ -49,6 +57,24 @@ AUTO_NEGATIVES: NegativeSource = "random"
 # Called after each epoch is checkpointed, with its log.jsonl entry ("dev" is None when dev was
 # not evaluated); it may raise to stop the run there (e.g. a pruned hyper-parameter trial).
 EpochCallback = Callable[[dict[str, Any]], None]
+
+# Tables keyed by task class (`attnmatch.tasks.for_task`). `compute_loss`'s keyword arguments
+# (a regression head's lowest score level), and what selecting a model on dev calibrates
+# besides choosing the epoch (`Task.calibrated_on`), said when a run starts.
+_LOSS_OPTIONS: dict[type[Task], Callable[[Any], dict[str, float]]] = {
+    RankingTask: lambda task: {},
+    ClassificationTask: lambda task: {},
+    RegressionTask: lambda task: {"min_score": task.min_score},
+}
+_THRESHOLD_NOTE = (
+    "its decision threshold is fitted on dev to maximise that metric (accuracy where it is not "
+    "accuracy or F1)"
+)
+_SELECTION_NOTES: dict[type[Task], Callable[[Any], str]] = {
+    RankingTask: lambda task: "a Platt scaling of its scores into probabilities is fitted on dev",
+    ClassificationTask: lambda task: _THRESHOLD_NOTE if task.num_classes == 2 else "",
+    RegressionTask: lambda task: "",
+}
 
 
 def negative_source(exp: Experiment) -> NegativeSource | None:
@@ -66,7 +92,7 @@ def negative_source(exp: Experiment) -> NegativeSource | None:
 def make_sampler(exp: Experiment) -> Sampler:
     """Ranking groups (a positive and its negatives) for pairwise/listwise losses, else pairs."""
     t = exp.config.train
-    if exp.matcher.task.trains_on_groups(exp.loss):
+    if exp.loss in GROUP_LOSSES:
         source = negative_source(exp)
         where = f"{exp.config.data.dataset}: the training split"
         if source is None:
@@ -135,7 +161,7 @@ def batch_loss(
     with autocast(batch.left_ids.device, exp.matcher.precision):
         outputs = model(batch)  # (B, num_outputs)
     outputs = outputs.float()  # (B, num_outputs); a no-op in fp32
-    options = exp.matcher.task.loss_options()
+    options = for_task(_LOSS_OPTIONS, exp.matcher.task)(exp.matcher.task)
     if exp.distill is not None and batch.teacher is not None:  # a teacher's targets
         d = exp.distill
         loss = mixed_loss(exp.loss, d.loss, d.weight, outputs, batch, margin=t.margin, **options)
@@ -408,7 +434,8 @@ def selection_line(exp: Experiment) -> str:
         if "primary" in protocol.description:  # your pairs: the rule that chose it
             why += f": {protocol.description}"
     line = f"selection: the epoch with the best dev {metric} ({why})"
-    return line + "".join(f"; {note}" for note in exp.matcher.task.selection_notes())
+    note = for_task(_SELECTION_NOTES, exp.matcher.task)(exp.matcher.task)
+    return line + (f"; {note}" if note else "")
 
 
 def never_improved(exp: Experiment, state: TrainState) -> str | None:

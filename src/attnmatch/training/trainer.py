@@ -25,7 +25,7 @@ from rich.console import Console
 
 from attnmatch.atomic import write_text_atomic
 from attnmatch.configs import ConfigError
-from attnmatch.devices import check_precision, cpu_threads, resolve_device
+from attnmatch.devices import check_precision, cpu_threads, resolve_device, torch_threads
 from attnmatch.evaluation import report_from_outputs, report_items
 from attnmatch.matcher import Matcher
 from attnmatch.models import input_layer
@@ -56,16 +56,14 @@ def torch_settings(threads: int) -> Iterator[str | None]:
     (`devices.cpu_threads`). Near-zero activations (e.g. softmax-gated inputs) become subnormal
     floats, an order of magnitude slower on x86 CPUs; flushing them changes results
     negligibly."""
-    before, flushing = torch.get_num_threads(), _flushes_denormals()
+    flushing = _flushes_denormals()
     chosen, note = cpu_threads(threads)
-    if chosen != before:
-        torch.set_num_threads(chosen)
-    torch.set_flush_denormal(True)
-    try:
-        yield note
-    finally:
-        torch.set_flush_denormal(flushing)
-        torch.set_num_threads(before)
+    with torch_threads(chosen):
+        torch.set_flush_denormal(True)
+        try:
+            yield note
+        finally:
+            torch.set_flush_denormal(flushing)
 
 
 def _flushes_denormals() -> bool:

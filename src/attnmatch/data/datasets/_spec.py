@@ -6,11 +6,12 @@ splits, options and official evaluation protocol, and a loader that parses verif
 `verify_files`) and downloads them (`download_dataset`). It parses no corpus format itself, but
 holds what the corpus modules share: text files opened alike (`open_text`), tab-separated rows
 checked alike (`tsv_rows`), bundled `.gz` copies declared alike (`bundled`) and the non-standard
-"train on dev" splits (`with_dev_training`, `split_dev_for_training`).
+"train on dev" splits (`with_dev_training`, `split_dev_for_training`, `dev_training_fields`).
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import lzma
 import os
@@ -447,6 +448,41 @@ def tsv_rows(
             yield lineno, values
 
 
+def csv_records(
+    path: str | Path, header: tuple[str, ...], *, delimiter: str = ","
+) -> Iterator[tuple[int, list[str]]]:
+    """`(line the record starts on, fields)` of each record after the header of a quoted file
+    (`.gz` or plain; records may span lines), each checked to have `len(header)` fields.
+
+    Raises:
+        DatasetFormatError: a wrong header, broken quoting, a record with another field count
+            or an empty file; the message names the file and the line.
+    """
+    joiner, kind = (" ", "tab") if delimiter == "\t" else (",", "comma")
+    with open_text(path) as f:
+        reader = csv.reader(f, delimiter=delimiter, strict=True)
+        start = 1  # physical line on which the next record starts (records may span lines)
+        try:
+            for fields in reader:
+                lineno, start = start, reader.line_num + 1
+                if lineno == 1:
+                    if tuple(fields) != header:
+                        raise DatasetFormatError(
+                            f"{path}:1: expected the header {joiner.join(header)!r}, got {fields!r}"
+                        )
+                    continue
+                if len(fields) != len(header):
+                    raise DatasetFormatError(
+                        f"{path}:{lineno}: expected {len(header)} {kind}-separated fields, "
+                        f"got {len(fields)}: {str(fields)[:200]}"
+                    )
+                yield lineno, fields
+        except csv.Error as e:
+            raise DatasetFormatError(f"{path}:{start}: broken quoting: {e}") from None
+    if start == 1:
+        raise DatasetFormatError(f"{path}:1: expected the header, got an empty file")
+
+
 def parse_score(text: str, low: float, high: float) -> float | None:
     """`text` as a number if it is one in `low`..`high` (bounds included), else None."""
     try:
@@ -613,3 +649,36 @@ def split_dev_for_training(
     held = {keys[i] for i in order[: max(1, round(fraction * len(keys)))]}
     want_held = part == DEV_HOLDOUT
     return [ex for ex in examples if (key(ex) in held) == want_held]
+
+
+def dev_training_fields(
+    split_files: Mapping[str, str],
+    read: Callable[[Path], list[Example]],
+    official: Task,
+    non_standard: Task,
+    key: Callable[[Example], str] = lambda ex: ex.left,
+) -> dict[str, Any]:
+    """The `DatasetSpec` fields of a corpus read one file a split (`split_files`, made by
+    `with_dev_training`): its splits, loader (`read`, then `split_dev_for_training` by `key` on
+    the NON-STANDARD splits) and protocols (`non_standard` on those splits, else `official`)."""
+
+    def load(paths: Mapping[str, Path], split: str, options: Mapping[str, Any]) -> list[Example]:
+        examples = read(paths[split_files[split]])
+        if split not in DEV_TRAINING_SPLITS:
+            return examples
+        return split_dev_for_training(examples, split, key=key)
+
+    return {
+        "splits": tuple(split_files),
+        "split_files": {split: (name,) for split, name in split_files.items()},
+        "loader": load,
+        "make_protocol": lambda split, options: (
+            non_standard if split in DEV_TRAINING_SPLITS else official
+        ),
+        "non_standard_splits": DEV_TRAINING_SPLITS,
+    }
+
+
+def file_loader(split_files: Mapping[str, str], read: Callable[[Path], list[Example]]) -> Loader:
+    """The loader of a corpus read one file a split: `read(paths[split_files[split]])`."""
+    return lambda paths, split, options: read(paths[split_files[split]])

@@ -28,15 +28,14 @@ remark that "the train and test sets are swapped" refers to that wording: every 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from attnmatch.data.datasets._spec import (
     DatasetFormatError,
     DatasetSpec,
     FileSpec,
     bundled,
+    file_loader,
     tsv_rows,
 )
 from attnmatch.data.schema import Example
@@ -79,10 +78,6 @@ def read_msrp_tsv(path: str | Path) -> list[Example]:
             )
         examples.append(Example(string1, string2, int(quality), id=f"{id1}-{id2}"))
     return examples
-
-
-def _load(paths: Mapping[str, Path], split: str, options: Mapping[str, Any]) -> list[Example]:
-    return read_msrp_tsv(paths[SPLIT_FILES[split]])
 
 
 SPEC = DatasetSpec(
@@ -138,7 +133,7 @@ SPEC = DatasetSpec(
         "F1 of the paraphrase class on the 1,725 test pairs. Models are selected on `dev`, the "
         "last 500 pairs of Microsoft's train file (dataset-sts's msr-para-val.tsv)."
     ),
-    loader=_load,
+    loader=file_loader(SPLIT_FILES, read_msrp_tsv),
     make_protocol=lambda split, options: OFFICIAL,
     split_sizes={"train": 3_576, "dev": 500, "test": 1_725},
     notes=(

@@ -16,11 +16,9 @@ Not available here: the files have no published sha256 and are read unverified.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-from attnmatch.data.datasets._spec import DatasetSpec, FileSpec
+from attnmatch.data.datasets._spec import DatasetSpec, FileSpec, file_loader
 from attnmatch.data.datasets.snli import CLASS_NAMES, read_nli_jsonl
 from attnmatch.data.schema import Example
 from attnmatch.tasks import ClassificationTask, Task
@@ -58,10 +56,6 @@ def genre(example: Example) -> str:
     return example.id.partition(":")[0]
 
 
-def _load(paths: Mapping[str, Path], split: str, options: Mapping[str, Any]) -> list[Example]:
-    return read_multinli_jsonl(paths[SPLIT_FILES[split]])
-
-
 SPEC = DatasetSpec(
     name="multinli",
     title="Multi-Genre Natural Language Inference (MultiNLI 1.0)",
@@ -89,7 +83,7 @@ SPEC = DatasetSpec(
         "genres) and dev-mismatched (9,832, unseen genres), reported separately; the test sets "
         "are scored only on Kaggle."
     ),
-    loader=_load,
+    loader=file_loader(SPLIT_FILES, read_multinli_jsonl),
     make_protocol=lambda split, options: PROTOCOLS[split],
     split_sizes={"train": 392_702, "dev-matched": 9_815, "dev-mismatched": 9_832},
     notes=(

@@ -26,20 +26,18 @@ the option `drop_empty=True` is given.
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from attnmatch.data.datasets._spec import (
-    DEV_TRAINING_SPLITS,
     DatasetFormatError,
     DatasetSpec,
     FileSpec,
     bundled,
-    open_text,
-    split_dev_for_training,
+    csv_records,
+    dev_training_fields,
     tsv_rows,
     with_dev_training,
 )
@@ -113,53 +111,21 @@ def read_quora_original_tsv(path: str | Path, *, drop_empty: bool = False) -> li
             the line the record starts on.
     """
     examples = []
-    with open_text(path) as f:
-        reader = csv.reader(f, delimiter="\t", strict=True)
-        start = 1  # physical line on which the next record starts (records may span lines)
-        try:
-            for fields in reader:
-                lineno, start = start, reader.line_num + 1
-                if lineno == 1:
-                    if tuple(fields) != ORIGINAL_HEADER:
-                        raise DatasetFormatError(
-                            f"{path}:1: expected the header {' '.join(ORIGINAL_HEADER)!r}, "
-                            f"got {fields!r}"
-                        )
-                    continue
-                if len(fields) != len(ORIGINAL_HEADER):
-                    raise DatasetFormatError(
-                        f"{path}:{lineno}: expected {len(ORIGINAL_HEADER)} tab-separated fields, "
-                        f"got {len(fields)}: {str(fields)[:200]}"
-                    )
-                pair_id, qid1, qid2, question1, question2, is_duplicate = fields
-                if not (pair_id.isdigit() and qid1.isdigit() and qid2.isdigit()):
-                    raise DatasetFormatError(
-                        f"{path}:{lineno}: id, qid1 and qid2 must be integers, "
-                        f"got {pair_id!r}, {qid1!r}, {qid2!r}"
-                    )
-                if is_duplicate not in ("0", "1"):
-                    raise DatasetFormatError(
-                        f"{path}:{lineno}: is_duplicate must be 0 or 1, got {is_duplicate!r}"
-                    )
-                if drop_empty and not (question1.strip() and question2.strip()):
-                    continue
-                examples.append(Example(question1, question2, int(is_duplicate), id=pair_id))
-        except csv.Error as e:
-            raise DatasetFormatError(f"{path}:{start}: broken quoting: {e}") from None
-        if start == 1:
-            raise DatasetFormatError(f"{path}:1: expected the header, got an empty file")
+    for lineno, fields in csv_records(path, ORIGINAL_HEADER, delimiter="\t"):
+        pair_id, qid1, qid2, question1, question2, is_duplicate = fields
+        if not (pair_id.isdigit() and qid1.isdigit() and qid2.isdigit()):
+            raise DatasetFormatError(
+                f"{path}:{lineno}: id, qid1 and qid2 must be integers, "
+                f"got {pair_id!r}, {qid1!r}, {qid2!r}"
+            )
+        if is_duplicate not in ("0", "1"):
+            raise DatasetFormatError(
+                f"{path}:{lineno}: is_duplicate must be 0 or 1, got {is_duplicate!r}"
+            )
+        if drop_empty and not (question1.strip() and question2.strip()):
+            continue
+        examples.append(Example(question1, question2, int(is_duplicate), id=pair_id))
     return examples
-
-
-def _load_bimpm(paths: Mapping[str, Path], split: str, options: Mapping[str, Any]) -> list[Example]:
-    examples = read_bimpm_tsv(paths[BIMPM_FILES[split]])
-    if split in DEV_TRAINING_SPLITS:
-        return split_dev_for_training(examples, split, key=lambda ex: str(ex.id))
-    return examples
-
-
-def _bimpm_protocol(split: str, options: Mapping[str, Any]) -> ClassificationTask:
-    return BIMPM_NON_STANDARD if split in DEV_TRAINING_SPLITS else BIMPM
 
 
 def _load_original(
@@ -172,8 +138,6 @@ SPEC = DatasetSpec(
     name="quora",
     title="Quora Question Pairs (BiMPM partition)",
     task=Task.of(BIMPM),
-    splits=tuple(BIMPM_FILES),
-    split_files={split: (name,) for split, name in BIMPM_FILES.items()},
     files=(
         # Never available here: no trustworthy sha256 is published ("" = unverified).
         FileSpec(BIMPM_FILES["train"], ""),
@@ -208,10 +172,10 @@ SPEC = DatasetSpec(
         "of the dev pairs by pair_ID with a fixed seed, for training and model selection; the "
         "test set is then evaluated once. Never compare such a number with a paper's."
     ),
-    loader=_load_bimpm,
-    make_protocol=_bimpm_protocol,
+    **dev_training_fields(
+        BIMPM_FILES, read_bimpm_tsv, BIMPM, BIMPM_NON_STANDARD, key=lambda ex: str(ex.id)
+    ),
     split_sizes={"train": 384_348, "dev": 10_000, "test": 10_000},
-    non_standard_splits=DEV_TRAINING_SPLITS,
     notes=(
         "Files: label, question1, question2, pair_ID, tab-separated, no header; questions are "
         "tokenised (CoreNLP). dev and test are balanced (5,000 duplicates each); train is not "

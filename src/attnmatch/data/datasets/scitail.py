@@ -37,20 +37,19 @@ same hypothesis on both sides and make the holdout far easier than test).
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from attnmatch.data.datasets._spec import (
-    DEV_TRAINING_SPLITS,
     DatasetFormatError,
     DatasetSpec,
     FileSpec,
     bundled,
+    csv_records,
+    dev_training_fields,
     open_text,
-    split_dev_for_training,
     tsv_rows,
     verified_paths,
     with_dev_training,
@@ -180,33 +179,9 @@ def read_scitail_csv(path: str | Path) -> list[Example]:
     """
     path = Path(path)
     examples = []
-    with open_text(path) as f:
-        reader = csv.reader(f, strict=True)
-        start = 1  # physical line on which the next record starts
-        try:
-            for fields in reader:
-                lineno, start = start, reader.line_num + 1
-                if lineno == 1:
-                    if tuple(fields) != CSV_HEADER:
-                        raise DatasetFormatError(
-                            f"{path}:1: expected the header {','.join(CSV_HEADER)!r}, "
-                            f"got {fields!r}"
-                        )
-                    continue
-                if len(fields) != 3:
-                    raise DatasetFormatError(
-                        f"{path}:{lineno}: expected 3 comma-separated fields, got {len(fields)}: "
-                        f"{str(fields)[:200]}"
-                    )
-                premise, hypothesis, label = fields
-                cls = _label(CSV_LABELS, label, path, lineno, "label")
-                examples.append(
-                    Example(premise, hypothesis, cls, id=f"{_source_name(path)}:{lineno}")
-                )
-        except csv.Error as e:
-            raise DatasetFormatError(f"{path}:{start}: broken quoting: {e}") from None
-    if start == 1:
-        raise DatasetFormatError(f"{path}:1: expected the header, got an empty file")
+    for lineno, (premise, hypothesis, label) in csv_records(path, CSV_HEADER):
+        cls = _label(CSV_LABELS, label, path, lineno, "label")
+        examples.append(Example(premise, hypothesis, cls, id=f"{_source_name(path)}:{lineno}"))
     return examples
 
 
@@ -315,23 +290,10 @@ SPEC = DatasetSpec(
 RE2_FILES = with_dev_training({"dev": "re2_dev.txt.gz", "test": "re2_test.txt.gz"})
 
 
-def _load_re2(paths: Mapping[str, Path], split: str, options: Mapping[str, Any]) -> list[Example]:
-    examples = read_re2_txt(paths[RE2_FILES[split]])
-    if split not in DEV_TRAINING_SPLITS:
-        return examples
-    return split_dev_for_training(examples, split, key=lambda ex: ex.right)  # by hypothesis
-
-
-def _re2_protocol(split: str, options: Mapping[str, Any]) -> ClassificationTask:
-    return RE2_NON_STANDARD if split in DEV_TRAINING_SPLITS else RE2
-
-
 RE2_SPEC = DatasetSpec(
     name="scitail-re2",
     title="SciTail v1.1 dev/test, RE2-tokenised",
     task=Task.of(RE2),
-    splits=tuple(RE2_FILES),
-    split_files={split: (name,) for split, name in RE2_FILES.items()},
     files=(
         bundled(
             "re2_dev.txt",
@@ -365,10 +327,14 @@ RE2_SPEC = DatasetSpec(
         "by hypothesis with a fixed seed, for training and model selection; the test set is then "
         "evaluated once. Never compare such a number with a paper's."
     ),
-    loader=_load_re2,
-    make_protocol=_re2_protocol,
+    **dev_training_fields(
+        RE2_FILES,
+        read_re2_txt,
+        RE2,
+        RE2_NON_STANDARD,
+        key=lambda ex: ex.right,  # by hypothesis
+    ),
     split_sizes={"dev": 1_304, "test": 2_126},
-    non_standard_splits=DEV_TRAINING_SPLITS,
     notes=(
         "Text tokenised by RE2 (NLTK TweetTokenizer, which also decodes HTML entities; "
         "'- . # \" /' removed), not the original strings. File labels 0 = entails, "

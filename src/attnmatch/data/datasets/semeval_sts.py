@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -329,12 +329,9 @@ OFFICIAL = RegressionTask(
         "SemEval STS: Pearson r per set; a year's score is the pair-weighted mean over its sets."
     ),
 )
-HOLDOUT = RegressionTask(
+HOLDOUT = replace(
+    OFFICIAL,
     name="semeval-sts-holdout",
-    min_score=MIN_SCORE,
-    max_score=MAX_SCORE,
-    metrics=("pearson", "spearman", "mse"),
-    by_group=True,
     description=(
         "Model selection only: a seeded 10% of each training set, held out from training; "
         "pair-weighted mean of per-set Pearson r."

@@ -15,16 +15,16 @@ its file has CRLF line ends, the others LF).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from attnmatch.data.datasets._spec import (
     DatasetFormatError,
     DatasetSpec,
     FileSpec,
     bundled,
+    file_loader,
     parse_score,
     tsv_rows,
 )
@@ -98,18 +98,6 @@ def read_sick_txt(
     return examples
 
 
-def _load_relatedness(
-    paths: Mapping[str, Path], split: str, options: Mapping[str, Any]
-) -> list[Example]:
-    return read_sick_txt(paths[SPLIT_FILES[split]], "relatedness")
-
-
-def _load_entailment(
-    paths: Mapping[str, Path], split: str, options: Mapping[str, Any]
-) -> list[Example]:
-    return read_sick_txt(paths[SPLIT_FILES[split]], "entailment")
-
-
 FILES = (
     bundled(
         "SICK_train.txt",
@@ -166,7 +154,7 @@ SPEC = DatasetSpec(
         "rho and MSE on the 4,927 test pairs. Models are selected on `dev` (SICK_trial, 500 "
         "pairs)."
     ),
-    loader=_load_relatedness,
+    loader=file_loader(SPLIT_FILES, lambda path: read_sick_txt(path, "relatedness")),
     make_protocol=lambda split, options: RELATEDNESS,
     split_sizes=SPLIT_SIZES,
     notes=NOTES,
@@ -184,7 +172,7 @@ ENTAILMENT_SPEC = replace(
         "2 CONTRADICTION: accuracy (primary) and macro F1 on the 4,927 test pairs. Models are "
         "selected on `dev` (SICK_trial, 500 pairs)."
     ),
-    loader=_load_entailment,
+    loader=file_loader(SPLIT_FILES, lambda path: read_sick_txt(path, "entailment")),
     make_protocol=lambda split, options: ENTAILMENT,
 )
 

@@ -20,18 +20,15 @@ report test" protocol (`split_dev_for_training`, 90% / 10% of dev by premise).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from attnmatch.data.datasets._spec import (
-    DEV_TRAINING_SPLITS,
     DatasetFormatError,
     DatasetSpec,
     FileSpec,
     bundled,
+    dev_training_fields,
     open_text,
-    split_dev_for_training,
     with_dev_training,
 )
 from attnmatch.data.schema import Example
@@ -117,21 +114,10 @@ def read_nli_jsonl(path: str | Path, *, genre: bool = False) -> list[Example]:
     return examples
 
 
-def _load(paths: Mapping[str, Path], split: str, options: Mapping[str, Any]) -> list[Example]:
-    examples = read_nli_jsonl(paths[SPLIT_FILES[split]])
-    return split_dev_for_training(examples, split) if split in DEV_TRAINING_SPLITS else examples
-
-
-def _protocol(split: str, options: Mapping[str, Any]) -> ClassificationTask:
-    return NON_STANDARD if split in DEV_TRAINING_SPLITS else OFFICIAL
-
-
 SPEC = DatasetSpec(
     name="snli",
     title="Stanford Natural Language Inference (SNLI 1.0)",
     task=Task.of(OFFICIAL),
-    splits=tuple(SPLIT_FILES),
-    split_files={split: (name,) for split, name in SPLIT_FILES.items()},
     files=(
         # Not available here; no sha256 of the file itself is published: "" = unverified.
         FileSpec(SPLIT_FILES["train"], ""),
@@ -166,10 +152,8 @@ SPEC = DatasetSpec(
         "selection; the test set is then evaluated once. Never compare such a number with a "
         "paper's."
     ),
-    loader=_load,
-    make_protocol=_protocol,
+    **dev_training_fields(SPLIT_FILES, read_nli_jsonl, OFFICIAL, NON_STANDARD),
     split_sizes={"train": 549_367, "dev": 9_842, "test": 9_824},
-    non_standard_splits=DEV_TRAINING_SPLITS,
     notes=(
         "Pairs with gold_label '-' are dropped (train 785, dev 158, test 176 of 550,152 / "
         "10,000 / 10,000); one such dev row has null sentences in the bundled copy. The "

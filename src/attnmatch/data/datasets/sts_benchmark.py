@@ -15,15 +15,14 @@ links for answer-answer), which we read past.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from attnmatch.data.datasets._spec import (
     DatasetFormatError,
     DatasetSpec,
     FileSpec,
     bundled,
+    file_loader,
     parse_score,
     tsv_rows,
 )
@@ -34,6 +33,7 @@ FIELDS = ("genre", "file", "year", "sid", "score", "sentence1", "sentence2")
 # The source attribution of each sentence, which some rows add (9 fields instead of 7).
 SOURCE_FIELDS = ("source1", "source2")
 MIN_SCORE, MAX_SCORE = 0, 5
+SPLIT_FILES = {s: f"sts-{s}.csv.gz" for s in ("train", "dev", "test")}
 
 OFFICIAL = RegressionTask(
     name="sts-benchmark",
@@ -68,16 +68,12 @@ def read_sts_benchmark_csv(path: str | Path) -> list[Example]:
     return examples
 
 
-def _load(paths: Mapping[str, Path], split: str, options: Mapping[str, Any]) -> list[Example]:
-    return read_sts_benchmark_csv(paths[f"sts-{split}.csv.gz"])
-
-
 SPEC = DatasetSpec(
     name="sts-benchmark",
     title="STS Benchmark",
     task=Task.of(OFFICIAL),
     splits=("train", "dev", "test"),
-    split_files={s: (f"sts-{s}.csv.gz",) for s in ("train", "dev", "test")},
+    split_files={split: (name,) for split, name in SPLIT_FILES.items()},
     files=(
         bundled(
             "sts-train.csv",
@@ -110,7 +106,7 @@ SPEC = DatasetSpec(
         "measure), Spearman rho and MSE on the 1,379 test pairs; models are selected on dev "
         "(1,500), and the test set is meant to be used once."
     ),
-    loader=_load,
+    loader=file_loader(SPLIT_FILES, read_sts_benchmark_csv),
     make_protocol=lambda split, options: OFFICIAL,
     split_sizes={"train": 5_749, "dev": 1_500, "test": 1_379},
     notes=(

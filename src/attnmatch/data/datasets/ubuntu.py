@@ -39,6 +39,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -79,12 +80,9 @@ V2_PROTOCOL = RankingTask(
         "distractor), R_10@1/2/5 and MRR over 10 candidates per context."
     ),
 )
-V1_PROTOCOL = RankingTask(
+V1_PROTOCOL = replace(
+    V2_PROTOCOL,
     name="ubuntu-v1-xu-1in10",
-    require_positive=True,
-    require_negative=False,
-    metrics=METRICS,
-    primary="r10@1",
     description=(
         "Ubuntu Dialogue Corpus v1 (Xu et al. 2016 split): R_2@1 (ground truth vs the first "
         "negative), R_10@1/2/5 and MRR over 10 candidates per context."

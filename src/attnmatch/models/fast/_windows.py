@@ -105,7 +105,9 @@ def run_windows(work: Callable[[np.ndarray], None], windows: Iterable[np.ndarray
         return
 
     def run(pairs: np.ndarray) -> None:
-        torch.set_num_threads(1)  # torch's setting is the process's: restored below
+        # torch's setting is the process's: restored once below, after every window (a
+        # `devices.torch_threads` block per window would restore it while others still run).
+        torch.set_num_threads(1)
         with torch.inference_mode():
             work(pairs)
 

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnmatch.data.encoding import EncodedPairs
-from attnmatch.models.damm import DAMM, _Block, _SubLayers
+from attnmatch.models.damm import DAMM, Block, SubLayers
 from attnmatch.models.fast._registry import register_inference
 from attnmatch.models.fast._windows import (
     WindowTexts,
@@ -65,12 +65,8 @@ class _InferenceWeights(NamedTuple):
 
 @register_inference(DAMM)
 def predict_damm(model: DAMM, data: EncodedPairs, batch_size: int) -> torch.Tensor:
-    """Outputs for every pair of `data`, in its order. Run it in eval mode under
-    `torch.inference_mode`.
-
-    Shape:
-        -> (N, num_outputs) float32
-    """
+    """Outputs for every pair of `data`, in its order: (N, num_outputs) float32. Run it in eval
+    mode under `torch.inference_mode`."""
     weights = inference_weights(model)
     outputs = torch.empty(len(data), model.config.num_outputs)  # (N, C)
 
@@ -105,7 +101,7 @@ def key_bias(mask: torch.Tensor) -> torch.Tensor:
     return bias[:, None, None, :]
 
 
-def project(layer: _SubLayers, x: torch.Tensor) -> torch.Tensor:
+def project(layer: SubLayers, x: torch.Tensor) -> torch.Tensor:
     """[query; key; value] of x in one product.
 
     Shape: x (B, T, d) -> (B, T, 3d)
@@ -116,7 +112,7 @@ def project(layer: _SubLayers, x: torch.Tensor) -> torch.Tensor:
 
 
 def attend(
-    layer: _SubLayers, x: torch.Tensor, q: torch.Tensor, kv: torch.Tensor, bias: torch.Tensor
+    layer: SubLayers, x: torch.Tensor, q: torch.Tensor, kv: torch.Tensor, bias: torch.Tensor
 ) -> torch.Tensor:
     """`layer.forward` in eval mode from projections: queries `q` of x, [key; value] `kv` of
     the memory, `bias` 0 on the keys attended to and -inf elsewhere (`key_bias`).
@@ -152,8 +148,8 @@ def _aligned_rows(weight: torch.Tensor, d: int) -> torch.Tensor:
     return torch.cat([w_h + w_diff, w_c - w_diff, w_prod], dim=-1)  # (..., 3d)
 
 
-def _blocks(model: DAMM) -> list[_Block]:
-    return [block for block in model.blocks if isinstance(block, _Block)]
+def _blocks(model: DAMM) -> list[Block]:
+    return [block for block in model.blocks if isinstance(block, Block)]
 
 
 def inference_weights(model: DAMM) -> _InferenceWeights:
@@ -203,7 +199,7 @@ def encode_texts(model: DAMM, texts: WindowTexts, weights: _InferenceWeights) ->
     return out if out is not None else torch.cat(pooled)
 
 
-def _self_attend(layer: _SubLayers, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+def _self_attend(layer: SubLayers, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     """The self-attention encoder in eval mode. Shape: x (B, T, d) -> (B, T, d)"""
     d = x.shape[-1]
     qkv = project(layer, x)  # (B, T, 3d)

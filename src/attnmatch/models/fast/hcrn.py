@@ -91,12 +91,8 @@ def affinity_factor(
 
 @register_inference(HCRN)
 def predict_hcrn(model: HCRN, data: EncodedPairs, batch_size: int) -> torch.Tensor:
-    """Outputs for every pair of `data`, in its order. Run it in eval mode under
-    `torch.inference_mode`.
-
-    Shape:
-        -> (N, num_outputs) float32
-    """
+    """Outputs for every pair of `data`, in its order: (N, num_outputs) float32. Run it in eval
+    mode under `torch.inference_mode`."""
     outputs = torch.empty(len(data), model.config.num_outputs)  # (N, num_outputs)
     # One thread: windows of `_WINDOW`; more: windows of the shared default, which run side by
     # side (`run_windows`; 2 threads: ~1.1x over one window of 8,192 on WikiQA test).

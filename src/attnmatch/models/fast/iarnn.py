@@ -46,12 +46,8 @@ def _applies(model: IARNN) -> bool:
 
 @register_inference(IARNN, applies=_applies)
 def predict_iarnn(model: IARNN, data: EncodedPairs, batch_size: int) -> torch.Tensor:
-    """Outputs for every pair of `data`, in its order (WORD, CONTEXT and GATE). Run it in eval
-    mode under `torch.inference_mode`.
-
-    Shape:
-        -> (N, num_outputs) float32
-    """
+    """Outputs for every pair of `data`, in its order (WORD, CONTEXT and GATE): (N, num_outputs)
+    float32. Run it in eval mode under `torch.inference_mode`."""
     if not _applies(model):
         raise ValueError(f"predict_iarnn runs {ENCODED_VARIANTS}, not {model.config.variant}")
     outputs = torch.empty(len(data), model.config.num_outputs)  # (N, num_outputs)

@@ -37,7 +37,7 @@ from attnmatch.models.fast._windows import (
     run_windows,
     window_texts,
 )
-from attnmatch.models.mpcnn import MPCNN, POOLS_A, POOLS_B, _attention_weights, _cos_l2_l1
+from attnmatch.models.mpcnn import MPCNN, POOLS_A, POOLS_B, attention_weights, cos_l2_l1
 
 # Texts (or pairs) of one exact length are run through the sentence model in chunks of about
 # this many tokens, so that their window maps stay in cache.
@@ -48,12 +48,8 @@ FEATURE_CHUNK = 32
 
 @register_inference(MPCNN)
 def predict_mpcnn(model: MPCNN, data: EncodedPairs, batch_size: int) -> torch.Tensor:
-    """Outputs for every pair of `data`, in its order. Run it in eval mode under
-    `torch.inference_mode`.
-
-    Shape:
-        -> (N, num_outputs) float32
-    """
+    """Outputs for every pair of `data`, in its order: (N, num_outputs) float32. Run it in eval
+    mode under `torch.inference_mode`."""
     weights = _exact_weights(model)
     outputs = torch.empty(len(data), model.config.num_outputs)  # (N, num_outputs)
 
@@ -104,7 +100,7 @@ def _window_attention(
     for rows in batch_rows(count, batch_size):  # (b,)
         u, u_mask = left.gather(left_n, rows)  # (b, L', d), (b, L')
         v, v_mask = right.gather(right_n, rows)  # (b, R', d), (b, R')
-        w0, w1 = _attention_weights(u, u_mask, v, v_mask)  # (b, L'), (b, R')
+        w0, w1 = attention_weights(u, u_mask, v, v_mask)  # (b, L'), (b, R')
         a0[rows[0] : rows[-1] + 1, : w0.shape[1]] = w0
         a1[rows[0] : rows[-1] + 1, : w1.shape[1]] = w1
     return a0, a1
@@ -254,7 +250,7 @@ def features_exact(s0: _Pooled, s1: _Pooled) -> torch.Tensor:
     """
     a0, a1 = s0.holistic, s1.holistic  # (B, P, W, F)
     batch, pools, widths, filters = a0.shape
-    horizontal = _cos_l2_l1(a0, a1, dim=2, l1=False)  # (B, P, F) x2
+    horizontal = cos_l2_l1(a0, a1, dim=2, l1=False)  # (B, P, F) x2
     u = a0.reshape(batch * pools, widths, filters)  # (B*P, W, F)
     v = a1.reshape(batch * pools, widths, filters)  # (B*P, W, F)
     norms = (
@@ -269,7 +265,7 @@ def features_exact(s0: _Pooled, s1: _Pooled) -> torch.Tensor:
         torch.cdist(u, v, p=1),
     ]  # (B*P, W, W) x3
     vertical = [f.view(batch, pools, widths * widths) for f in vertical]  # (B, P, W*W) x3
-    inf = [f.unsqueeze(-1) for f in _cos_l2_l1(s0.inf, s1.inf)]  # (B, P, 1) x3
+    inf = [f.unsqueeze(-1) for f in cos_l2_l1(s0.inf, s1.inf)]  # (B, P, 1) x3
     block_a = torch.cat(horizontal + vertical + inf, dim=-1)  # (B, P, 2F + 3W^2 + 3)
     x, y = s0.per_dim, s1.per_dim  # (B, P_B, W_B, G, I)
     diff = x - y  # (B, P_B, W_B, G, I)

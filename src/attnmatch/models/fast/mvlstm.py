@@ -32,12 +32,8 @@ from attnmatch.nn.recurrent import bilstm_by_length
 
 @register_inference(MVLSTM)
 def predict_mvlstm(model: MVLSTM, data: EncodedPairs, batch_size: int) -> torch.Tensor:
-    """Outputs for every pair of `data`, in its order. Run it in eval mode under
-    `torch.inference_mode`.
-
-    Shape:
-        -> (N, num_outputs) float32
-    """
+    """Outputs for every pair of `data`, in its order: (N, num_outputs) float32. Run it in eval
+    mode under `torch.inference_mode`."""
     outputs = torch.empty(len(data), model.config.num_outputs)  # (N, num_outputs)
     run_windows(
         lambda pairs: _predict_window(model, data, pairs, batch_size, outputs),

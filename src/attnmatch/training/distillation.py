@@ -10,7 +10,7 @@ refused, never silently reused.
 
 The student then trains with the project's loop (`attnmatch.training.loop`) on
 `attnmatch.losses.mixed_loss`: (1 - w) x the gold-label loss + w x the task's distillation loss
-(`attnmatch.tasks.DISTILL_LOSSES`), one run per weight w, the weight chosen on dev.
+(`DISTILL_LOSSES`), one run per weight w, the weight chosen on dev.
 
 A ranking teacher's scores are standardised over the pairs it scores (mean 0, standard
 deviation 1) before teachers are averaged and before a student learns from them: ranking is
@@ -33,7 +33,7 @@ import json
 import math
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,30 +41,121 @@ from typing import Any
 import numpy as np
 import torch
 from rich.console import Console
+from safetensors import safe_open
+from safetensors.numpy import save_file
 
 from attnmatch.atomic import atomic_directory, write_text_atomic
 from attnmatch.data.datasets import Split
 from attnmatch.data.schema import Example
+from attnmatch.data.tokenize import Tokenizer
+from attnmatch.evaluation import report_from_outputs, report_items
+from attnmatch.floors import compute_floors
 from attnmatch.matcher import Matcher
 from attnmatch.metrics import greater_is_better
-from attnmatch.tasks import Task
+from attnmatch.models import input_layer
+from attnmatch.tasks import (
+    GROUP_LOSSES,
+    ClassificationTask,
+    RankingTask,
+    RegressionTask,
+    Task,
+    for_task,
+    same_kind,
+)
 from attnmatch.training.config import ExperimentConfig
 from attnmatch.training.experiment import (
     Distillation,
     Experiment,
     experiment_from_splits,
     experiment_task,
-    load_splits,
 )
+from attnmatch.training.loop import selection_metric
+from attnmatch.training.run_dir import RunDir
+from attnmatch.training.trainer import FLOOR_ENCODER_PAIRS
+from attnmatch.training.trainer import train as train_run
 
 CACHE_FILE = "teacher_scores.safetensors"
 RESULT_FILE = "distill.json"
+
+# ------------------------------ what each task distils: tables keyed by task class (`for_task`)
+# The distillation losses each task accepts (`attnmatch.losses.distill_loss`); the first is the
+# default ("auto"). Ranking: Margin-MSE over (positive, negative) pairs (Hofstaetter et al.
+# 2020) or listwise KL over a group's candidates; regression: squared error to the teacher's
+# score; classification: KL to the teacher's class probabilities (Hinton et al. 2015).
+DISTILL_LOSSES: dict[type[Task], tuple[str, ...]] = {
+    RankingTask: ("margin_mse", "listwise_kl"),
+    ClassificationTask: ("soft_kl",),
+    RegressionTask: ("score_mse",),
+}
+# The student `attnmatch distill` trains when none is named: attention MP-CNN learns a
+# similarity score where aMV-LSTM (Q) does not (results/distill.md: STS Benchmark, own pairs).
+DISTILL_STUDENTS: dict[type[Task], str] = {
+    RankingTask: "amvlstm_q",
+    ClassificationTask: "amvlstm_q",
+    RegressionTask: "mpcnn_attention",
+}
+# Whether the extra pairs a teacher labels are each query against more candidates of the
+# split (ranking), rather than pairs formed across groups.
+LABELS_CANDIDATES: dict[type[Task], bool] = {
+    RankingTask: True,
+    ClassificationTask: False,
+    RegressionTask: False,
+}
+
+
+def _scores(task: Task, outputs: np.ndarray) -> np.ndarray:
+    """(N, 1) scores: the relevance score (ranking), the predicted similarity (regression)."""
+    return task.decode(outputs).scores.astype(np.float32)[:, None]
+
+
+def _standardised(task: Task, outputs: np.ndarray) -> np.ndarray:
+    """The relevance scores standardised over the N pairs (mean 0, std 1; only centred when
+    all are equal): ranking is unchanged, and every teacher speaks on the scale of the
+    student's gold loss (module docstring)."""
+    scores = _scores(task, outputs)  # (N, 1)
+    std = float(scores.std())
+    centred = scores - scores.mean()
+    return (centred / std if std > 0 else centred).astype(np.float32)
+
+
+def _probabilities(task: Task, outputs: np.ndarray) -> np.ndarray:
+    """The class probabilities of the logits (N, C), its threshold not applied."""
+    return torch.softmax(torch.from_numpy(np.ascontiguousarray(outputs)).float(), -1).numpy()
+
+
+# What a student learns from a teacher's outputs (N, C).
+TEACHER_TARGETS: dict[type[Task], Callable[[Task, np.ndarray], np.ndarray]] = {
+    RankingTask: _standardised,
+    ClassificationTask: _probabilities,
+    RegressionTask: _scores,
+}
+
+
+def resolve_distill_loss(task: Task, loss: str) -> str:
+    """The distillation loss `loss` names ("auto": the task's first of `DISTILL_LOSSES`);
+    ValueError when it cannot distil `task`."""
+    accepted = for_task(DISTILL_LOSSES, task)
+    resolved = accepted[0] if loss == "auto" else loss
+    if resolved not in accepted:
+        raise ValueError(
+            f"distillation loss {resolved!r} cannot train a {task.kind} task; use one of "
+            f"{', '.join(accepted)}"
+        )
+    return resolved
+
+
+def task_targets(task: Task, outputs: np.ndarray) -> np.ndarray:
+    """What a student of `task` learns from a teacher's outputs (N, C) (`TEACHER_TARGETS`)."""
+    return for_task(TEACHER_TARGETS, task)(task, outputs)
+
+
+# ------------------------------------------------------------------ end of the task tables
 
 
 @dataclass(frozen=True, kw_only=True)
 class DistillConfig:
     """Args:
-    loss: the distillation loss ("auto": the task's first of `attnmatch.tasks.DISTILL_LOSSES`).
+    loss: the distillation loss ("auto": the task's first of `DISTILL_LOSSES`).
     weights: the weights of the distillation loss tried, one run each; the best on dev is kept
         (0 is the labels alone, 1 the teacher alone).
     bm25_candidates, random_candidates: extra candidates per ranking query, from the split's
@@ -142,7 +233,7 @@ def as_teacher(teacher: Matcher, task: Task, calibration: Sequence[Example]) -> 
     Raises:
         ValueError: a teacher of another task that is no cosine bi-encoder.
     """
-    if teacher.task.same_kind(task):
+    if same_kind(teacher.task, task):
         return teacher
     if teacher.model_type == "bi_encoder" and teacher.task.similarity_is_output:
         return Matcher.with_cosine_head(teacher, task=task, calibration=list(calibration))
@@ -155,18 +246,16 @@ TARGETS_RECIPE = "ranking-standardised"  # in the cache's metadata: how targets 
 
 
 def teacher_targets(teachers: Sequence[Matcher], examples: Sequence[Example]) -> np.ndarray:
-    """The teachers' mean targets (`Task.teacher_targets`) for `examples`: (N, K) float32, a
-    ranking teacher's scores standardised (`RankingTask.teacher_targets`, module docstring).
+    """The teachers' mean targets (`task_targets`) for `examples`: (N, K) float32, a ranking
+    teacher's scores standardised (module docstring).
     A frozen encoder (zero-shot) encodes each distinct text once (`Inputs.enable_cache`), a
     bi-encoder each distinct text once (`Matcher.outputs`)."""
-    from attnmatch.models import input_layer
-
     total: np.ndarray | None = None
     for teacher in teachers:
         if teacher.inputs is not None:
             teacher.inputs.enable_cache(input_layer(teacher.model))
         outputs = teacher.outputs([(ex.left, ex.right) for ex in examples])  # (N, C)
-        targets = teacher.task.teacher_targets(outputs)  # (N, K), ranking's standardised
+        targets = task_targets(teacher.task, outputs)  # (N, K), ranking's standardised
         total = targets if total is None else total + targets
     assert total is not None
     return (total / len(teachers)).astype(np.float32)
@@ -204,9 +293,6 @@ def cached_targets(
     Raises:
         ValueError: `path` holds the scores of another teacher or other data (one line).
     """
-    from safetensors import safe_open
-    from safetensors.numpy import save_file
-
     identity, digest = teacher_identity(teachers), data_hash(examples)
     if path.exists():
         with safe_open(str(path), framework="numpy") as cached:
@@ -239,9 +325,7 @@ def extra_candidates(
     """For each query with a positive, `bm25` candidates of the split's corpus (its distinct
     right-hand texts) BM25 ranks best and `random` drawn at random, none of them among the
     query's own candidates; labelled 0 (what the gold loss reads; the teacher scores them)."""
-    import bm25s
-
-    from attnmatch.data.tokenize import Tokenizer
+    import bm25s  # only here: its import takes a while
 
     corpus = list(dict.fromkeys(ex.right for ex in examples))
     own: dict[str, set[str]] = {}
@@ -295,7 +379,7 @@ def training_pairs(
 ) -> list[Example]:
     """The pairs the teacher labels: the training split (for a group loss, the queries with a
     positive, the only ones it trains on) and the extra pairs (module docstring)."""
-    if task.labels_candidates():
+    if for_task(LABELS_CANDIDATES, task):
         kept = list(examples)
         if group_loss:
             with_positive = {ex.group for ex in examples if ex.label > 0}
@@ -320,31 +404,6 @@ def distilled_experiment(
         raise ValueError(f"{targets.shape[0]} teacher targets for {len(encoded)} training pairs")
     return dataclasses.replace(
         exp, train=dataclasses.replace(encoded, teacher=targets), distill=distillation
-    )
-
-
-def distill(
-    config: ExperimentConfig,
-    teachers: Sequence[Matcher],
-    output_dir: str | Path,
-    options: DistillConfig | None = None,
-    *,
-    console: Console | None = None,
-    progress: bool = False,
-    overwrite: bool = False,
-) -> DistillResult:
-    """Distils `teachers` (their mean) into the student `config` describes (model, inputs,
-    data, training): `distill_splits` on the configured dataset's splits."""
-    splits = load_splits(config)
-    return distill_splits(
-        config,
-        teachers,
-        splits,
-        output_dir,
-        options,
-        console=console,
-        progress=progress,
-        overwrite=overwrite,
     )
 
 
@@ -379,9 +438,9 @@ def distill_splits(
     train_split, dev, test = splits
     task = experiment_task(train_split, dev)
     teachers = [as_teacher(t, task, train_split.examples) for t in teachers]
-    loss = task.resolve_distill_loss(options.loss)
+    loss = resolve_distill_loss(task, options.loss)
     exp = experiment_from_splits(config, train_split, dev, None)
-    pairs = training_pairs(train_split.examples, task, task.trains_on_groups(exp.loss), options)
+    pairs = training_pairs(train_split.examples, task, exp.loss in GROUP_LOSSES, options)
     console.print(
         f"teacher: scoring {len(pairs)} training pairs ({len(pairs) - len(train_split.examples)}"
         f" extra) once, cached in {cache}",
@@ -435,13 +494,10 @@ def _train_student(
 ) -> Any:
     """Trains one weight's student into `path`; with `resume`, the run that finished there is
     reused (the same experiment: `RunDir.finished`) and an interrupted one continues."""
-    from attnmatch.training.run_dir import RunDir
-    from attnmatch.training.trainer import train
-
     if resume and (done := RunDir(path).finished(student.config)) is not None:
         console.print(f"{path}: finished earlier, reusing its result", markup=False)
         return done
-    return train(
+    return train_run(
         student.config,
         path,
         experiment=student,
@@ -456,9 +512,6 @@ def _floors(
     split: Split, train_split: Split, exp: Experiment, config: ExperimentConfig
 ) -> dict[str, dict[str, float]]:
     """The no-training floors of `split` (`attnmatch.floors`), as train.floors asks."""
-    from attnmatch.floors import compute_floors
-    from attnmatch.training.trainer import FLOOR_ENCODER_PAIRS
-
     kind = config.train.floors
     if kind == "none" or split.protocol is None:
         return {}
@@ -487,8 +540,6 @@ def _best_weight(runs: dict[float, Any], exp: Experiment) -> float:
     """The weight whose run is best on dev (the first weight without a dev split)."""
     if exp.dev is None:
         return next(iter(runs))
-    from attnmatch.training.loop import selection_metric
-
     metric = selection_metric(exp)
     sign = 1.0 if greater_is_better(metric) else -1.0
     return max(runs, key=lambda w: sign * runs[w].dev[metric])
@@ -499,8 +550,6 @@ def _test_once(
 ) -> dict[str, float]:
     """The chosen student's test metrics, with its per-item results in out/test_items.json
     (paired tests, `attnmatch.research.claims`)."""
-    from attnmatch.evaluation import report_from_outputs, report_items
-
     if test.protocol is None:
         raise ValueError(f"{test.dataset}:{test.split} has no evaluation protocol")
     student = Matcher.load(model_dir, batch_size=config.train.eval_batch_size)
@@ -513,118 +562,8 @@ def _test_once(
     return report.metrics
 
 
-def in_memory_splits(train: Any, dev: Any, task: str | None) -> tuple[Split, Split | None, None]:
-    """(train, dev, None) splits of pairs given in memory, as `Matcher.fit` reads them."""
-    from attnmatch.data.datasets.pairs import evaluation_examples
-    from attnmatch.data.labels import choose_task
-    from attnmatch.training.api import _labelled, _split, as_examples, read_pairs
-
-    texts, labels = read_pairs(train, "train")
-    scheme = choose_task(labels, [group for _, _, group in texts], task=task or "auto")
-    train_split = _split(_labelled(texts, labels, scheme, "train"), "train", scheme)
-    if dev is None:
-        return train_split, None, None
-    dev_examples, _ = evaluation_examples(as_examples(dev, "dev", scheme), scheme, "dev")
-    return train_split, _split(dev_examples, "dev", scheme), None
-
-
 def default_student(splits: tuple[Split, Split | None, Split | None]) -> str:
     """The student preset for the task of (train, dev, test) `splits` when none is named
-    (`Task.distill_student`)."""
+    (`DISTILL_STUDENTS`)."""
     train_split, dev, _ = splits
-    return experiment_task(train_split, dev).distill_student
-
-
-def distill_matcher(
-    teacher: Any,
-    train: Any,
-    dev: Any,
-    *,
-    student: str | None,
-    inputs: Any,
-    task: str | None,
-    options: DistillConfig,
-    output_dir: str | Path | None,
-    progress: bool,
-    train_options: dict[str, Any],
-) -> Matcher:
-    """`Matcher.distill` (its docstring has the arguments)."""
-    import tempfile
-
-    from attnmatch import configs
-    from attnmatch.inputs import parse_inputs
-    from attnmatch.matcher import load_matcher
-    from attnmatch.models import default_inputs
-    from attnmatch.training.config import DataConfig, TrainConfig
-
-    given = teacher if isinstance(teacher, list | tuple) else [teacher]
-    teachers = [t if isinstance(t, Matcher) else load_matcher(t) for t in given]
-    if isinstance(train, str) and (dev is not None or task is not None):
-        raise ValueError(
-            f"train={train!r} names a dataset: its own dev split and task are used, so dev and "
-            "task must not be given (pass pairs to choose them)"
-        )
-    data = (
-        DataConfig(dataset=train)
-        if isinstance(train, str)
-        else DataConfig(dataset="pairs", test_split=None)
-    )
-    splits = (
-        load_splits(ExperimentConfig(data=data))
-        if isinstance(train, str)
-        else in_memory_splits(train, dev, task)
-    )
-    student = student or default_student(splits)
-    config = ExperimentConfig(
-        model=student,
-        inputs=None if inputs is None else parse_inputs(inputs, default=default_inputs(student)),
-        data=data,
-        train=configs.from_dict(TrainConfig, train_options, path="train"),
-    )
-
-    def run(out: Path) -> Matcher:
-        result = distill_splits(config, teachers, splits, out, options, progress=progress)
-        return Matcher.load(result.model_dir)
-
-    if output_dir is not None:
-        return run(Path(output_dir))
-    with tempfile.TemporaryDirectory(prefix="attnmatch-distill-") as tmp:
-        matcher = run(Path(tmp))
-        matcher.path = None
-        return matcher
-
-
-def new_text_pairs(examples: Sequence[Example], n: int) -> list[tuple[str, str]]:
-    """Up to `n` pairs of `examples` in which no text appears twice: what speeds are measured
-    on, the cost of scoring new text (a bi-encoder that meets a text again encodes it once,
-    `Matcher.outputs`, so repeated texts would flatter it against an interaction model)."""
-    seen: set[str] = set()
-    pairs: list[tuple[str, str]] = []
-    for ex in examples:
-        if ex.left in seen or ex.right in seen or ex.left == ex.right:
-            continue
-        seen.update((ex.left, ex.right))
-        pairs.append((ex.left, ex.right))
-        if len(pairs) == n:
-            break
-    return pairs
-
-
-def pairs_per_second(
-    matchers: dict[str, Matcher], pairs: Sequence[tuple[str, str]], *, rounds: int = 2
-) -> dict[str, float]:
-    """Each matcher's scoring speed on `pairs` on one CPU thread, in pairs/s: the rounds
-    interleaved (teacher, student, teacher, ...) so that a busy machine slows all alike,
-    the best round of each kept; texts are encoded inside the timing."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    best = dict.fromkeys(matchers, 0.0)
-    try:
-        for _ in range(rounds):
-            for name, matcher in matchers.items():
-                start = time.perf_counter()
-                matcher.score(list(pairs))
-                best[name] = max(best[name], len(pairs) / (time.perf_counter() - start))
-    finally:
-        torch.set_num_threads(before)
-    return best
+    return for_task(DISTILL_STUDENTS, experiment_task(train_split, dev))
