@@ -27,6 +27,7 @@ from attnmatch.inputs import (
     KINDS,
     InputKind,
     InputsConfig,
+    StaticInputsConfig,
     TokenEncoderConfig,
     TransformerInputsConfig,
     TrigramInputsConfig,
@@ -65,12 +66,19 @@ def _wordpiece(tmp_path: Path) -> WordPieceInputsConfig:
     return WordPieceInputsConfig(source=str(write_tiny_encoder(tmp_path / "encoder")))
 
 
+def _static(tmp_path: Path) -> StaticInputsConfig:
+    if importlib.util.find_spec("model2vec") is None:
+        pytest.skip("static inputs are distilled by model2vec (pip install 'attnmatch[static]')")
+    return StaticInputsConfig(source=str(write_tiny_encoder(tmp_path / "encoder")), dims=4)
+
+
 # A tiny config of each kind (built in a temporary folder), for the contract test.
 TINY_INPUTS: dict[str, Callable[[Path], InputsConfig]] = {
     "word_vectors": lambda tmp: WordVectorsConfig(vectors="random", dim=6),
     "transformer": _transformer,
     "trigrams": lambda tmp: TrigramInputsConfig(buckets=200, dim=6),
     "wordpiece": _wordpiece,
+    "static": _static,
 }
 
 
@@ -183,6 +191,7 @@ SAVED: dict[str, set[str]] = {
     "transformer": {"tokenizer.json"},
     "trigrams": set(),
     "wordpiece": {"tokenizer.json"},
+    "static": {"tokenizer.json"},
 }
 
 

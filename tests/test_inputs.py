@@ -56,8 +56,8 @@ TEXTS = ["How are glacier caves formed?", "A glacier cave is a cave formed in th
 # --- the [inputs] section ---------------------------------------------------------------------
 
 
-def test_the_four_kinds() -> None:
-    assert KINDS == ("word_vectors", "transformer", "trigrams", "wordpiece")
+def test_the_five_kinds() -> None:
+    assert KINDS == ("word_vectors", "transformer", "trigrams", "wordpiece", "static")
     assert inputs_class("word_vectors") is WordVectorInputs
     assert inputs_class("transformer") is TransformerInputs
     assert inputs_class("trigrams") is TrigramInputs
@@ -84,8 +84,8 @@ def test_config_unknown_kind_lists_the_kinds() -> None:
         match="unknown inputs kind 'glove'; choose one of word_vectors, transformer, trigrams",
     ):
         inputs_config_from_dict({"kind": "glove"})
-    with pytest.raises(ConfigError, match="unknown inputs kind 'static'"):  # now word_vectors
-        inputs_config_from_dict({"kind": "static"})
+    with pytest.raises(ConfigError, match="unknown inputs kind 'vectors'"):
+        inputs_config_from_dict({"kind": "vectors"})
     with pytest.raises(ConfigError, match="expected a table"):
         inputs_config_from_dict("glove-6b-50d")  # type: ignore[arg-type]
 
@@ -179,8 +179,8 @@ def test_inputs_without_a_kind_complete_the_given_default() -> None:
 
 
 def test_token_encoder_config_kinds() -> None:
-    with pytest.raises(ConfigError, match="unknown inputs kind 'static'"):
-        TokenEncoderConfig(kind="static", vocab_size=10)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="unknown inputs kind 'glove'"):
+        TokenEncoderConfig(kind="glove", vocab_size=10)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="needs transformer_config"):
         TokenEncoderConfig(kind="transformer", vocab_size=10)
     with pytest.raises(ValueError, match="must equal the transformer's hidden_size"):
@@ -696,3 +696,47 @@ def test_wordpiece_vectors_are_the_encoders_table_rows(tmp_path: Path) -> None:
     vectors = encoder(ids, mask)  # (1, L, E)
     assert torch.equal(vectors[0], read_table(source)[ids[0]])
     assert not any(p.requires_grad for p in encoder.parameters())  # fixed by default
+
+
+def test_static_vectors_are_distilled_once_per_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Static inputs: model2vec's vectors of the source, cached by the source's weights; the
+    same source is distilled once, another source (other weights) gets its own vectors, and a
+    model reads each id's row of the distilled table."""
+    pytest.importorskip("model2vec")
+    from attnmatch.inputs.static import distilled_vectors, read_static_table
+    from tests.tiny_transformer import write_tiny_encoder
+
+    monkeypatch.setenv("ATTNMATCH_CACHE", str(tmp_path / "cache"))
+    source = write_tiny_encoder(tmp_path / "encoder")
+    config = parse_inputs({"kind": "static", "source": str(source), "dims": 4})
+    inputs = build_inputs(config)
+    inputs.fit(["a glacier cave"])
+    encoder = build_token_encoder(TokenEncoderConfig(**inputs.encoder_config()))
+    inputs.init_encoder(encoder)
+    folder = distilled_vectors(source, dims=4, sif=1e-4)
+    written = (folder / "model.safetensors").stat().st_mtime_ns
+    assert distilled_vectors(source, dims=4, sif=1e-4) == folder  # cached, not distilled again
+    assert (folder / "model.safetensors").stat().st_mtime_ns == written
+    ids = torch.from_numpy(inputs.encode(["a glacier cave"])[0])[None]  # (1, L)
+    vectors = encoder(ids, torch.ones_like(ids, dtype=torch.bool))  # (1, L, 4)
+    assert torch.equal(vectors[0], read_static_table(folder)[ids[0]])
+    other = write_tiny_encoder(tmp_path / "other", seed=1)
+    assert distilled_vectors(other, dims=4, sif=1e-4) != folder
+    assert parse_inputs(f"static:{source}").kind == "static"
+
+
+def test_static_inputs_without_model2vec_name_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from attnmatch.inputs.static import distilled_vectors
+    from tests.tiny_transformer import write_tiny_encoder
+
+    pytest.importorskip("transformers")
+    monkeypatch.setenv("ATTNMATCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setitem(sys.modules, "model2vec.distill", None)
+    with pytest.raises(ImportError, match=r"attnmatch\[static\]"):
+        distilled_vectors(write_tiny_encoder(tmp_path / "encoder"), dims=4, sif=0.0)

@@ -1,6 +1,6 @@
 """The one owner of the input representation.
 
-Four kinds, one class each, each owning the whole chain (tokenize -> fit the vocabulary ->
+Five kinds, one class each, each owning the whole chain (tokenize -> fit the vocabulary ->
 encode texts -> build the token-encoder module -> initialise it from pretrained weights ->
 save/load with the model):
 
@@ -9,10 +9,12 @@ save/load with the model):
   (e.g. all-MiniLM-L6-v2), frozen or fine-tuned;
 - `trigrams` (`TrigramInputs`): words as bags of hashed letter trigrams (DSSM's word hashing);
 - `wordpiece` (`WordPieceInputs`): a pretrained transformer's sub-word embedding table read as
-  static vectors (no transformer pass).
+  static vectors (no transformer pass);
+- `static` (`StaticInputs`): static vectors distilled from a transformer by model2vec (each
+  vocabulary token passed through it once).
 
 Configs have one tagged `[inputs]` section (`kind = "word_vectors" | "transformer" |
-"trigrams" | "wordpiece"`) whose other keys must belong to that kind. No code outside this package asks which
+"trigrams" | "wordpiece" | "static"`) whose other keys must belong to that kind. No code outside this package asks which
 kind it has: it calls the methods of `Inputs` and `build_token_encoder`. `unknown_note` turns
 any kind's unknown tokens (`Inputs.unknown_tokens`) into a one-line warning, and
 `truncation_note` the texts it cuts to its length bound (`Inputs.truncated`,
@@ -39,17 +41,23 @@ from attnmatch.inputs.base import (
     unknown_note,
 )
 from attnmatch.inputs.migrate import migrate_v1
+from attnmatch.inputs.static import StaticInputs, StaticInputsConfig
 from attnmatch.inputs.transformer import TransformerInputs, TransformerInputsConfig
 from attnmatch.inputs.trigrams import TrigramInputs, TrigramInputsConfig
 from attnmatch.inputs.word_vectors import WordVectorInputs, WordVectorsConfig
 from attnmatch.inputs.wordpiece import WordPieceInputs, WordPieceInputsConfig
 
 InputsConfig = (
-    WordVectorsConfig | TransformerInputsConfig | TrigramInputsConfig | WordPieceInputsConfig
+    WordVectorsConfig
+    | TransformerInputsConfig
+    | TrigramInputsConfig
+    | WordPieceInputsConfig
+    | StaticInputsConfig
 )
 
 _KINDS: dict[str, type[Inputs]] = {
-    cls.kind: cls for cls in (WordVectorInputs, TransformerInputs, TrigramInputs, WordPieceInputs)
+    cls.kind: cls
+    for cls in (WordVectorInputs, TransformerInputs, TrigramInputs, WordPieceInputs, StaticInputs)
 }
 KINDS: tuple[str, ...] = tuple(_KINDS)
 
@@ -152,6 +160,7 @@ def shortcut(name: str) -> dict[str, Any]:
     - "trigrams": letter trigrams;
     - "wordpiece": MiniLM's sub-word table as static vectors (`wordpiece:SOURCE` another
       encoder's);
+    - "static": vectors distilled from MiniLM by model2vec (`static:SOURCE` another encoder's);
     - an encoder source ("minilm-l6" or a Hugging Face model directory): a transformer;
     - anything else: word vectors from that source ("glove-6b-50d" or a vectors file).
     """
@@ -161,8 +170,9 @@ def shortcut(name: str) -> dict[str, Any]:
         return {"kind": "word_vectors", "vectors": "random", "trainable": True}
     if name == "trigrams":
         return {"kind": "trigrams"}
-    if name == "wordpiece" or name.startswith("wordpiece:"):
-        return {"kind": "wordpiece", "source": name.partition(":")[2] or "minilm-l6"}
+    for kind in ("wordpiece", "static"):
+        if name == kind or name.startswith(f"{kind}:"):
+            return {"kind": kind, "source": name.partition(":")[2] or "minilm-l6"}
     path = Path(name).expanduser()
     if name in ENCODERS or (path.is_dir() and (path / "config.json").is_file()):
         return {"kind": "transformer", "source": name}
@@ -223,6 +233,8 @@ __all__ = [
     "InputKind",
     "Inputs",
     "InputsConfig",
+    "StaticInputs",
+    "StaticInputsConfig",
     "TokenEncoderConfig",
     "TransformerInputs",
     "TransformerInputsConfig",

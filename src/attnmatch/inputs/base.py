@@ -26,7 +26,7 @@ from torch import nn
 if TYPE_CHECKING:  # pragma: no cover
     from attnmatch.inputs import TokenEncoderConfig
 
-InputKind = Literal["word_vectors", "transformer", "trigrams", "wordpiece"]
+InputKind = Literal["word_vectors", "transformer", "trigrams", "wordpiece", "static"]
 
 UNKNOWN_NOTE_THRESHOLD = 0.02
 """`unknown_note` speaks up above this share of unknown tokens."""
