@@ -178,6 +178,8 @@ def test_c4_the_cli_reads_the_api_key_from_the_environment(
     assert seen == {"without": 401, "with": 200}
     monkeypatch.setenv("ATTNMATCH_API_KEY", "two words")
     assert_clear_error(run_cli(["serve", "bm25", "--port", "0"], capsys), "--api-key")
+    monkeypatch.setenv("ATTNMATCH_API_KEY", "")  # refused as --api-key '' is, never open
+    assert_clear_error(run_cli(["serve", "bm25", "--port", "0"], capsys), "ATTNMATCH_API_KEY")
 
 
 def test_c6_beyond_max_concurrent_requests_is_a_429_with_retry_after(bm25: Matcher) -> None:

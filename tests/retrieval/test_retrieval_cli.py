@@ -107,6 +107,21 @@ def client(tmp_path: Path, fake_encoder: type[FakeEncoder]) -> Iterator[TestClie
         yield c
 
 
+def test_search_route_with_the_settings_serve_starts_with(
+    tmp_path: Path, fake_encoder: type[FakeEncoder]
+) -> None:
+    """`attnmatch serve MODEL --index IDX` sets no candidate limit: the search depth is bounded
+    by the retrieval's own limit, and every answer is 200 or 4xx."""
+    build_index(_corpus(tmp_path), tmp_path / "idx", dense_source="fake")
+    app = create_app(
+        {"overlap": Matcher.from_lexical("overlap")}, index=load_index(tmp_path / "idx")
+    )
+    with TestClient(app) as c:
+        assert c.post("/v1/search", json={"query": "glacier cave"}).status_code == 200
+        too_deep = c.post("/v1/search", json={"query": "glacier cave", "depth": 10_001})
+        assert too_deep.status_code == 400 and "at most 10,000" in too_deep.json()["detail"]
+
+
 def test_search_route(client: TestClient) -> None:
     answer = client.post("/v1/search", json={"query": "glacier cave", "top_k": 2})
     assert answer.status_code == 200, answer.text

@@ -212,6 +212,11 @@ def _check_options(max_wait_ms: float, api_key: str | None) -> None:
     """A clear line for a --max-wait-ms that is not a number or an --api-key that cannot be sent."""
     if not math.isfinite(max_wait_ms):
         raise typer.BadParameter(f"{max_wait_ms} is not a number of ms", param_hint="--max-wait-ms")
+    if api_key is None and os.environ.get("ATTNMATCH_API_KEY") == "":  # click reads it as unset
+        raise typer.BadParameter(
+            "ATTNMATCH_API_KEY is set but empty: give a key, or unset it to serve without one",
+            param_hint="--api-key",
+        )
     if api_key is not None and (
         not api_key.isascii() or not api_key.isprintable() or " " in api_key
     ):

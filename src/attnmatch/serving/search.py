@@ -18,7 +18,13 @@ from fastapi import FastAPI, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 from starlette.concurrency import run_in_threadpool
 
-from attnmatch.retrieval.search import DEFAULT_DEPTH, SearchIndex, check_depths, check_query
+from attnmatch.retrieval.search import (
+    DEFAULT_DEPTH,
+    MAX_DEPTH,
+    SearchIndex,
+    check_depths,
+    check_query,
+)
 
 
 class SearchRequest(BaseModel):
@@ -44,7 +50,7 @@ async def _search(request: Request, body: SearchRequest) -> dict[str, Any]:
     state = request.app.state
     index: SearchIndex = state.index
     check_query(body.query)
-    limit = state.settings.max_candidates
+    limit = state.settings.max_candidates or MAX_DEPTH  # None: the retrieval bound
     depth = min(DEFAULT_DEPTH, limit) if body.depth is None else body.depth
     check_depths(depth, body.top_k)
     if depth > limit:
