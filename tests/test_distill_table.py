@@ -36,6 +36,24 @@ def _seed(folder: Path, seed: int, maps: list[float], file: str) -> None:
     (run / file).write_text(json.dumps({"test": {"map": sum(maps) / len(maps)}}))
 
 
+def test_the_committed_paired_tests_recompute_from_the_committed_items() -> None:
+    """Rows computed since the per-item results are recorded carry every seed's value of
+    every test item: their seed-aware test is recomputed from the JSON alone."""
+    from attnmatch.research.claims_stats import two_level_means
+
+    data = json.loads((RESULTS / "distill.json").read_text(encoding="utf-8"))
+    rows = [r for r in data["distillation"] if "test_items" in r]
+    for r in rows:
+        items = r["test_items"]
+        test = two_level_means(np.array(items["distilled"]), np.array(items["labels"]))
+        assert (test.diff, test.p, test.items) == (
+            r["paired"]["difference"],
+            r["paired"]["p"],
+            r["paired"]["items"],
+        )
+        assert np.allclose(np.mean(items["distilled"], axis=1), r["per_seed"]["distilled"])
+
+
 def test_a_row_with_runs_has_means_and_a_paired_test(tmp_path: Path) -> None:
     row = tmp_path / "runs" / ROWS[0].id
     for seed in (1, 2, 3):

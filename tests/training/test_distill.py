@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from attnmatch import Matcher
 from attnmatch.cli import app
+from attnmatch.data.datasets import Split
 from attnmatch.data.schema import Example, PairBatch
 from attnmatch.losses import (
     distill_loss,
@@ -29,10 +30,13 @@ from attnmatch.training.api import splits_from_pairs
 from attnmatch.training.distillation import (
     CACHE_FILE,
     DistillConfig,
+    augmented_pairs,
     cached_targets,
     cross_pairs,
+    default_inputs,
     distill_splits,
     extra_candidates,
+    nearest_candidates,
     resolve_distill_loss,
     task_targets,
     teacher_targets,
@@ -120,6 +124,54 @@ def test_extra_candidates_are_new_and_labelled_negative() -> None:
     assert extra == extra_candidates(examples, bm25=1, random=1, seed=3)  # deterministic
 
 
+def test_nearest_candidates_are_the_teachers_nearest_new_texts(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    from tests.tiny_transformer import write_tiny_encoder
+
+    examples = _ranking_examples()
+    teacher = Matcher.from_encoder(str(write_tiny_encoder(tmp_path / "encoder")))
+    extra = nearest_candidates(examples, [Matcher.from_lexical("bm25"), teacher], 2)
+    own = {g: {ex.right for ex in examples if ex.group == g} for g in ("q1", "q2", "q4")}
+    assert {ex.group for ex in extra} == {"q1", "q2", "q4"}  # queries with a positive
+    for g in own:
+        assert sum(ex.group == g for ex in extra) == 2
+    for ex in extra:
+        assert ex.right not in own[str(ex.group)] and ex.label == 0
+    corpus = list(dict.fromkeys(ex.right for ex in examples))
+    vectors = torch.nn.functional.normalize(teacher.embed(corpus + ["red apple fruit"]), dim=-1)
+    similarity = (vectors[:-1] @ vectors[-1]).tolist()
+    ranked = [
+        t
+        for _, t in sorted(zip(similarity, corpus, strict=True), reverse=True)
+        if t not in own["q1"]
+    ]
+    assert [ex.right for ex in extra if ex.group == "q1"] == ranked[:2]
+    assert nearest_candidates(examples, [Matcher.from_lexical("bm25")], 2) == []  # no vectors
+
+
+def test_a_bi_encoder_teacher_gives_its_students_its_static_vectors(tmp_path: Path) -> None:
+    pytest.importorskip("model2vec")
+    from tests.tiny_transformer import write_tiny_encoder
+
+    source = str(write_tiny_encoder(tmp_path / "encoder"))
+    assert default_inputs(Matcher.from_encoder(source), source) == f"static:{source}"
+    assert default_inputs(Matcher.from_lexical("bm25"), "bm25") is None  # no token vectors
+
+
+def test_augmented_pairs_mask_and_cut_the_training_texts() -> None:
+    examples = _ranking_examples()
+    extra = augmented_pairs(examples, 3.0, seed=0)
+    assert len(extra) == 3 * len(examples)
+    assert all(math.isnan(float(ex.label)) and ex.group is None for ex in extra)
+    words = {w for ex in examples for w in f"{ex.left} {ex.right}".split()} | {"[MASK]"}
+    assert all(set(f"{ex.left} {ex.right}".split()) <= words for ex in extra)
+    assert any("[MASK]" in f"{ex.left} {ex.right}" for ex in extra)
+    assert [(e.left, e.right) for e in extra] == [
+        (e.left, e.right) for e in augmented_pairs(examples, 3.0, seed=0)
+    ]  # deterministic
+    assert augmented_pairs(examples, 0.0, seed=0) == []
+
+
 def test_cross_pairs_join_groups_without_gold() -> None:
     examples = _ranking_examples()
     extra = cross_pairs(examples, 2.0, seed=0)
@@ -127,6 +179,17 @@ def test_cross_pairs_join_groups_without_gold() -> None:
     group_of = {ex.right: ex.group for ex in examples}
     left_group = {ex.left: ex.group for ex in examples}
     assert all(group_of[ex.right] != left_group[ex.left] for ex in extra)
+
+
+def test_the_cache_follows_the_umask(tmp_path: Path) -> None:
+    import os
+
+    before = os.umask(0o022)
+    try:
+        cached_targets(tmp_path / CACHE_FILE, [Matcher.from_lexical("bm25")], _ranking_examples())
+    finally:
+        os.umask(before)
+    assert (tmp_path / CACHE_FILE).stat().st_mode & 0o777 == 0o644  # as every other file
 
 
 def test_cache_is_reused_and_a_changed_teacher_or_data_refused(tmp_path: Path) -> None:
@@ -262,6 +325,35 @@ def test_speeds_are_measured_on_pairs_of_new_text() -> None:
     assert new_text_pairs(examples, 2) == [("q1", "a1"), ("q4", "a4")]
 
 
+def test_the_teacher_is_timed_without_its_cache_of_encoded_texts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A frozen teacher caches the texts it encoded while labelling and being evaluated; the
+    speed test must pay for encoding, as a new text would."""
+    pytest.importorskip("transformers")
+    from attnmatch.models import input_layer
+    from attnmatch.training import distill_runs
+    from tests.tiny_transformer import write_tiny_encoder
+
+    teacher = Matcher.from_encoder(str(write_tiny_encoder(tmp_path / "encoder")))
+    assert teacher.inputs is not None
+    encoder = input_layer(teacher.model)
+    teacher.inputs.enable_cache(encoder)
+    teacher.outputs([("red apple fruit", "the apple is a red fruit")])
+    assert encoder._cache  # filled
+    overlap = Matcher.from_lexical("overlap")
+    monkeypatch.setattr(distill_runs.Matcher, "load", staticmethod(lambda path: overlap))
+    caches: list[object] = []
+    monkeypatch.setattr(
+        distill_runs,
+        "pairs_per_second",
+        lambda matchers, pairs: caches.append(input_layer(matchers["teacher"].model)._cache) or {},
+    )
+    split = Split("toy", "test", RankingTask(), _ranking_examples(), None, {})
+    distill_runs.speeds(teacher, tmp_path / "student", split)
+    assert caches == [None]
+
+
 def test_distill_command_passes_cross_pairs_and_refuses_a_negative_share(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -282,6 +374,12 @@ def test_distill_command_passes_cross_pairs_and_refuses_a_negative_share(
     assert seen and seen[0].cross_pairs == 3.0
     refused = CliRunner().invoke(app, [*base, "--cross-pairs", "-1"])
     assert refused.exit_code != 0 and "--cross-pairs" in refused.output
+    CliRunner().invoke(app, [*base, "--candidates", "20,10,30", "--augment", "2"])
+    options = seen[-1]
+    assert (options.bm25_candidates, options.random_candidates) == (20, 10)
+    assert options.teacher_candidates == 30 and options.augmented == 2.0
+    refused = CliRunner().invoke(app, [*base, "--candidates", "20,10"])
+    assert refused.exit_code != 0 and "--candidates" in refused.output
 
 
 def test_seeds_added_later_join_the_folders_summary(tmp_path: Path) -> None:

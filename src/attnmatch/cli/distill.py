@@ -37,6 +37,23 @@ CrossPairsOption = Annotated[
         "try 2-4).",
     ),
 ]
+AugmentOption = Annotated[
+    float,
+    typer.Option(
+        min=0.0,
+        help="Classification and regression: pairs made from the training pairs by masking "
+        "words and keeping n-grams, labelled by the teacher, as a share of the training "
+        "pairs.",
+    ),
+]
+CandidatesOption = Annotated[
+    str,
+    typer.Option(
+        help="Ranking: extra candidates per query that the teacher labels, as B,R,T: BM25's "
+        "best, drawn at random, and the nearest by the teacher's own vectors (a bi-encoder "
+        "teacher).",
+    ),
+]
 _ResumeOption = Annotated[
     bool,
     typer.Option(
@@ -78,6 +95,8 @@ def distill(
         ),
     ] = "auto",
     cross_pairs: CrossPairsOption = 0.5,
+    augment: AugmentOption = 0.0,
+    candidates: CandidatesOption = "5,5,0",
     seeds: SeedsOption = None,
     set_: SetOption = [],  # noqa: B006
     speed: Annotated[
@@ -97,11 +116,12 @@ def distill(
     flags = _flags(student, dataset, data_dir, None if task is None else task.value, epochs)
     from attnmatch.matcher import load_matcher
     from attnmatch.training.distill_runs import distill_seeds
-    from attnmatch.training.distillation import DistillConfig
 
     teachers = [load_matcher(t) for t in teacher]
+    if inputs is None and not any(s.startswith("inputs") for s in set_):
+        inputs = _teachers_inputs(teachers[0], teacher[0])
     config, splits = _student_and_splits(set_, flags, inputs)
-    options = DistillConfig(loss=loss, weights=weight_list, cross_pairs=cross_pairs)
+    options = _options(loss, weight_list, cross_pairs, augment, candidates)
     results = distill_seeds(
         config,
         teachers,
@@ -115,6 +135,21 @@ def distill(
         resume=resume,
     )
     _report(output, results, teachers[0], splits, speed)
+
+
+def _teachers_inputs(teacher: Any, source: str) -> str | None:
+    """The student's inputs when none are named (`default_inputs`), said in one line."""
+    from attnmatch.training.distillation import default_inputs
+
+    inputs = default_inputs(teacher, source)
+    if inputs is not None:
+        err.print(
+            f"student inputs: {inputs} (the teacher's own token vectors, distilled once by "
+            "model2vec; --inputs to choose others)",
+            markup=False,
+            highlight=False,
+        )
+    return inputs
 
 
 def _flags(
@@ -172,6 +207,35 @@ def _student_config(sets: list[str], flags: dict[str, Any], inputs: str | None) 
         if value is not None:
             overrides = merge_key(overrides, key, value)
     return ExperimentConfig.from_dict(overrides).with_inputs(inputs, trainable=None)
+
+
+def _options(
+    loss: str, weights: tuple[float, ...], cross_pairs: float, augment: float, candidates: str
+) -> Any:
+    """The `DistillConfig` the options give."""
+    from attnmatch.training.distillation import DistillConfig
+
+    bm25, random, nearest = _candidates(candidates)
+    return DistillConfig(
+        loss=loss,
+        weights=weights,
+        cross_pairs=cross_pairs,
+        augmented=augment,
+        bm25_candidates=bm25,
+        random_candidates=random,
+        teacher_candidates=nearest,
+    )
+
+
+def _candidates(text: str) -> tuple[int, int, int]:
+    """--candidates B,R,T as three counts >= 0 (BadParameter otherwise)."""
+    parts = text.split(",")
+    if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
+        raise typer.BadParameter(
+            f"expected three counts B,R,T such as 5,5,0, got {text!r}", param_hint="--candidates"
+        )
+    b, r, t = (int(p) for p in parts)
+    return b, r, t
 
 
 def _weights(text: str) -> tuple[float, ...]:

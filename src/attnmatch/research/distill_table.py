@@ -207,6 +207,7 @@ def collect_row(row: Row, runs: Path, modern: dict[str, Any]) -> dict[str, Any]:
         distilled=_mean_std(d_values),
         labels=_mean_std(l_values),
         pairs_per_s=summary.get("pairs_per_s", {}),
+        per_seed={"seeds": names, "distilled": d_values, "labels": l_values},
     )
     shared = sorted(set(d_items) & set(l_items))
     if shared:
@@ -214,6 +215,8 @@ def collect_row(row: Row, runs: Path, modern: dict[str, Any]) -> dict[str, Any]:
         b = np.array([l_items[k] for k in shared]).T  # (seeds, items)
         test = two_level_means(a, b)
         out["paired"] = {"difference": test.diff, "p": test.p, "items": test.items}
+        # every seed's value of every test item: the paired test recomputes from a clone
+        out["test_items"] = {"keys": shared, "distilled": a.tolist(), "labels": b.tolist()}
     elif row.metric == "pearson" and len(d_values) > 1 and len(l_values) > 1:
         from attnmatch.research.claims import two_level_pearson_saved
 

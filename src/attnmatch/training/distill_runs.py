@@ -17,6 +17,7 @@ from attnmatch.data.schema import Example
 from attnmatch.devices import torch_threads
 from attnmatch.floors import FLOOR_LEXICAL
 from attnmatch.matcher import Matcher
+from attnmatch.models import input_layer
 from attnmatch.training.config import ExperimentConfig
 from attnmatch.training.distillation import CACHE_FILE, DistillConfig, DistillResult, distill_splits
 
@@ -95,8 +96,12 @@ def pairs_per_second(
 
 def speeds(teacher: Matcher, model_dir: Path, split: Split) -> dict[str, float]:
     """One-thread pairs/s of the teacher, the student in `model_dir` and the lexical floors,
-    side by side (interleaved), on `SPEED_PAIRS` pairs of new text of `split`."""
+    side by side (interleaved), on `SPEED_PAIRS` pairs of new text of `split`: the teacher's
+    cache of encoded texts (`Inputs.enable_cache`, filled while it labelled and was evaluated)
+    is dropped first, or it would answer from memory."""
     pairs = new_text_pairs(split.examples, SPEED_PAIRS)
+    if teacher.inputs is not None:  # texts it met while labelling and evaluating are not new
+        teacher.inputs.disable_cache(input_layer(teacher.model))
     matchers = {"teacher": teacher, "student": Matcher.load(model_dir)}
     matchers |= {name: Matcher.from_lexical(name) for name in FLOOR_LEXICAL}
     return pairs_per_second(matchers, pairs)

@@ -42,9 +42,9 @@ import numpy as np
 import torch
 from rich.console import Console
 from safetensors import safe_open
-from safetensors.numpy import save_file
+from safetensors.numpy import save
 
-from attnmatch.atomic import atomic_directory, write_text_atomic
+from attnmatch.atomic import atomic_directory, write_bytes_atomic, write_text_atomic
 from attnmatch.data.datasets import Split
 from attnmatch.data.schema import Example
 from attnmatch.data.tokenize import Tokenizer
@@ -158,10 +158,15 @@ class DistillConfig:
     loss: the distillation loss ("auto": the task's first of `DISTILL_LOSSES`).
     weights: the weights of the distillation loss tried, one run each; the best on dev is kept
         (0 is the labels alone, 1 the teacher alone).
-    bm25_candidates, random_candidates: extra candidates per ranking query, from the split's
-        corpus (its distinct right-hand texts), that the teacher labels.
+    bm25_candidates, random_candidates, teacher_candidates: extra candidates per ranking
+        query, from the split's corpus (its distinct right-hand texts), that the teacher
+        labels: BM25's best, drawn at random, and the nearest by the teacher's own sentence
+        vectors (a bi-encoder teacher; none for others).
     cross_pairs: extra pairs formed across groups (classification, regression), as a share
         of the training pairs; the teacher labels them, they have no gold label.
+    augmented: pairs made from the training pairs by masking words and keeping n-grams
+        (`augmented_pairs`; classification, regression), as a share of the training pairs;
+        labelled by the teacher alone.
     seed: of the extra pairs.
     """
 
@@ -169,7 +174,9 @@ class DistillConfig:
     weights: tuple[float, ...] = (0.5, 1.0)
     bm25_candidates: int = 5
     random_candidates: int = 5
+    teacher_candidates: int = 0
     cross_pairs: float = 0.5
+    augmented: float = 0.0
     seed: int = 1
 
     def __post_init__(self) -> None:
@@ -178,7 +185,8 @@ class DistillConfig:
         for w in self.weights:
             if not 0.0 <= w <= 1.0:
                 raise ValueError(f"a distillation weight must lie in [0, 1], got {w}")
-        if min(self.bm25_candidates, self.random_candidates) < 0 or self.cross_pairs < 0:
+        extra = (self.bm25_candidates, self.random_candidates, self.teacher_candidates)
+        if min(extra) < 0 or min(self.cross_pairs, self.augmented) < 0:
             raise ValueError("extra candidates and cross pairs cannot be negative")
 
 
@@ -307,12 +315,10 @@ def cached_targets(
     start = time.perf_counter()
     targets = teacher_targets(teachers, examples)
     seconds = time.perf_counter() - start
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
     meta = {"teacher": identity, "data": digest, "rows": str(len(examples))}
     meta["recipe"] = TARGETS_RECIPE
-    save_file({"targets": targets}, str(tmp), metadata=meta)
-    tmp.replace(path)  # atomic: a reader sees the old file or the whole new one
+    # atomic, and with the umask's mode (safetensors' own writer makes 0600 files)
+    write_bytes_atomic(path, save({"targets": targets}, metadata=meta))
     return targets, seconds
 
 
@@ -357,6 +363,35 @@ def extra_candidates(
     return extra
 
 
+def nearest_candidates(
+    examples: Sequence[Example], teachers: Sequence[Matcher], top: int
+) -> list[Example]:
+    """For each query with a positive, the `top` candidates of the split's corpus nearest to it
+    by the first bi-encoder teacher's sentence vectors (each text encoded once, then one matrix
+    product), none among the query's own candidates; labelled 0, as `extra_candidates`."""
+    teacher = next((t for t in teachers if t.model_type == "bi_encoder"), None)
+    if teacher is None or top == 0:
+        return []
+    corpus = list(dict.fromkeys(ex.right for ex in examples))
+    own: dict[str, set[str]] = {}
+    query: dict[str, str] = {}
+    for ex in examples:
+        own.setdefault(str(ex.group), set()).add(ex.right)
+        query.setdefault(str(ex.group), ex.left)
+    groups = sorted({str(ex.group) for ex in examples if ex.label > 0})
+    vectors = teacher.embed(corpus + [query[g] for g in groups])  # (C + Q, E)
+    vectors = torch.nn.functional.normalize(vectors, dim=-1)
+    nearest = torch.topk(  # (Q, k)
+        vectors[len(corpus) :] @ vectors[: len(corpus)].T,  # (Q, C)
+        k=min(len(corpus), top + max(len(own[g]) for g in groups)),
+    ).indices
+    extra: list[Example] = []
+    for g, row in zip(groups, nearest.tolist(), strict=True):
+        taken = [corpus[i] for i in row if corpus[i] not in own[g]][:top]
+        extra += [Example(left=query[g], right=t, label=0, group=g) for t in taken]
+    return extra
+
+
 def cross_pairs(examples: Sequence[Example], share: float, seed: int) -> list[Example]:
     """`share` x len(examples) pairs of one pair's left text and another group's right text,
     without a gold label (NaN); pairs without a group are their own group."""
@@ -374,8 +409,37 @@ def cross_pairs(examples: Sequence[Example], share: float, seed: int) -> list[Ex
     return extra
 
 
+def augmented_pairs(examples: Sequence[Example], share: float, seed: int) -> list[Example]:
+    """`share` x len(examples) new pairs, each from a training pair whose texts are altered as
+    Tang et al. (2019, arXiv:1903.12136) augment a transfer set: each word masked
+    (`[MASK]`) with probability 0.1, then with probability 0.25 only a random n-gram of the text
+    kept (n from 1 to 5); without a gold label (NaN), the teacher labels them."""
+    n = int(round(share * len(examples)))
+    if n == 0 or not examples:
+        return []
+    rng = np.random.default_rng(seed)
+
+    def alter(text: str) -> str:
+        words = [w if rng.random() >= 0.1 else "[MASK]" for w in text.split()]
+        if len(words) > 1 and rng.random() < 0.25:
+            size = int(rng.integers(1, min(5, len(words)) + 1))
+            start = int(rng.integers(0, len(words) - size + 1))
+            words = words[start : start + size]
+        return " ".join(words)
+
+    chosen = rng.integers(0, len(examples), n)
+    return [
+        Example(left=alter(examples[i].left), right=alter(examples[i].right), label=math.nan)
+        for i in chosen.tolist()
+    ]
+
+
 def training_pairs(
-    examples: Sequence[Example], task: Task, group_loss: bool, config: DistillConfig
+    examples: Sequence[Example],
+    task: Task,
+    group_loss: bool,
+    config: DistillConfig,
+    teachers: Sequence[Matcher] = (),
 ) -> list[Example]:
     """The pairs the teacher labels: the training split (for a group loss, the queries with a
     positive, the only ones it trains on) and the extra pairs (module docstring)."""
@@ -384,11 +448,13 @@ def training_pairs(
         if group_loss:
             with_positive = {ex.group for ex in examples if ex.label > 0}
             kept = [ex for ex in examples if ex.group in with_positive]
+        kept += nearest_candidates(kept, teachers, config.teacher_candidates)
         extra = extra_candidates(
             kept, bm25=config.bm25_candidates, random=config.random_candidates, seed=config.seed
         )
         return kept + extra
-    return list(examples) + cross_pairs(examples, config.cross_pairs, config.seed)
+    crossed = cross_pairs(examples, config.cross_pairs, config.seed)
+    return [*examples, *crossed, *augmented_pairs(examples, config.augmented, config.seed)]
 
 
 # ----------------------------------------------------------------- the runs
@@ -440,7 +506,7 @@ def distill_splits(
     teachers = [as_teacher(t, task, train_split.examples) for t in teachers]
     loss = resolve_distill_loss(task, options.loss)
     exp = experiment_from_splits(config, train_split, dev, None)
-    pairs = training_pairs(train_split.examples, task, exp.loss in GROUP_LOSSES, options)
+    pairs = training_pairs(train_split.examples, task, exp.loss in GROUP_LOSSES, options, teachers)
     console.print(
         f"teacher: scoring {len(pairs)} training pairs ({len(pairs) - len(train_split.examples)}"
         f" extra) once, cached in {cache}",
@@ -567,3 +633,18 @@ def default_student(splits: tuple[Split, Split | None, Split | None]) -> str:
     (`DISTILL_STUDENTS`)."""
     train_split, dev, _ = splits
     return for_task(DISTILL_STUDENTS, experiment_task(train_split, dev))
+
+
+def default_inputs(teacher: Matcher, source: str) -> str | None:
+    """The student's inputs when none are named: the teacher's own token vectors distilled by
+    model2vec (`static:SOURCE`, `attnmatch.inputs.static`) when the teacher is a transformer
+    bi-encoder and model2vec is installed; None (the student's own inputs) otherwise. On WikiQA
+    they lift aMV-LSTM (Q) taught by the fine-tuned bi-encoder from .654 (GloVe 50d) and .691
+    (MiniLM's word pieces) to .723 test MAP (docs/training.md)."""
+    import importlib.util
+
+    if teacher.model_type != "bi_encoder" or teacher.backend != "torch":
+        return None
+    if importlib.util.find_spec("model2vec") is None:
+        return None
+    return f"static:{source}"
