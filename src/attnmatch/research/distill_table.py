@@ -56,6 +56,7 @@ ROWS = (
     Row("wikiqa-amvlstm_q-glove-feat", "WikiQA", "map", "aMV-LSTM (Q), GloVe 50d + exact-match features", FINE_TUNED, "wikiqa-zero-shot", 0.743),
     Row("wikiqa-amvlstm_q-wordpiece", "WikiQA", "map", "aMV-LSTM (Q), MiniLM word pieces", FINE_TUNED, "wikiqa-zero-shot", 0.743),
     Row("wikiqa-amvlstm_q-wordpiece-feat", "WikiQA", "map", "aMV-LSTM (Q), MiniLM word pieces + exact-match features", FINE_TUNED, "wikiqa-zero-shot", 0.743),
+    Row("wikiqa-amvlstm_q-tstatic", "WikiQA", "map", "aMV-LSTM (Q), the teacher's static vectors, 20+20+20 candidates", FINE_TUNED, "wikiqa-zero-shot", 0.743),
     Row("trecqa-amvlstm_q-glove", "TrecQA (raw)", "map", "aMV-LSTM (Q), GloVe 50d", FINE_TUNED, "trecqa-zero-shot", 0.805),
     Row("sick-mpcnn_attention-glove", "SICK relatedness", "pearson", "attention MP-CNN, GloVe 50d", FINE_TUNED, "sick-zero-shot", None),
     Row("stsb-mpcnn_attention-glove", "STS Benchmark", "pearson", "attention MP-CNN, GloVe 50d", FINE_TUNED, "stsb-zero-shot", None),
