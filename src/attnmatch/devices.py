@@ -176,11 +176,12 @@ def cpu_threads(requested: int) -> tuple[int, str | None]:
     if requested > 0 or default <= 1:
         return (requested or default), None
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    busy = busy_cpus()
-    free = max(1, min(default, int((cpus or default) - busy + 0.5)))
+    cpus = cpus or default
+    busy = min(float(cpus), busy_cpus())  # runnable threads can outnumber the CPUs
+    free = max(1, min(default, int(cpus - busy + 0.5)))
     if free >= default:
         return default, None
     return free, (
-        f"threads: {free} of {default} ({busy:g} CPUs busy with other work; a thread per CPU "
-        "would wait for the busy ones); train.threads=N chooses"
+        f"threads: {free} of {default} ({busy:g} of {cpus} CPUs busy with other work; a thread "
+        "per CPU would wait for the busy ones); train.threads=N chooses"
     )

@@ -50,7 +50,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from attnmatch.atomic import open_text_atomic
-from attnmatch.data.tabular import read_table, table_kind, text_value
+from attnmatch.data.tabular import TableKind, read_table, table_kind, text_value
 from attnmatch.data.textfile import (
     GZIP_MAGIC,
     DatasetFormatError,
@@ -85,6 +85,7 @@ class ScoredChunk:
 
 
 PAIR_FORMATS: tuple[str, ...] = ("tsv", "tsv-header", "jsonl")  # `--format`, besides "auto"
+TABLE_FORMATS: tuple[TableKind, ...] = ("csv", "parquet")  # `--format` too: a file, not stdin
 # A file name (less .gz) ending in one of these has that format whatever its first line holds.
 FORMAT_SUFFIXES: dict[str, str] = {".jsonl": "jsonl", ".ndjson": "jsonl"}
 
@@ -104,7 +105,8 @@ def pairs_format(name: str, first: tuple[int, str] | None, given: str = "auto") 
     """
     if given != "auto":
         if given not in PAIR_FORMATS:
-            raise ValueError(f"--format must be auto or one of {', '.join(PAIR_FORMATS)}")
+            choices = ", ".join((*PAIR_FORMATS, *TABLE_FORMATS))
+            raise ValueError(f"--format must be auto or one of {choices}")
         return given
     for suffix, kind in FORMAT_SUFFIXES.items():
         if name.removesuffix(".gz").endswith(suffix):
@@ -169,9 +171,12 @@ class PairsFile:
         self._table: Generator[PairRecord, None, None] | None = None
         self.format = "tsv"  # or "tsv-header", "jsonl"; "table" for CSV and parquet
         self.columns: list[str] = []  # TSV header: every column; JSONL: the first object's keys
-        if format == "auto" and path is not None and table_kind(path) in ("csv", "parquet"):
-            self.source, self.format = str(path), "table"  # CSV or parquet, by name
-            self.columns, self._table = table_records(path)
+        table = format if format in TABLE_FORMATS else table_kind(path or "-")
+        if format in TABLE_FORMATS and (path is None or str(path) == "-"):
+            raise ValueError(f"--format {format} reads a file: pass its path, not stdin")
+        if format in ("auto", *TABLE_FORMATS) and table in TABLE_FORMATS and path is not None:
+            self.source, self.format = str(path), "table"  # CSV or parquet, by name or --format
+            self.columns, self._table = table_records(path, table)  # type: ignore[arg-type]
             self._stack.callback(self._table.close)
             return
         if path is None or str(path) == "-":
@@ -294,7 +299,9 @@ class PairsFile:
         return obj
 
 
-def table_records(path: str | Path) -> tuple[list[str], Generator[PairRecord, None, None]]:
+def table_records(
+    path: str | Path, kind: TableKind | None = None
+) -> tuple[list[str], Generator[PairRecord, None, None]]:
     """The columns and pair records of a CSV (with a header) or parquet file: text columns
     `left` and `right`, the others kept as they are (`attnmatch.data.tabular`).
 
@@ -303,7 +310,7 @@ def table_records(path: str | Path) -> tuple[list[str], Generator[PairRecord, No
             does not fit it or a left or right that is not text (naming file, line, column).
     """
     path = Path(path)
-    columns, rows = read_table(path)
+    columns, rows = read_table(path, kind=kind)
     if missing := [c for c in ("left", "right") if c not in columns]:
         rows.close()
         raise DatasetFormatError(

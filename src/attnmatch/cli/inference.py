@@ -253,9 +253,10 @@ _FormatOption = Annotated[
     typer.Option(
         "--format",
         help="tsv (headerless LEFT<TAB>RIGHT lines), tsv-header (a header naming left and "
-        'right; other columns are kept) or jsonl (objects with "left" and "right"). auto: '
-        "by a .jsonl name, a JSON first line or a left/right header; any other first line "
-        "is an error asking for --format.",
+        'right; other columns are kept), jsonl (objects with "left" and "right"), csv or '
+        "parquet (a file with left and right columns). auto: by a .jsonl, .csv or .parquet "
+        "name, a JSON first line or a left/right header; any other first line is an error "
+        "asking for --format.",
     ),
 ]
 _WorkersOption = Annotated[

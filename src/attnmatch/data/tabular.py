@@ -56,8 +56,11 @@ def table_kind(path: str | Path) -> TableKind | None:
     return "parquet" if name.endswith(".parquet") else None
 
 
-def read_table(path: str | Path, *, what: str = "pairs file") -> tuple[list[str], Rows]:
-    """The columns and rows of a CSV, JSONL or parquet file (the format from its name).
+def read_table(
+    path: str | Path, *, what: str = "pairs file", kind: TableKind | None = None
+) -> tuple[list[str], Rows]:
+    """The columns and rows of a CSV, JSONL or parquet file (the format `kind`, else from its
+    name).
 
     Rows are read lazily; iterate them to the end (or close the iterator) to close the file.
 
@@ -70,7 +73,7 @@ def read_table(path: str | Path, *, what: str = "pairs file") -> tuple[list[str]
     """
     path = Path(path)
     check_file(path, what)
-    kind = table_kind(path)
+    kind = kind or table_kind(path)
     if kind == "csv":
         return _csv_table(path, what)
     if kind == "jsonl":
