@@ -740,3 +740,29 @@ def test_static_inputs_without_model2vec_name_the_extra(
     monkeypatch.setitem(sys.modules, "model2vec.distill", None)
     with pytest.raises(ImportError, match=r"attnmatch\[static\]"):
         distilled_vectors(write_tiny_encoder(tmp_path / "encoder"), dims=4, sif=0.0)
+
+
+def test_static_vectors_of_a_saved_bi_encoder_are_its_transformers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model folder with a transformer inside (a fine-tuned teacher) is read as that
+    transformer: its weights, tokenizer and config, written once to the cache."""
+    pytest.importorskip("model2vec")
+    from safetensors.torch import load_file
+
+    from attnmatch.inputs.static import distilled_vectors, transformer_folder
+    from tests.tiny_transformer import write_tiny_encoder
+
+    monkeypatch.setenv("ATTNMATCH_CACHE", str(tmp_path / "cache"))
+    source = write_tiny_encoder(tmp_path / "encoder")
+    saved = Matcher.from_encoder(str(source)).save(tmp_path / "teacher")
+    folder = transformer_folder(saved)
+    assert folder != saved and transformer_folder(source) == source
+    ours, theirs = (
+        load_file(str(folder / "model.safetensors")),
+        load_file(str(source / "model.safetensors")),
+    )
+    assert set(ours) <= {k.removeprefix("bert.") for k in theirs}
+    for name, tensor in ours.items():
+        assert torch.equal(tensor, theirs[f"bert.{name}"])
+    assert (distilled_vectors(saved, dims=4, sif=1e-4) / "tokenizer.json").is_file()

@@ -20,9 +20,7 @@ no special tokens added).
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -30,6 +28,7 @@ from typing import Literal
 import torch
 
 from attnmatch import configs
+from attnmatch.atomic import atomic_directory
 from attnmatch.data.subword import SubwordTokenizer
 from attnmatch.data.tokenize import check_max_length
 from attnmatch.inputs.wordpiece import WordPieceEncoder, WordPieceInputs
@@ -91,17 +90,14 @@ def transformer_folder(source_dir: Path) -> Path:
         raise ValueError(f"{source_dir}: a {saved.get('model_type')} model has no transformer")
     target = cache_dir() / "static" / f"source-{source_fingerprint(source_dir)[:16]}"
     if not (target / "model.safetensors").is_file():
-        tmp = Path(tempfile.mkdtemp(dir=target.parent.parent, prefix=".source-"))
-        prefix = "token_encoder.transformer."
-        weights = load_file(str(source_dir / "model.safetensors"))
-        kept = {k[len(prefix) :]: v for k, v in weights.items() if k.startswith(prefix)}
-        save_file(kept, str(tmp / "model.safetensors"))
-        shutil.copy(source_dir / "tokenizer.json", tmp / "tokenizer.json")
-        config = json.dumps(encoder["transformer_config"])
-        (tmp / "config.json").write_text(config, encoding="utf-8")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, target)
+        with atomic_directory(target) as tmp:
+            prefix = "token_encoder.transformer."
+            weights = load_file(str(source_dir / "model.safetensors"))
+            kept = {k[len(prefix) :]: v for k, v in weights.items() if k.startswith(prefix)}
+            save_file(kept, str(tmp / "model.safetensors"))
+            shutil.copy(source_dir / "tokenizer.json", tmp / "tokenizer.json")
+            config = json.dumps(encoder["transformer_config"])
+            (tmp / "config.json").write_text(config, encoding="utf-8")
     return target
 
 
@@ -123,24 +119,12 @@ def distilled_vectors(source_dir: Path, *, dims: int, sif: float) -> Path:
         from model2vec.distill import distill
     except ImportError as e:
         raise ImportError(f"static inputs are distilled by model2vec: {PIP}") from e
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{key}-"))
-    try:
+    source = transformer_folder(source_dir)
+    with atomic_directory(target) as tmp:  # a concurrent distillation writes the same files
         model = distill(
-            str(transformer_folder(source_dir)),
-            pca_dims=dims,
-            sif_coefficient=sif or None,
-            quantize_to="float32",
+            str(source), pca_dims=dims, sif_coefficient=sif or None, quantize_to="float32"
         )
         model.save_pretrained(str(tmp))
-        os.chmod(tmp, 0o755)
-        try:
-            os.replace(tmp, target)
-        except OSError:  # another process distilled it first
-            if not (target / "model.safetensors").is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return target
 
 
