@@ -16,6 +16,7 @@ binary format, no pickle).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -91,12 +92,38 @@ def write_vector_index(index: Any, path: Path) -> None:
 
 
 def read_vector_index(path: Path) -> Any:
+    """The faiss index written at `path` (`write_vector_index`).
+
+    Raises:
+        ValueError: a damaged file, or an index of another kind than flat or IVF with inner
+            products, one line naming the file.
+    """
     import faiss
 
-    index = faiss.read_index(str(path))
-    if index_kind(index) == "ivf":
-        faiss.extract_index_ivf(index).nprobe = IVF_NPROBE
+    try:
+        index = faiss.read_index(str(path))
+    except (RuntimeError, MemoryError) as e:
+        raise ValueError(f"{path}: damaged, not a faiss index ({_faiss_message(e)})") from e
+    ivf = None
+    if not isinstance(index, faiss.IndexFlat):
+        try:
+            ivf = faiss.extract_index_ivf(index)
+        except RuntimeError:
+            ivf = None
+        if ivf is None:
+            raise ValueError(f"{path}: a faiss {type(index).__name__}, not a flat or IVF index")
+    if index.metric_type != faiss.METRIC_INNER_PRODUCT:
+        raise ValueError(f"{path}: a faiss index of another metric than the inner product")
+    if ivf is not None:
+        ivf.nprobe = IVF_NPROBE
     return index
+
+
+def _faiss_message(error: BaseException) -> str:
+    """A faiss error on one line, without its C++ function and source line."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    text = re.sub(r"^Error in .*? at \S+:\d+: ", "", text)
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def search_vectors(index: Any, query: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:

@@ -87,22 +87,31 @@ class SearchIndex:
 
     The dense encoder is loaded with the index when it has dense vectors (`load_encoder=False`
     defers it to the first dense search).
+
+    Every file of the folder is checked against index.json as it is loaded (the passages' count
+    and sha256, the BM25 files, the vectors' count and dimension, every file's size): a folder
+    changed after indexing, or a damaged file, is one ValueError line naming the file (a
+    missing one, a FileNotFoundError).
     """
 
     def __init__(self, path: str | Path, *, load_encoder: bool = True) -> None:
-        import bm25s
-
         self.info = index_files.read_manifest(path)
         passages = index_files.read_passages(self.info)
         self.ids = [p.id for p in passages]
         self.texts = [p.text for p in passages]
-        self._bm25 = bm25s.BM25.load(str(self.info.path / index_files.BM25_DIR), mmap=True)
+        self._bm25 = index_files.read_bm25(self.info)
         self._vectors: Any = None
         self._encoder: dense.TextEncoder | None = None
         if self.info.dense_source is not None:
-            self._vectors = dense.read_vector_index(self.info.path / index_files.DENSE_FILE)
-            if load_encoder:
-                self._encoder = dense.TextEncoder(self.info.dense_source)
+            self._vectors = index_files.read_vectors(self.info)
+        index_files.check_sizes(self.info)
+        if self._vectors is not None and load_encoder:
+            self._encoder = self._load_encoder()
+
+    def _load_encoder(self) -> dense.TextEncoder:
+        encoder = dense.TextEncoder(str(self.info.dense_source))
+        index_files.check_encoder(self.info, encoder)
+        return encoder
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -135,7 +144,7 @@ class SearchIndex:
                 "minilm-l6, or search it with --first-stage bm25"
             )
         if self._encoder is None:
-            self._encoder = dense.TextEncoder(str(self.info.dense_source))
+            self._encoder = self._load_encoder()
         vector = self._encoder.encode([query])[0]  # (E,)
         rows, scores = dense.search_vectors(self._vectors, vector, depth)
         return [(int(r), float(s)) for r, s in zip(rows, scores, strict=True)]
