@@ -154,8 +154,12 @@ def test_a_bi_encoder_teacher_gives_its_students_its_static_vectors(tmp_path: Pa
     from tests.tiny_transformer import write_tiny_encoder
 
     source = str(write_tiny_encoder(tmp_path / "encoder"))
-    assert default_inputs(Matcher.from_encoder(source), source) == f"static:{source}"
-    assert default_inputs(Matcher.from_lexical("bm25"), "bm25") is None  # no token vectors
+    teacher = Matcher.from_encoder(source)
+    assert default_inputs(teacher, source, RankingTask()) == f"static:{source}"
+    assert default_inputs(Matcher.from_lexical("bm25"), "bm25", RankingTask()) is None
+    # measured worse than the students' own inputs on small paraphrase and similarity sets
+    assert default_inputs(teacher, source, RegressionTask(min_score=0, max_score=5)) is None
+    assert default_inputs(teacher, source, ClassificationTask(class_names=("0", "1"))) is None
 
 
 def test_augmented_pairs_mask_and_cut_the_training_texts() -> None:

@@ -118,9 +118,7 @@ def distill(
     from attnmatch.training.distill_runs import distill_seeds
 
     teachers = [load_matcher(t) for t in teacher]
-    if inputs is None and not any(s.startswith("inputs") for s in set_):
-        inputs = _teachers_inputs(teachers[0], teacher[0])
-    config, splits = _student_and_splits(set_, flags, inputs)
+    config, splits = _student_and_splits(set_, flags, inputs, (teachers[0], teacher[0]))
     options = _options(loss, weight_list, cross_pairs, augment, candidates)
     results = distill_seeds(
         config,
@@ -137,11 +135,12 @@ def distill(
     _report(output, results, teachers[0], splits, speed)
 
 
-def _teachers_inputs(teacher: Any, source: str) -> str | None:
+def _teachers_inputs(teacher: Any, source: str, splits: Any) -> str | None:
     """The student's inputs when none are named (`default_inputs`), said in one line."""
     from attnmatch.training.distillation import default_inputs
+    from attnmatch.training.experiment import experiment_task
 
-    inputs = default_inputs(teacher, source)
+    inputs = default_inputs(teacher, source, experiment_task(splits[0], splits[1]))
     if inputs is not None:
         err.print(
             f"student inputs: {inputs} (the teacher's own token vectors, distilled once by "
@@ -181,10 +180,12 @@ def _report(output: Path, results: list[Any], teacher: Any, splits: Any, speed: 
 
 
 def _student_and_splits(
-    sets: list[str], flags: dict[str, Any], inputs: str | None
+    sets: list[str], flags: dict[str, Any], inputs: str | None, teacher: tuple[Any, str]
 ) -> tuple[Any, Any]:
     """The student's experiment (`_student_config`) and the data's (train, dev, test) splits;
-    without a student named (`--student`, `--set model=`), the task's (`default_student`)."""
+    without a student named (`--student`, `--set model=`), the task's (`default_student`);
+    without inputs named, the teacher's static vectors where the task reads them by default
+    (`_teachers_inputs`; `teacher`: the first teacher and its source)."""
     from attnmatch.training.distillation import default_student
     from attnmatch.training.experiment import load_splits
 
@@ -194,6 +195,10 @@ def _student_and_splits(
         flags = flags | {"model": default_student(splits)}
         config = _student_config(sets, flags, inputs)
         err.print(f"student: {flags['model']} (the task's default; --student to choose another)")
+    if inputs is None and not any(s.startswith("inputs") for s in sets):
+        chosen = _teachers_inputs(*teacher, splits)
+        if chosen is not None:
+            config = _student_config(sets, flags, chosen)
     return config, splits
 
 

@@ -94,6 +94,15 @@ DISTILL_STUDENTS: dict[type[Task], str] = {
     ClassificationTask: "amvlstm_q",
     RegressionTask: "mpcnn_attention",
 }
+# Whether a student of a transformer bi-encoder reads the teacher's static vectors by default
+# (`default_inputs`): measured better for ranking only (WikiQA .714 against .654 on GloVe; own
+# FAQ .586 against .095), worse on the own paraphrase (.463 against .575) and similarity sets
+# (.693 against .788; STS Benchmark .784 against .747): docs/training.md.
+STATIC_BY_DEFAULT: dict[type[Task], bool] = {
+    RankingTask: True,
+    ClassificationTask: False,
+    RegressionTask: False,
+}
 # Whether the extra pairs a teacher labels are each query against more candidates of the
 # split (ranking), rather than pairs formed across groups.
 LABELS_CANDIDATES: dict[type[Task], bool] = {
@@ -635,14 +644,15 @@ def default_student(splits: tuple[Split, Split | None, Split | None]) -> str:
     return for_task(DISTILL_STUDENTS, experiment_task(train_split, dev))
 
 
-def default_inputs(teacher: Matcher, source: str) -> str | None:
+def default_inputs(teacher: Matcher, source: str, task: Task) -> str | None:
     """The student's inputs when none are named: the teacher's own token vectors distilled by
-    model2vec (`static:SOURCE`, `attnmatch.inputs.static`) when the teacher is a transformer
-    bi-encoder and model2vec is installed; None (the student's own inputs) otherwise. On WikiQA
-    they lift aMV-LSTM (Q) taught by the fine-tuned bi-encoder from .654 (GloVe 50d) and .691
-    (MiniLM's word pieces) to .723 test MAP (docs/training.md)."""
+    model2vec (`static:SOURCE`, `attnmatch.inputs.static`) when the task reads them by default
+    (`STATIC_BY_DEFAULT`), the teacher is a transformer bi-encoder and model2vec is installed;
+    None (the student's own inputs) otherwise."""
     import importlib.util
 
+    if not for_task(STATIC_BY_DEFAULT, task):
+        return None
     if teacher.model_type != "bi_encoder" or teacher.backend != "torch":
         return None
     if importlib.util.find_spec("model2vec") is None:
