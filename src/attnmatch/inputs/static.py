@@ -128,6 +128,15 @@ def distilled_vectors(source_dir: Path, *, dims: int, sif: float) -> Path:
     return target
 
 
+def static_table_shape(folder: Path) -> tuple[int, int]:
+    """(V, dims) of a model2vec folder's table, read from the file's header alone."""
+    from safetensors import safe_open
+
+    with safe_open(str(folder / "model.safetensors"), framework="pt") as weights:
+        rows, dims = weights.get_slice("embeddings").get_shape()
+        return int(rows), int(dims)
+
+
 def read_static_table(folder: Path) -> torch.Tensor:
     """The (V, dims) float32 table of a model2vec folder (its `embeddings` tensor)."""
     from safetensors import safe_open
@@ -159,7 +168,7 @@ class StaticInputs(WordPieceInputs):
         self.tokenizer = SubwordTokenizer.from_file(
             folder / "tokenizer.json", max_length=self.config.max_length
         )
-        self.shape = tuple(read_static_table(folder).shape)  # type: ignore[assignment]
+        self.shape = static_table_shape(folder)
 
     def _table(self) -> torch.Tensor:
         assert self.directory is not None
