@@ -311,7 +311,30 @@ def test_distill_command_prints_teacher_student_and_floors(tmp_path: Path) -> No
     assert summary["pairs_per_s"]["student"] > 0 and summary["teacher"]["test"]["map"] == 1.0
     assert summary["pairs_per_s"]["overlap"] > 0 and summary["pairs_per_s"]["bm25"] > 0
     floor_line = next(line for line in result.output.splitlines() if "floor: bm25" in line)
-    assert "pairs/s" in floor_line
+    assert "pairs/s" in floor_line and "mrr" in floor_line  # every metric of the task
+    student_line = next(line for line in result.output.splitlines() if "student (weight 1)" in line)
+    assert "(mrr" in student_line and "ndcg@3" in result.output
+    assert 'floor left out: minilm-l6 zero-shot: train.floors = "lexical"' in result.output
+
+
+def test_every_weights_student_under_a_floor_on_dev_is_warned_about() -> None:
+    from attnmatch.training.distillation import DistillResult, under_floors
+
+    result = DistillResult(
+        output_dir=Path("run"),
+        model_dir=Path("run/model"),
+        weight=0.5,
+        dev={"map": 0.7},
+        test=None,
+        by_weight={"0.5": {"map": 0.7}, "1": {"map": 0.5}},
+        floors={"dev": {"random": {"map": 0.65}, "bm25": {"map": 0.6}, "overlap": {"map": 0.4}}},
+    )
+    lines = under_floors(result, "map")
+    assert lines == [
+        "warning: the weight-1 student is under floors on dev (map 0.500 against bm25 0.600)"
+    ]
+    result.by_weight["0.5"] = {"map": 0.55}
+    assert "weight-0.5 student (kept)" in under_floors(result, "map")[0]
 
 
 def test_speeds_are_measured_on_pairs_of_new_text() -> None:

@@ -254,35 +254,44 @@ def _weights(text: str) -> tuple[float, ...]:
 
 
 def _print_side_by_side(summary: dict[str, Any], has_test: bool) -> None:
-    """Teacher, student(s) and floors, one line each: dev and test primary metrics, pairs/s."""
+    """Teacher, student(s) and floors, one line each: dev and test primary metrics, pairs/s,
+    then the split's other metrics (a paraphrase student's F1 beside its accuracy)."""
     split = "test" if has_test else "dev"
     students = summary["students"]
     metric = _primary(students[0], split)
     speeds = summary["pairs_per_s"]
 
-    def row(name: str, dev: Any, value: Any, per_s: Any) -> None:
-        cells = f"{name:<28} dev {format_number(dev)}  {split} {format_number(value)}"
-        out.print(cells + (f"  {per_s:,.0f} pairs/s" if per_s else ""), highlight=False)
+    def row(name: str, dev: Any, metrics: dict[str, Any], per_s: Any) -> None:
+        cells = f"{name:<28} dev {format_number(dev)}  {split} {format_number(metrics.get(metric))}"
+        cells += f"  {per_s:,.0f} pairs/s" if per_s else ""
+        others = [
+            f"{k} {format_number(v)}"
+            for k, v in metrics.items()
+            if k != metric and not k.startswith("num_") and isinstance(v, float)
+        ]
+        out.print(cells + (f"  ({', '.join(others)})" if others else ""), highlight=False)
 
     out.print(f"[bold]{metric}[/bold] (one CPU thread for pairs/s; the machine may be shared)")
     teacher = summary["teacher"]
     row(
         "teacher",
         teacher.get("dev", {}).get(metric),
-        teacher.get(split, {}).get(metric),
+        teacher.get(split, {}),
         speeds.get("teacher"),
     )
     for r in students:
         name = f"student (weight {r['weight']:g})"
-        row(name, (r["dev"] or {}).get(metric), (r[split] or {}).get(metric), speeds.get("student"))
+        row(name, (r["dev"] or {}).get(metric), r[split] or {}, speeds.get("student"))
     floors = summary["floors"]
     for name in floors.get(split) or floors.get("dev") or {}:
         row(
             f"floor: {name}",
             floors.get("dev", {}).get(name, {}).get(metric),
-            floors.get(split, {}).get(name, {}).get(metric),
+            floors.get(split, {}).get(name, {}),
             speeds.get(name),
         )
+    for name, why in (students[0].get("floors_left_out") or {}).items():
+        out.print(f"floor left out: {name}: {why}", highlight=False, markup=False)
 
 
 def _primary(result: dict[str, Any], split: str) -> str:

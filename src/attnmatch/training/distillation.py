@@ -213,6 +213,7 @@ class DistillResult:
     train_pairs: int = 0
     teacher_seconds: float = 0.0
     floors: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    floors_left_out: dict[str, str] = field(default_factory=dict)
     teacher_metrics: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -552,7 +553,13 @@ def distill_splits(
         floors={"dev": (runs[options.weights[0]].floors or {}).get("dev", {})},
     )
     if test is not None:
-        result.floors["test"] = _floors(test, train_split, exp, config)
+        result.floors["test"] = _floors(
+            test, train_split, exp, config, skipped=result.floors_left_out
+        )
+    for line in under_floors(result, selection_metric(exp)) if exp.dev is not None else []:
+        console.print(line, highlight=False, markup=False)
+    for floor, why in result.floors_left_out.items():
+        console.print(f"floor left out (test): {floor}: {why}", highlight=False, markup=False)
     if evaluate_teacher:
         result.teacher_metrics = _teacher_metrics(teachers, dev, test)
     write_text_atomic(out / RESULT_FILE, json.dumps(result.to_dict(), indent=2) + "\n")
@@ -583,13 +590,46 @@ def _train_student(
     )
 
 
+def under_floors(result: DistillResult, metric: str) -> list[str]:
+    """A warning line for every weight's student under a floor on dev by `metric` (the kept
+    one and the others alike: a floor that beats a student is worth keeping instead)."""
+    sign = 1.0 if greater_is_better(metric) else -1.0
+    lines = []
+    floors = result.floors.get("dev", {})
+    for weight, dev in result.by_weight.items():
+        if not dev or metric not in dev:
+            continue
+        beaten = [
+            f"{name} {m[metric]:.3f}"
+            for name, m in floors.items()
+            if metric in m and name != "random" and sign * (m[metric] - dev[metric]) > 0
+        ]
+        if beaten:
+            kept = " (kept)" if f"{result.weight:g}" == weight else ""
+            lines.append(
+                f"warning: the weight-{weight} student{kept} is under floors on dev "
+                f"({metric} {dev[metric]:.3f} against {', '.join(beaten)})"
+            )
+    return lines
+
+
 def _floors(
-    split: Split, train_split: Split, exp: Experiment, config: ExperimentConfig
+    split: Split,
+    train_split: Split,
+    exp: Experiment,
+    config: ExperimentConfig,
+    *,
+    skipped: dict[str, str] | None = None,
 ) -> dict[str, dict[str, float]]:
-    """The no-training floors of `split` (`attnmatch.floors`), as train.floors asks."""
+    """The no-training floors of `split` (`attnmatch.floors`), as train.floors asks; those
+    left out go to `skipped` with the reason."""
     kind = config.train.floors
     if kind == "none" or split.protocol is None:
+        if skipped is not None and split.protocol is not None:
+            skipped["all"] = 'train.floors = "none"'
         return {}
+    if kind == "lexical" and skipped is not None:
+        skipped["minilm-l6 zero-shot"] = 'train.floors = "lexical"'
     return compute_floors(
         split.examples,
         split.protocol,
@@ -597,6 +637,7 @@ def _floors(
         task=exp.matcher.task,
         encoders=("minilm-l6",) if kind == "all" else (),
         max_encoder_pairs=FLOOR_ENCODER_PAIRS,
+        skipped=skipped,
     )
 
 
