@@ -11,15 +11,22 @@ measured alike.
         --dataset wikiqa runs/distill/wikiqa-amvlstm_q-glove-ft/distilled
     (TrecQA: --dataset trecqa --test-split raw-test; STS2015: --dataset semeval-sts
     --test-split test-2015)
+
+With `--onnx`, the teacher is also exported (fp32 and int8, `attnmatch.export.export_onnx`)
+into a temporary folder and timed in the same interleaved rounds on ONNX Runtime: the
+teacher's fastest backend, which the student's speed is then compared with too (the figures
+go to summary.json's "pairs_per_s" as "teacher onnx fp32" and "teacher onnx int8").
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 from pathlib import Path
 
 from attnmatch.atomic import write_text_atomic
+from attnmatch.export import export_onnx
 from attnmatch.matcher import Matcher
 from attnmatch.training.config import ExperimentConfig
 from attnmatch.training.distill_runs import new_text_pairs, pairs_per_second
@@ -34,6 +41,7 @@ def main() -> None:
     parser.add_argument("--test-split", default=None, help="e.g. raw-test for TrecQA")
     parser.add_argument("--pairs", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--onnx", action="store_true", help="also time the teacher on ONNX")
     args = parser.parse_args()
     data: dict[str, str] = {"dataset": args.dataset}
     if args.test_split is not None:  # only the test split is read: the others name it too
@@ -48,21 +56,37 @@ def main() -> None:
         if not Path(args.teacher).is_dir()
         else Matcher.load(args.teacher)
     )
-    for run in args.runs:
-        summary_file = run / "summary.json"
-        summary = json.loads(summary_file.read_text(encoding="utf-8"))
-        seeds = sorted(run.glob("seed-*/model")) or [run / "model"]
-        student = Matcher.load(seeds[0])
-        speeds = pairs_per_second(
-            {"teacher": teacher, "student": student}, pairs, rounds=args.rounds
-        )
-        summary["pairs_per_s"] = speeds | {"pairs": len(pairs), "texts": "new (none repeated)"}
-        write_text_atomic(summary_file, json.dumps(summary, indent=2) + "\n")
-        ratio = speeds["student"] / speeds["teacher"]
-        print(
-            f"{run}: teacher {speeds['teacher']:,.0f} pairs/s, student {speeds['student']:,.0f} "
-            f"({ratio:.0f}x) on {len(pairs)} pairs of new text, one thread"
-        )
+    with tempfile.TemporaryDirectory() as tmp:
+        teachers = {"teacher": teacher}
+        if args.onnx:
+            for quantize in (None, "int8"):
+                name = f"teacher onnx {quantize or 'fp32'}"
+                folder = export_onnx(teacher, Path(tmp) / name.replace(" ", "-"), quantize=quantize)
+                teachers[name] = Matcher.load(folder)
+        for run in args.runs:
+            _measure(run, teachers, pairs, args.rounds)
+
+
+def _measure(
+    run: Path, teachers: dict[str, Matcher], pairs: list[tuple[str, str]], rounds: int
+) -> None:
+    """Times `teachers` and the run's student side by side and writes the figures to
+    run/summary.json."""
+    summary_file = run / "summary.json"
+    summary = json.loads(summary_file.read_text(encoding="utf-8"))
+    seeds = sorted(run.glob("seed-*/model")) or [run / "model"]
+    student = Matcher.load(seeds[0])
+    speeds = pairs_per_second(teachers | {"student": student}, pairs, rounds=rounds)
+    summary["pairs_per_s"] = speeds | {"pairs": len(pairs), "texts": "new (none repeated)"}
+    write_text_atomic(summary_file, json.dumps(summary, indent=2) + "\n")
+    student_speed = speeds["student"]
+    cells = ", ".join(
+        f"{name} {speeds[name]:,.0f} pairs/s (student {student_speed / speeds[name]:.0f}x)"
+        for name in teachers
+    )
+    print(
+        f"{run}: student {student_speed:,.0f} pairs/s; {cells}; {len(pairs)} pairs of new text, one thread"
+    )
 
 
 if __name__ == "__main__":
