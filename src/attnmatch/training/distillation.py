@@ -524,6 +524,7 @@ def distill_splits(
         markup=False,
     )
     targets, seconds = cached_targets(cache, teachers, pairs, replace=overwrite)
+    _say_labelling(console, len(pairs), seconds)
     runs: dict[float, Any] = {}
     run_config = config
     for i, weight in enumerate(options.weights):
@@ -556,10 +557,7 @@ def distill_splits(
         result.floors["test"] = _floors(
             test, train_split, exp, config, skipped=result.floors_left_out
         )
-    for line in under_floors(result, selection_metric(exp)) if exp.dev is not None else []:
-        console.print(line, highlight=False, markup=False)
-    for floor, why in result.floors_left_out.items():
-        console.print(f"floor left out (test): {floor}: {why}", highlight=False, markup=False)
+    _say_floors(console, result, exp)
     if evaluate_teacher:
         result.teacher_metrics = _teacher_metrics(teachers, dev, test)
     write_text_atomic(out / RESULT_FILE, json.dumps(result.to_dict(), indent=2) + "\n")
@@ -588,6 +586,23 @@ def _train_student(
         progress=progress,
         console=console,
     )
+
+
+def _say_labelling(console: Console, pairs: int, seconds: float) -> None:
+    """The teacher's labelling cost, in one line (nothing to pay when its cache answered)."""
+    if seconds > 0:
+        line = f"teacher: labelled {pairs:,} pairs in {seconds:,.1f} s ({pairs / seconds:,.0f} pairs/s)"
+    else:
+        line = "teacher: the labels were read from its cache (no teacher pass)"
+    console.print(line, highlight=False, markup=False)
+
+
+def _say_floors(console: Console, result: DistillResult, exp: Experiment) -> None:
+    """The students under a floor on dev (`under_floors`) and the floors left out."""
+    lines = under_floors(result, selection_metric(exp)) if exp.dev is not None else []
+    lines += [f"floor left out (test): {f}: {why}" for f, why in result.floors_left_out.items()]
+    for line in lines:
+        console.print(line, highlight=False, markup=False)
 
 
 def under_floors(result: DistillResult, metric: str) -> list[str]:
