@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from attnmatch import model_dir
-from attnmatch.data.collate import bucketed_batches, collate, pad_ids
+from attnmatch.data.collate import bucketed_batches, collate, pad_ids, token_budget_batches
 from attnmatch.data.encoding import EncodedPairs, encode_examples
 from attnmatch.data.schema import Example
 from attnmatch.data.tabular import table_columns
@@ -68,6 +68,10 @@ from attnmatch.models.fast import inference_for
 from attnmatch.models.pretrained import BiEncoder
 from attnmatch.nn.overlap import WithOverlapFeatures
 from attnmatch.tasks import Predictions, RankingTask, Task
+
+# Padded tokens per batch of `Matcher.embed` (at most `batch_size` texts too): 64 texts of
+# 64 sub-words, where MiniLM on one CPU thread runs fastest (docs/speed.md).
+EMBED_TOKENS = 4096
 
 # Labelled pairs that calibrate a zero-shot matcher: Examples or (left, right, label) tuples.
 Calibration = Sequence[Example] | Sequence[tuple[str, str, int | float]]
@@ -505,7 +509,8 @@ class Matcher:
 
     def embed(self, texts: Sequence[str]) -> torch.Tensor:
         """The sentence vectors of a bi-encoder (`models.pretrained.BiEncoder.embed`), each
-        distinct text encoded once, in batches of similar lengths: (N, E) float32 on the CPU.
+        distinct text encoded once, in batches of similar lengths of at most `batch_size`
+        texts and `EMBED_TOKENS` padded tokens: (N, E) float32 on the CPU.
 
         Raises:
             TypeError: the model is not a bi-encoder.
@@ -517,14 +522,13 @@ class Matcher:
         if not distinct:
             return torch.zeros(0, model.config.encoder.output_dim)
         ids = self._inputs().encode(distinct)
-        order = np.argsort([len(x) for x in ids], kind="stable")  # less padding
+        lengths = np.array([len(x) for x in ids])
         vectors = torch.empty(len(distinct), model.config.encoder.output_dim)
         was_training = model.training
         model.eval()
         try:
             with torch.inference_mode(), autocast(self.device, self.precision):
-                for start in range(0, len(order), self.batch_size):
-                    idx = order[start : start + self.batch_size]
+                for idx in token_budget_batches(lengths, self.batch_size, EMBED_TOKENS):
                     tokens, mask = pad_ids([ids[i] for i in idx])  # (b, T)
                     out = model.embed(tokens.to(self.device), mask.to(self.device))  # (b, E)
                     vectors[torch.from_numpy(idx)] = out.float().cpu()

@@ -197,3 +197,24 @@ def test_collate_types() -> None:
     batch = collate(_encoded(_examples()), np.array([0, 5, 6]))
     assert batch.left_ids.dtype == torch.long and batch.left_mask.dtype == torch.bool
     assert batch.group_index.tolist() == [0, 1, 1]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_token_budget_batches_cover_every_text_once_within_the_budget(seed: int) -> None:
+    from attnmatch.data.collate import token_budget_batches
+
+    lengths = np.random.default_rng(seed).integers(1, 300, size=500)
+    batches = token_budget_batches(lengths, 64, 4096)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(500))
+    for batch in batches:
+        assert len(batch) <= 64
+        assert len(batch) == 1 or len(batch) * lengths[batch].max() <= 4096
+    assert len(batches[0]) == 64  # short texts fill a batch, long ones share small ones
+    assert len(batches[-1]) < 64
+
+
+def test_a_text_longer_than_the_budget_goes_alone() -> None:
+    from attnmatch.data.collate import token_budget_batches
+
+    batches = token_budget_batches(np.array([3, 9000, 4]), 512, 100)
+    assert [b.tolist() for b in batches] == [[0, 2], [1]]

@@ -69,6 +69,23 @@ def pair_lengths(data: EncodedPairs, indices: np.ndarray | None = None) -> np.nd
     return np.maximum(lengths[data.left[idx]], lengths[data.right[idx]])
 
 
+def token_budget_batches(lengths: np.ndarray, max_items: int, max_tokens: int) -> list[np.ndarray]:
+    """Batches of indices into `lengths` taken in order of length (stable), each with at most
+    `max_items` texts and at most `max_tokens` tokens once padded to its longest (a text
+    longer than the budget goes alone): short texts share large batches, long ones small,
+    so that no batch pads many short texts to a long one's length."""
+    order = np.argsort(lengths, kind="stable")
+    batches: list[np.ndarray] = []
+    start = 0
+    for end in range(1, len(order) + 1):
+        full = end - start == max_items or end == len(order)
+        longer = not full and (end - start + 1) * max(int(lengths[order[end]]), 1) > max_tokens
+        if full or longer:
+            batches.append(order[start:end])
+            start = end
+    return batches
+
+
 def bucketed_batches(
     data: EncodedPairs, batch_size: int, *, indices: np.ndarray | None = None
 ) -> list[np.ndarray]:
