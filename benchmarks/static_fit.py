@@ -23,13 +23,16 @@ texts of the task only (no dev or test text is seen while fitting):
 from __future__ import annotations
 
 import argparse
+import shutil
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from safetensors.torch import save_file
 
+from attnmatch.atomic import atomic_directory
 from attnmatch.data.collate import pad_ids
 from attnmatch.data.datasets import load_split
 from attnmatch.inputs import TokenEncoderConfig, build_inputs, build_token_encoder, parse_inputs
@@ -77,6 +80,9 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument(
+        "--save", type=Path, default=None, help="write the dev-best table here (a model2vec folder)"
+    )
     args = parser.parse_args()
     torch.manual_seed(1)
     torch.set_num_threads(1)
@@ -123,7 +129,7 @@ def main() -> None:
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            total += float(loss) * len(batch)
+            total += float(loss.detach()) * len(batch)
         score = metric(table.detach(), inputs.encode, dev, kind)
         print(f"epoch {epoch}: loss {total / len(order):.4f}; dev {kind} {score:.3f}", flush=True)
         if score > best[0]:
@@ -134,6 +140,18 @@ def main() -> None:
     print(
         f"dev-best: {chosen} (dev {best[0]:.3f}); test {kind} {after:.3f} (unfitted {before:.3f})"
     )
+    if args.save is not None:
+        save_static(best[2], inputs.directory, args.save)
+        print(f"saved to {args.save} (use it as --inputs static:{args.save})")
+
+
+def save_static(table: torch.Tensor, source: Path, target: Path) -> None:
+    """`table` as a model2vec folder at `target` (atomically): the source folder's tokenizer
+    and config, the new `embeddings`."""
+    with atomic_directory(target) as tmp:
+        for name in ("tokenizer.json", "config.json"):
+            shutil.copy(source / name, tmp / name)
+        save_file({"embeddings": table.contiguous()}, str(tmp / "model.safetensors"))
 
 
 if __name__ == "__main__":

@@ -766,3 +766,39 @@ def test_static_vectors_of_a_saved_bi_encoder_are_its_transformers(
     for name, tensor in ours.items():
         assert torch.equal(tensor, theirs[f"bert.{name}"])
     assert (distilled_vectors(saved, dims=4, sif=1e-4) / "tokenizer.json").is_file()
+
+
+def test_a_model2vec_folder_is_read_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Static vectors already made (a model2vec folder, e.g. fitted to a corpus) are read
+    directly: the model reads each id's row of that folder's table, with no distillation (it
+    works without model2vec installed)."""
+    import json
+    import shutil
+    import sys
+
+    from safetensors.torch import save_file
+
+    from attnmatch.inputs.static import is_static_folder
+    from tests.tiny_transformer import write_tiny_encoder
+
+    pytest.importorskip("transformers")
+    monkeypatch.setenv("ATTNMATCH_CACHE", str(tmp_path / "cache"))
+    encoder_dir = write_tiny_encoder(tmp_path / "encoder")
+    folder = tmp_path / "fitted"
+    folder.mkdir()
+    shutil.copy(encoder_dir / "tokenizer.json", folder / "tokenizer.json")
+    (folder / "config.json").write_text(json.dumps({"model_type": "model2vec"}))
+    vocab = len(json.loads((folder / "tokenizer.json").read_text())["model"]["vocab"])
+    table = torch.randn(vocab, 3)
+    save_file({"embeddings": table}, str(folder / "model.safetensors"))
+    assert is_static_folder(folder) and not is_static_folder(encoder_dir)
+    monkeypatch.setitem(sys.modules, "model2vec.distill", None)  # nothing is distilled
+    inputs = build_inputs(parse_inputs(f"static:{folder}"))
+    inputs.fit(["a glacier cave"])
+    encoder = build_token_encoder(TokenEncoderConfig(**inputs.encoder_config()))
+    inputs.init_encoder(encoder)
+    ids = torch.from_numpy(inputs.encode(["a glacier cave"])[0])[None]  # (1, L)
+    vectors = encoder(ids, torch.ones_like(ids, dtype=torch.bool))  # (1, L, 3)
+    assert torch.equal(vectors[0], table[ids[0]])

@@ -42,8 +42,10 @@ class StaticInputsConfig:
 
     Args:
         source: "minilm-l6" (all-MiniLM-L6-v2), a local Hugging Face / sentence-transformers
-            model directory, or an attnmatch model folder with a transformer inside (a
-            fine-tuned bi-encoder: the teacher's own vectors).
+            model directory, an attnmatch model folder with a transformer inside (a
+            fine-tuned bi-encoder: the teacher's own vectors), or a model2vec model folder
+            (static vectors already made, e.g. fitted to a corpus by
+            benchmarks/static_fit.py: read as they are, `dims` and `sif` unused).
         dims: PCA dimensions of the vectors (model2vec's `pca_dims`).
         sif: the Zipf weighting's coefficient (model2vec's `sif_coefficient`; 0: none).
         trainable: train the table with the model (fixed by default).
@@ -128,6 +130,18 @@ def distilled_vectors(source_dir: Path, *, dims: int, sif: float) -> Path:
     return target
 
 
+def is_static_folder(folder: Path) -> bool:
+    """Whether `folder` holds static vectors already (a model2vec model: its config.json says
+    `"model_type": "model2vec"`), read as they are rather than distilled again."""
+    import json
+
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and config.get("model_type") == "model2vec"
+
+
 def static_table_shape(folder: Path) -> tuple[int, int]:
     """(V, dims) of a model2vec folder's table, read from the file's header alone."""
     from safetensors import safe_open
@@ -161,8 +175,11 @@ class StaticInputs(WordPieceInputs):
             return
         from attnmatch.encoders import resolve_source
 
-        folder = distilled_vectors(
-            resolve_source(self.config.source), dims=self.config.dims, sif=self.config.sif
+        source = resolve_source(self.config.source)
+        folder = (
+            source
+            if is_static_folder(source)
+            else distilled_vectors(source, dims=self.config.dims, sif=self.config.sif)
         )
         self.directory = folder
         self.tokenizer = SubwordTokenizer.from_file(
