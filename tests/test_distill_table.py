@@ -170,3 +170,26 @@ def test_rows_whose_runs_are_not_here_keep_their_recorded_figures(tmp_path: Path
     assert len(data["own_data"]) == len(OWN_ROWS)
     fresh = collect(tmp_path / "runs", RESULTS, own_runs=tmp_path / "own")
     assert sum("not_run" not in r for r in fresh["distillation"]) == 1 and not fresh["own_data"]
+
+
+def test_ablation_cells_are_read_from_their_runs_or_kept_from_the_json(tmp_path: Path) -> None:
+    from attnmatch.research.distill_table import ABLATION
+
+    first, second = ABLATION[0], ABLATION[1]
+    folder = tmp_path / "ablation" / first.folder
+    folder.mkdir(parents=True)
+    student = {"weight": 0.5, "dev": {"map": 0.77}, "test": {"map": 0.72}, "train_pairs": 61052,
+               "teacher_seconds": 12.5}  # fmt: skip
+    (folder / "summary.json").write_text(json.dumps({"students": [student]}))
+    kept = {"folder": second.folder, "dataset": "WikiQA", "student": "aMV-LSTM (Q)",
+            "inputs": second.inputs, "transfer": second.transfer, "lexical": True,
+            "metric": "map", "dev": 0.7, "test": 0.6, "train_pairs": 17000}  # fmt: skip
+    data = collect(tmp_path / "runs", tmp_path, earlier={"ablation": [kept]})
+    assert [c["folder"] for c in data["ablation"]] == [first.folder, second.folder]
+    assert data["ablation"][0]["test"] == 0.72 and data["ablation"][1] == kept
+    page = render(data)
+    assert "## Ablation" in page
+    assert (
+        f"| WikiQA | aMV-LSTM (Q) | {first.inputs} | {first.transfer} | 61,052 | no | 0.770 | 0.720 |"
+        in page
+    )
