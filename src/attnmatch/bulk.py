@@ -5,7 +5,10 @@ each), so that every way of scoring a file writes the same bytes:
 
 - `WorkerPool`: N processes on this machine, each with its own copy of the model, fed chunks in
   order with at most 2N in flight (memory bounded by the chunk, whatever the file's length);
-  the parent reads, checks and writes.
+  the parent reads, checks and writes. A worker that ends before it answers (kill -9, the
+  out-of-memory killer) ends the command at once with one line naming it and the lines of its
+  chunk; the parent waits on each worker's process as well as on its answer, so nothing waits
+  for a dead worker.
 - `write_shard`: shard RANK of WORLD scores the chunks i with i % WORLD == RANK into
   `OUT.parts/part-RANK-of-WORLD`, appending chunk by chunk: each chunk's lines are flushed and
   synced before `progress-RANK-of-WORLD.json` records them, so a shard killed at any moment
@@ -25,17 +28,22 @@ the shared OUT.parts folder.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
+import queue
 import re
 import shutil
+import signal
 import socket
+import threading
 from collections import deque
-from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -43,30 +51,125 @@ from attnmatch.atomic import open_text_atomic, write_text_atomic
 from attnmatch.matcher import Matcher
 from attnmatch.scoring import CHUNK_SIZE, PairRecord, PairsFile, ScoredLayout, score_chunks
 
-_WORKER: dict[str, Matcher] = {}  # the model of a worker process
+
+class WorkerDied(ValueError):
+    """A worker of a `WorkerPool` ended before it answered (kill -9, the out-of-memory killer,
+    an error): the message names the worker, its pid and the pairs it held. A ValueError, as
+    every error the command line prints as its one line."""
 
 
-def _worker_start(spec: str, device: str, precision: str, threads: int) -> None:
+def score_pairs(
+    matcher: Matcher, pairs: list[tuple[str, str]]
+) -> tuple[np.ndarray, list[str] | None]:
+    """What a worker does with one chunk: its scores and predicted labels (a test may pass
+    another function to `WorkerPool` to stop a worker midway)."""
+    predictions = matcher.predict_pairs(pairs)
+    return predictions.scores, predictions.labels
+
+
+Work = Callable[[Matcher, list[tuple[str, str]]], tuple[np.ndarray, list[str] | None]]
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """How each worker loads its model (`load_matcher`) and runs: torch threads and `work`."""
+
+    spec: str
+    device: str
+    precision: str
+    backend: str
+    threads: int
+    work: Work
+
+
+def _worker_main(tasks: Connection, results: Connection, settings: WorkerSettings) -> None:
+    """A worker process: loads the model, says "ready", then answers each (index, pairs) task
+    with ("done", index, scores, labels) until the parent closes `tasks` or sends None."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops us
     from attnmatch.devices import set_torch_threads
     from attnmatch.matcher import load_matcher
 
-    set_torch_threads(threads)  # for the worker process's life
-    _WORKER["matcher"] = load_matcher(spec, device=device, precision=precision)
+    set_torch_threads(settings.threads)  # for the worker process's life
+    try:
+        matcher = load_matcher(
+            settings.spec,
+            device=settings.device,
+            precision=settings.precision,
+            backend=settings.backend,
+        )
+        results.send(("ready",))
+        while (task := _next_task(tasks)) is not None:
+            index, pairs = task
+            results.send(("done", index, *settings.work(matcher, pairs)))
+    except Exception as e:  # reported by the parent, which names this worker
+        with contextlib.suppress(OSError):
+            results.send(("error", _one_line(e)))
 
 
-def _worker_score(pairs: list[tuple[str, str]]) -> tuple[np.ndarray, list[str] | None]:
-    predictions = _WORKER["matcher"].predict_pairs(pairs)
-    return predictions.scores, predictions.labels
+def _next_task(tasks: Connection) -> tuple[int, list[tuple[str, str]]] | None:
+    try:
+        task = tasks.recv()
+    except EOFError:  # the parent is gone or closed the pipe
+        return None
+    return cast("tuple[int, list[tuple[str, str]]] | None", task)
+
+
+def _one_line(error: BaseException) -> str:
+    message = " ".join(str(error).split()) or type(error).__name__
+    return (
+        message if isinstance(error, ValueError | OSError) else f"{type(error).__name__}: {message}"
+    )
+
+
+@dataclass
+class _Worker:
+    """One worker process, its two pipes, the chunks it owes in the order it was sent them,
+    and the thread that feeds it (so that a send never blocks the reader of answers: a chunk
+    larger than a pipe's buffer would otherwise deadlock both sides)."""
+
+    rank: int
+    process: Any  # multiprocessing.process.BaseProcess
+    tasks: Connection  # parent -> worker
+    results: Connection  # worker -> parent
+    outbox: queue.SimpleQueue[Any]
+    owed: deque[tuple[int, list[PairRecord]]] = field(default_factory=deque)
+    ready: bool = False
+
+    def feed(self) -> None:
+        """Sends the tasks of `outbox` until None, then closes the pipe (the worker reads its
+        end and exits); owns `tasks`."""
+        try:
+            while (task := self.outbox.get()) is not None:
+                self.tasks.send(task)
+        except OSError:  # the worker is gone: the reader of answers says so
+            pass
+        finally:
+            self.tasks.close()
+
+    def receive(self) -> tuple[Any, ...] | None:
+        """The worker's next message; None when it is gone (perhaps midway through one)."""
+        try:
+            return cast("tuple[Any, ...]", self.results.recv())
+        except (EOFError, OSError):
+            return None
 
 
 class WorkerPool:
     """`workers` processes, each with the model `spec` loads (`load_matcher`), scoring chunks
     in order: a `scoring.ChunkScorer`. Use it as a context manager, which stops them.
 
+    Chunk n goes to worker n % workers, at most two chunks a worker in flight. The parent
+    waits on the answer it needs and on the process of every worker that owes one, so a
+    worker that ends without answering (kill -9, the out-of-memory killer, an error) ends the
+    run at once with `WorkerDied`, naming it and the lines of its chunk.
+
     Args:
         spec: a model folder, an encoder or a lexical scorer, as `load_matcher` reads it.
         workers: processes (>= 1).
+        backend: as `load_matcher` ("onnx": each worker runs ONNX Runtime).
         threads: torch threads of each (default: this process's threads shared out, >= 1).
+        source: the input's name, for messages.
+        work: what a worker does with a chunk (default `score_pairs`).
     """
 
     def __init__(
@@ -76,39 +179,142 @@ class WorkerPool:
         *,
         device: str = "cpu",
         precision: str = "fp32",
+        backend: str = "auto",
         threads: int | None = None,
+        source: str = "the input",
+        work: Work | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError(f"--workers must be >= 1, got {workers}")
         import torch
 
         threads = threads or max(1, torch.get_num_threads() // workers)
-        context = multiprocessing.get_context("spawn")  # no fork of a process holding torch
+        settings = WorkerSettings(spec, device, precision, backend, threads, work or score_pairs)
         self.workers = workers
-        self._pool = context.Pool(
-            workers, initializer=_worker_start, initargs=(spec, device, precision, threads)
-        )
+        self.source = source
+        self._pool: list[_Worker] = []
+        context = multiprocessing.get_context("spawn")  # no fork of a process holding torch
+        try:
+            for rank in range(workers):
+                self._pool.append(_start_worker(context, rank, settings))
+        except BaseException:
+            self.close(stop=True)
+            raise
+
+    @property
+    def pids(self) -> list[int]:
+        """The workers' process ids, in rank order."""
+        return [int(w.process.pid) for w in self._pool]
 
     def __call__(
         self, chunks: Iterable[tuple[int, list[PairRecord]]]
     ) -> Iterator[tuple[int, list[PairRecord], np.ndarray, list[str] | None]]:
-        pending: deque[tuple[int, list[PairRecord], Any]] = deque()
-        for index, records in chunks:
-            pairs = [(r.left, r.right) for r in records]
-            pending.append((index, records, self._pool.apply_async(_worker_score, (pairs,))))
-            if len(pending) >= 2 * self.workers:
-                index, records, result = pending.popleft()
-                yield index, records, *result.get()
-        while pending:
-            index, records, result = pending.popleft()
-            yield index, records, *result.get()
+        order: deque[_Worker] = deque()  # who answers next, in the chunks' order
+        for n, (index, records) in enumerate(chunks):
+            worker = self._pool[n % self.workers]
+            worker.owed.append((index, records))
+            worker.outbox.put((index, [(r.left, r.right) for r in records]))
+            order.append(worker)
+            if len(order) >= 2 * self.workers:
+                yield self._answer(order.popleft())
+        while order:
+            yield self._answer(order.popleft())
+
+    def _answer(
+        self, worker: _Worker
+    ) -> tuple[int, list[PairRecord], np.ndarray, list[str] | None]:
+        """`worker`'s answer to the oldest chunk it owes, or `WorkerDied` as soon as it or any
+        other worker that owes a chunk has ended."""
+        while True:
+            owing = {w.process.sentinel: w for w in self._pool if w.owed}
+            ready = wait([worker.results, *owing])
+            if worker.results not in ready:
+                raise WorkerDied(self._death(owing[cast(int, ready[0])]))
+            message = worker.receive()
+            if message is None:
+                raise WorkerDied(self._death(worker))
+            if message[0] == "ready":
+                worker.ready = True
+                continue
+            index, records = worker.owed.popleft()
+            if message[0] == "error":
+                raise WorkerDied(f"{message[1]} ({self._name(worker)}, {self._doing(worker)})")
+            _, answered, scores, labels = message
+            assert answered == index, (answered, index)  # a worker answers in order
+            return index, records, scores, labels
+
+    def _name(self, worker: _Worker) -> str:
+        return f"worker {worker.rank + 1} of {self.workers} (pid {worker.process.pid})"
+
+    def _doing(self, worker: _Worker) -> str:
+        if not worker.ready:
+            return "loading its model"
+        if not worker.owed:
+            return "idle"
+        records = worker.owed[0][1]
+        return f"scoring the pairs on lines {records[0].line}-{records[-1].line} of {self.source}"
+
+    def _death(self, worker: _Worker) -> str:
+        """What happened to a worker that ended without answering, in one line (its messages
+        not read yet say how far it got)."""
+        while worker.results.poll() and (message := worker.receive()) is not None:
+            if message[0] == "ready":
+                worker.ready = True
+            elif message[0] == "done":
+                worker.owed.popleft()
+        worker.process.join(timeout=2)
+        code = worker.process.exitcode
+        if code is None:
+            how = "closed its pipe"
+        elif code < 0:
+            how = f"was killed by {signal.Signals(-code).name}"
+        else:
+            how = f"exited with status {code}"
+        cause = " (kill -9, or the out-of-memory killer)" if code == -signal.SIGKILL else ""
+        return (
+            f"{self._name(worker)} {how}{cause} while {self._doing(worker)}: run the same "
+            "command again (a --shard run resumes at its first unwritten chunk), with fewer "
+            "--workers if memory ran short (each holds its own copy of the model)"
+        )
+
+    def close(self, *, stop: bool = False) -> None:
+        """Ends the workers: each finishes and exits, or (`stop`, after an error) is
+        terminated at once; a worker that lingers is killed."""
+        for worker in self._pool:
+            worker.outbox.put(None)
+            if stop:
+                worker.process.terminate()
+        for worker in self._pool:
+            worker.process.join(timeout=1 if stop else 10)
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join()
+            worker.results.close()
+        self._pool = []
 
     def __enter__(self) -> WorkerPool:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._pool.terminate()
-        self._pool.join()
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        self.close(stop=kind is not None)
+
+
+def _start_worker(context: Any, rank: int, settings: WorkerSettings) -> _Worker:
+    """Starts worker `rank` and the thread that feeds it."""
+    task_reader, task_writer = context.Pipe(duplex=False)
+    result_reader, result_writer = context.Pipe(duplex=False)
+    process = context.Process(
+        target=_worker_main,
+        args=(task_reader, result_writer, settings),
+        name=f"attnmatch-score-worker-{rank + 1}",
+        daemon=True,
+    )
+    process.start()
+    task_reader.close()  # the worker's ends: a dead worker's pipes then read as closed
+    result_writer.close()
+    worker = _Worker(rank, process, task_writer, result_reader, queue.SimpleQueue())
+    threading.Thread(target=worker.feed, name=process.name + "-feed", daemon=True).start()
+    return worker
 
 
 @dataclass(frozen=True)

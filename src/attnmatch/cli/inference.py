@@ -341,7 +341,13 @@ def score(
             if workers > 1:
                 from attnmatch.bulk import WorkerPool
 
-                pool = WorkerPool(model_dir, workers, device=device, precision=precision.value)
+                pool = WorkerPool(
+                    model_dir,
+                    workers,
+                    device=device,
+                    precision=precision.value,
+                    source=records.source,
+                )
                 scorer = stack.enter_context(pool)
             job = _ScoreJob(matcher, records, path, output, chunk_size, scorer)
             if shard is not None:
