@@ -29,6 +29,7 @@ the shared OUT.parts folder.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import multiprocessing
 import os
@@ -358,8 +359,53 @@ def parts_folder(output: str | Path) -> Path:
     return output.with_name(output.name + ".parts")
 
 
+PROGRESS_FORMAT = "attnmatch.score-shard/2"
+_SKIPPED_IN_IDENTITY = ("README.md",)  # the model card: words about the model, not the model
+
+
+def model_identity(spec: str) -> str:
+    """What the scores of `spec` depend on, as one string: for a folder, the sha256 of the
+    names and bytes of its files (hidden files and the model card aside); for a named encoder,
+    its recorded weights digest; for a lexical scorer, its name."""
+    path = Path(spec)
+    if path.is_dir():
+        digest = hashlib.sha256()
+        for file in sorted(path.iterdir()):
+            if (
+                file.is_file()
+                and not file.name.startswith(".")
+                and file.name not in (_SKIPPED_IN_IDENTITY)
+            ):
+                digest.update(f"{file.name}\0{file.stat().st_size}\0".encode())
+                _hash_file(digest, file, None)
+        return "sha256:" + digest.hexdigest()
+    from attnmatch.encoders import ENCODERS
+
+    if spec in ENCODERS:
+        return f"{spec}:sha256:{ENCODERS[spec].weights_sha256}"
+    return spec
+
+
+def _hash_file(digest: Any, path: Path, size: int | None) -> int:
+    """Feeds the first `size` bytes of `path` (all when None) to `digest`; returns the number
+    of lines among them."""
+    lines = 0
+    with path.open("rb") as f:
+        left = size
+        while left is None or left > 0:
+            block = f.read(1 << 20 if left is None else min(1 << 20, left))
+            if not block:
+                break
+            digest.update(block)
+            lines += block.count(b"\n")
+            if left is not None:
+                left -= len(block)
+    return lines
+
+
 def fingerprint(pairs_path: str | Path, spec: str, chunk_size: int, fmt: str) -> dict[str, Any]:
-    """What the parts of a run depend on: a resumed shard must find the same."""
+    """What the parts of a run depend on: a resumed shard must find the same (the input by
+    path, size and time, the model by `model_identity`)."""
     path = Path(pairs_path)
     stat = path.stat()
     return {
@@ -367,6 +413,7 @@ def fingerprint(pairs_path: str | Path, spec: str, chunk_size: int, fmt: str) ->
         "size": stat.st_size,
         "mtime_ns": stat.st_mtime_ns,
         "model": spec,
+        "model_identity": model_identity(spec),
         "chunk_size": chunk_size,
         "format": fmt,
     }
@@ -396,22 +443,24 @@ def write_shard(
     """Scores shard `shard` of `pairs` into OUT.parts (resuming where a killed run of this
     shard stopped), and merges the parts into `output` when every shard has finished.
 
+    Every part is checked against its progress record (size, lines, sha256) before it is
+    resumed or merged.
+
     Args:
         run: `fingerprint` of this run; parts written for another one are an error.
         scorer: as `scoring.score_chunks`.
 
     Raises:
         ValueError: the parts folder holds parts of another run (another input, model, chunk
-            size or shard count).
+            size or shard count), or a part differs from its record (cut short, changed,
+            missing) or a record is damaged; the message names the file and what differs.
     """
     folder = parts_folder(output)
     folder.mkdir(parents=True, exist_ok=True)
-    part = folder / f"part-{shard.name}"
-    progress_path = folder / f"progress-{shard.name}.json"
-    progress = _read_progress(progress_path, run, shard)
+    part = _Part(folder, shard)
+    progress = _read_progress(part.progress, run, shard)
+    digest = part.check(progress, finished=progress["finished"])  # cuts a killed run's tail
     done = int(progress["chunks"])
-    with part.open("ab") as f:
-        f.truncate(int(progress["bytes"]))  # what a killed run wrote past its last record
     layout = ScoredLayout.of(matcher, pairs, output)
     scored = 0
     if not progress["finished"]:
@@ -419,17 +468,21 @@ def write_shard(
         def keep(index: int) -> bool:
             return index % shard.world == shard.rank and index // shard.world >= done
 
-        with part.open("ab") as f:
+        with part.path.open("ab") as f:
             for chunk in score_chunks(matcher, pairs, chunk_size, scorer=scorer, keep=keep):
-                f.write(layout.lines(chunk, pairs.source).encode("utf-8"))
+                data = layout.lines(chunk, pairs.source).encode("utf-8")
+                f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
+                digest.update(data)
                 progress["chunks"] = chunk.index // shard.world + 1
                 progress["bytes"] = f.tell()
-                write_text_atomic(progress_path, json.dumps(progress))
+                progress["lines"] += data.count(b"\n")
+                progress["sha256"] = digest.hexdigest()
+                write_text_atomic(part.progress, json.dumps(progress))
                 scored += len(chunk.records)
         progress["finished"] = True
-        write_text_atomic(progress_path, json.dumps(progress))
+        write_text_atomic(part.progress, json.dumps(progress))
     finished, merged = _merge_when_complete(folder, output, shard.world, layout, chunk_size)
     return ShardOutcome(scored, done, merged, finished)
 
@@ -450,46 +503,150 @@ def merge_note(output: str | Path, outcome: ShardOutcome, shard: Shard) -> str:
     )
 
 
-def _read_progress(path: Path, run: dict[str, Any], shard: Shard) -> dict[str, Any]:
-    """This shard's progress (fresh when none), after checking that every progress file of the
-    folder belongs to this run and shard count."""
-    mine: dict[str, Any] = {
+class _Part:
+    """The part file of one shard and its progress record, checked against each other."""
+
+    def __init__(self, folder: Path, shard: Shard) -> None:
+        self.shard = shard
+        self.path = folder / f"part-{shard.name}"
+        self.progress = folder / f"progress-{shard.name}.json"
+
+    def _again(self) -> str:
+        return (
+            f"delete it and {self.progress.name} to score shard {self.shard.rank}/"
+            f"{self.shard.world} again"
+        )
+
+    def check(self, progress: dict[str, Any], *, finished: bool) -> Any:
+        """The sha256 state of the part's recorded bytes, after checking that the part holds
+        exactly what `progress` records: its size (a finished part's exactly; an unfinished
+        part's tail past the record, which a killed run left, is cut off), line count and
+        sha256. A part cut short, changed, replaced or missing is a ValueError naming it."""
+        recorded = int(progress["bytes"])
+        if not self.path.is_file():
+            if recorded:
+                raise ValueError(
+                    f"{self.path}: missing, {self.progress.name} records {recorded:,} bytes "
+                    f"written; delete {self.progress.name} to score shard {self.shard.rank}/"
+                    f"{self.shard.world} again"
+                )
+            self.path.touch()
+            return hashlib.sha256()
+        size = self.path.stat().st_size
+        if size < recorded or (finished and size != recorded):
+            how = "cut short" if size < recorded else "grown since it was written"
+            raise ValueError(
+                f"{self.path}: {size:,} bytes, {self.progress.name} records {recorded:,}: "
+                f"{how}; {self._again()}"
+            )
+        digest = hashlib.sha256()
+        lines = _hash_file(digest, self.path, recorded)
+        if lines != progress["lines"] or digest.hexdigest() != progress["sha256"]:
+            raise ValueError(
+                f"{self.path}: its {recorded:,} bytes ({lines:,} lines, sha256 "
+                f"{digest.hexdigest()[:12]}) differ from what {self.progress.name} records "
+                f"({progress['lines']:,} lines, sha256 {progress['sha256'][:12]}): changed or "
+                f"replaced since it was written; {self._again()}"
+            )
+        if size > recorded:  # what a killed run wrote past its last record
+            with self.path.open("r+b") as f:
+                f.truncate(recorded)
+        return digest
+
+
+def _fresh_progress(run: dict[str, Any], shard: Shard) -> dict[str, Any]:
+    return {
+        "format": PROGRESS_FORMAT,
         "run": run,
         "shard": asdict(shard),
         "chunks": 0,
+        "lines": 0,
         "bytes": 0,
+        "sha256": hashlib.sha256().hexdigest(),
         "finished": False,
     }
+
+
+def _load_progress(path: Path) -> dict[str, Any]:
+    """A progress record, every field checked (a damaged record is a ValueError naming it)."""
+    again = "delete it and its part to score that shard again"
+    try:
+        progress = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: unreadable ({e}); {again}") from e
+    if not isinstance(progress, dict) or progress.get("format") != PROGRESS_FORMAT:
+        raise ValueError(
+            f"{path}: not a {PROGRESS_FORMAT} progress record (an earlier attnmatch's, or "
+            f"damaged); delete the folder {path.parent} to start over"
+        )
+    fields: dict[str, Callable[[Any], bool]] = {
+        "chunks": _count,
+        "lines": _count,
+        "bytes": _count,
+        "sha256": lambda v: isinstance(v, str) and re.fullmatch("[0-9a-f]{64}", v) is not None,
+        "finished": lambda v: isinstance(v, bool),
+        "run": lambda v: isinstance(v, dict),
+        "shard": lambda v: isinstance(v, dict) and all(_count(v.get(k)) for k in ("rank", "world")),
+    }
+    for name, valid in fields.items():
+        if not valid(progress.get(name)):
+            raise ValueError(f"{path}: field {name!r} is missing or malformed; {again}")
+    return progress
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _read_progress(path: Path, run: dict[str, Any], shard: Shard) -> dict[str, Any]:
+    """This shard's progress (fresh when none), after checking that every progress file of the
+    folder belongs to this run and shard count (naming what differs)."""
+    mine = _fresh_progress(run, shard)
     for other in sorted(path.parent.glob("progress-*.json")):
-        try:
-            progress = json.loads(other.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
+        progress = _load_progress(other)
+        recorded = {**progress["run"], "shards": progress["shard"]["world"]}
+        differ = [k for k, v in {**run, "shards": shard.world}.items() if recorded.get(k) != v]
+        if differ:
             raise ValueError(
-                f"{other}: unreadable ({e}); delete it to score that shard again"
-            ) from e
-        if progress.get("run") != run or progress.get("shard", {}).get("world") != shard.world:
-            raise ValueError(
-                f"{path.parent}: parts of another run ({other.name}: another input file, model, "
-                "--format, --chunk-size or shard count); delete the folder to start over"
+                f"{other}: parts of another run: {_what_differs(differ)} (the recorded "
+                f"{', '.join(differ)} {'differs' if len(differ) == 1 else 'differ'} from this "
+                f"run's); delete the folder "
+                f"{path.parent} to start over"
             )
         if other == path:
-            mine = dict(progress)
+            mine = progress
     return mine
+
+
+_MEANINGS = {
+    "pairs": "another input file",
+    "size": "the input changed",
+    "mtime_ns": "the input changed",
+    "model": "another model",
+    "model_identity": "the model's files changed",
+    "chunk_size": "another --chunk-size",
+    "format": "another --format",
+    "shards": "another shard count",
+}
+
+
+def _what_differs(keys: list[str]) -> str:
+    return "; ".join(dict.fromkeys(_MEANINGS.get(k, k) for k in keys))
 
 
 def _merge_when_complete(
     folder: Path, output: str | Path, world: int, layout: ScoredLayout, chunk_size: int
 ) -> tuple[int, bool]:
     """Merges the parts into `output` when all `world` shards are finished and no other shard
-    is merging: (the shards finished, whether this process merged)."""
-    shards = [Shard(rank, world) for rank in range(world)]
-    finished = 0
-    for shard in shards:
-        path = folder / f"progress-{shard.name}.json"
-        if path.exists() and json.loads(path.read_text(encoding="utf-8"))["finished"]:
-            finished += 1
+    is merging, each part checked against its record first: (the shards finished, whether
+    this process merged)."""
+    parts = [_Part(folder, Shard(rank, world)) for rank in range(world)]
+    records = [_load_progress(p.progress) for p in parts if p.progress.exists()]
+    finished = sum(1 for r in records if r["finished"])
     if finished < world:
         return finished, False
+    for part, record in zip(parts, records, strict=True):
+        part.check(record, finished=True)
     lock = folder / "merging"
     try:
         lock.mkdir()  # atomic: one shard merges
@@ -498,27 +655,34 @@ def _merge_when_complete(
     (lock / "owner").write_text(f"{socket.gethostname()} {os.getpid()}\n", encoding="utf-8")
     with open_text_atomic(output) as out:
         out.write(layout.header())
-        _interleave(out, [folder / f"part-{s.name}" for s in shards], chunk_size)
+        wrote = _interleave(out, [p.path for p in parts], chunk_size)
+        expected = sum(int(r["lines"]) for r in records)
+        if wrote != expected:
+            raise ValueError(
+                f"{folder}: the parts gave {wrote:,} lines, their records {expected:,}: a part "
+                f"changed while it was merged; {output} was not written, run any shard again"
+            )
     shutil.rmtree(folder)
     return finished, True
 
 
-def _interleave(out: Any, parts: list[Path], chunk_size: int) -> None:
+def _interleave(out: Any, parts: list[Path], chunk_size: int) -> int:
     """Chunk i of the file is chunk i // world of part i % world: `chunk_size` lines from each
-    part in turn rebuild the order of a single process."""
+    part in turn rebuild the order of a single process. Returns the lines written."""
     files = [p.open("rb") for p in parts]  # lines end in \n only (no \r in a scored record)
+    count = 0
     try:
         while True:
-            wrote = False
+            wrote = count
             for f in files:
                 for _ in range(chunk_size):
                     line = f.readline()
                     if not line:
                         break
                     out.write(line.decode("utf-8"))
-                    wrote = True
-            if not wrote:
-                return
+                    count += 1
+            if count == wrote:
+                return count
     finally:
         for f in files:
             f.close()
