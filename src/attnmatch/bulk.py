@@ -5,7 +5,8 @@ each), so that every way of scoring a file writes the same bytes:
 
 - `WorkerPool`: N processes on this machine, each with its own copy of the model, fed chunks in
   order with at most 2N in flight (memory bounded by the chunk, whatever the file's length);
-  the parent reads, checks and writes. A worker that ends before it answers (kill -9, the
+  the parent reads, checks and writes. Each worker runs the chosen backend: on ONNX Runtime
+  they all load one exported copy (`worker_model`). A worker that ends before it answers (kill -9, the
   out-of-memory killer) ends the command at once with one line naming it and the lines of its
   chunk; the parent waits on each worker's process as well as on its answer, so nothing waits
   for a dead worker.
@@ -38,9 +39,11 @@ import re
 import shutil
 import signal
 import socket
+import tempfile
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -51,6 +54,32 @@ import numpy as np
 from attnmatch.atomic import open_text_atomic, write_text_atomic
 from attnmatch.matcher import Matcher
 from attnmatch.scoring import CHUNK_SIZE, PairRecord, PairsFile, ScoredLayout, score_chunks
+
+
+@contextmanager
+def worker_model(
+    spec: str, backend: str, device: str = "cpu", precision: str = "fp32"
+) -> Iterator[str]:
+    """The model `spec` as the workers (and the parent) load it: `spec` itself, or with backend
+    "onnx" on a model that is not exported, a temporary exported copy written once here and
+    removed after the block (each worker would otherwise export it again, and every process
+    runs the same graphs: the bytes of one process on ONNX Runtime).
+
+    Raises:
+        ValueError: ONNX Runtime on another device or precision than the CPU in fp32, or the
+            model does not export (as `export_onnx` says).
+    """
+    from attnmatch.devices import resolve_device
+    from attnmatch.export import export_onnx, is_exported
+    from attnmatch.matcher import load_matcher
+    from attnmatch.matcher_load import check_onnx_device
+
+    if backend != "onnx" or is_exported(spec):
+        yield spec
+        return
+    check_onnx_device(resolve_device(device), precision)
+    with tempfile.TemporaryDirectory(prefix="attnmatch-onnx-") as tmp:
+        yield str(export_onnx(load_matcher(spec), Path(tmp) / "model"))
 
 
 class WorkerDied(ValueError):
