@@ -11,13 +11,19 @@ when it was written (docs/robustness.md, "Files read back").
 - c5: a file record of onnx.json that names a path outside the folder is refused.
 - c7: an export written before onnx.json recorded its files is still checked by its graphs:
   a graph of another kind, two exports' graphs, or a head of another output count than
-  config.json says are one line naming the graph, not `Required inputs ... are missing`.
+  config.json says are one line naming the graph, not `Required inputs ... are missing`. A
+  model that does not export, run with `--backend onnx`, prints its one line alone: no torch
+  tracer warning, no ONNX Runtime log line.
+- c8: the error stream silenced while torch's C++ exporter runs is put back after it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,7 +36,8 @@ from attnmatch.data.schema import Example
 from attnmatch.export import export_onnx
 from attnmatch.tasks import Task
 from attnmatch.training.distillation import cached_targets
-from tests.hostile._util import assert_clear_error, assert_clear_exception, run_cli
+from tests.hostile._util import Outcome, assert_clear_error, assert_clear_exception, run_cli
+from tests.models.conftest import tiny_inputs, tiny_model
 from tests.tiny_transformer import write_tiny_encoder
 
 CACHE = "teacher_scores.safetensors"
@@ -274,3 +281,53 @@ def test_a_damaged_teacher_cache_is_one_line_naming_it(
     again, seconds = cached_targets(path, [teacher], _examples(), replace=True)
     assert seconds > 0 and np.array_equal(again, intact)  # --overwrite scores it again
     assert cached_targets(path, [teacher], _examples())[1] == 0.0  # and the new one is reused
+
+
+# --- a model that does not export, on --backend onnx ------------------------------------------
+
+
+def _saved(name: str, folder: Path) -> Path:
+    model = tiny_model(name)
+    kind = "mvlstm" if name.startswith("amvlstm") else name
+    matcher = Matcher(
+        model=model.eval(), model_type=kind, inputs=tiny_inputs(model), task=Task(kind="ranking")
+    )
+    return matcher.save(folder / name)
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        pytest.param("amvlstm_q", "fails on pairs of other lengths", id="c7-onnx-amvlstm-quiet"),
+        pytest.param("iarnn", "differs from forward", id="c7-onnx-iarnn-quiet"),
+    ],
+)
+def test_a_model_that_does_not_export_prints_only_its_own_line(
+    name: str, why: str, pairs: Path, tmp_path: Path
+) -> None:
+    """Run as a process, so that what torch's C++ exporter and ONNX Runtime write to the file
+    descriptor itself is seen: one `error:` line, no tracer warning, no runtime log line."""
+    model = _saved(name, tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "attnmatch", "score", str(model), str(pairs), "--format", "tsv"]
+        + ["--backend", "onnx"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert_clear_error(Outcome(done.returncode, done.stdout, done.stderr), "does not export", why)
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+
+
+@pytest.mark.parametrize("case", ["c8-stderr-put-back-after-a-failed-export"], ids=str)
+def test_a_failed_export_puts_the_error_stream_back(
+    case: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    model = Matcher.load(_saved("amvlstm_q", tmp_path))
+    capfd.readouterr()
+    with pytest.raises(ValueError, match="does not export"):
+        export_onnx(model, tmp_path / "onnx")
+    os.write(2, b"still here\n")
+    assert capfd.readouterr().err == "still here\n"  # nothing of the exporter's, then fd 2 again

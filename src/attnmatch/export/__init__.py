@@ -25,7 +25,10 @@ import copy
 import hashlib
 import json
 import logging
+import os
+import sys
 import tempfile
+import threading
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -282,6 +285,31 @@ def _last_dims(graph: Any) -> tuple[object, object]:
     return (first[-1] if first else None), (out[-1] if out else None)
 
 
+_STDERR_LOCK = threading.Lock()  # one redirection of fd 2 at a time (see `_native_quiet`)
+
+
+@contextmanager
+def _native_quiet() -> Iterator[None]:
+    """The process's file descriptor 2 sent to /dev/null for the body, then put back: the
+    warnings torch's C++ exporter writes there itself (`[W ... shape_type_inference.cpp]`,
+    which neither Python's warning filters nor logging reach). Export raises its own errors,
+    so nothing of the caller's is lost."""
+    with _STDERR_LOCK:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(null, 2)
+            finally:
+                os.close(null)
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
 @contextmanager
 def _quiet() -> Iterator[None]:
     """The exporters' and the quantiser's log lines (torch's and the root logger's) silenced
@@ -319,7 +347,7 @@ def _export_graph(graph: Graph, model: nn.Module, form: str, probe: EncodedPairs
         args = (batch.left_ids, batch.left_mask, batch.right_ids, batch.right_mask)
     file = f"{graph.name}.onnx"
     try:
-        with warnings.catch_warnings(), torch.no_grad(), _quiet():
+        with warnings.catch_warnings(), torch.no_grad(), _quiet(), _native_quiet():
             warnings.simplefilter("ignore")
             if dynamo:
                 dims = {
