@@ -285,29 +285,38 @@ def _last_dims(graph: Any) -> tuple[object, object]:
     return (first[-1] if first else None), (out[-1] if out else None)
 
 
-_STDERR_LOCK = threading.Lock()  # one redirection of fd 2 at a time (see `_native_quiet`)
+_NATIVE_LOCK = threading.Lock()  # one redirection of fds 1 and 2 at a time (`_native_quiet`)
 
 
 @contextmanager
 def _native_quiet() -> Iterator[None]:
-    """The process's file descriptor 2 sent to /dev/null for the body, then put back: the
-    warnings torch's C++ exporter writes there itself (`[W ... shape_type_inference.cpp]`,
-    which neither Python's warning filters nor logging reach). Export raises its own errors,
-    so nothing of the caller's is lost."""
-    with _STDERR_LOCK:
-        sys.stderr.flush()
-        saved = os.dup(2)
+    """The process's file descriptors 1 and 2 sent to /dev/null for the body, then put back:
+    what torch's C++ exporter writes there itself (`[W ... shape_type_inference.cpp]`
+    warnings; the whole graph, "Torch IR graph at exception", when it fails), which neither
+    Python's warning filters nor logging reach. Export raises its own errors and writes no
+    output of its own, so nothing of the caller's is lost."""
+    with _NATIVE_LOCK:
+        _flush()
+        saved = [os.dup(fd) for fd in (1, 2)]
         try:
             null = os.open(os.devnull, os.O_WRONLY)
             try:
-                os.dup2(null, 2)
+                for fd in (1, 2):
+                    os.dup2(null, fd)
             finally:
                 os.close(null)
             yield
         finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
+            _flush()
+            for fd, copy_ in zip((1, 2), saved, strict=True):
+                os.dup2(copy_, fd)
+                os.close(copy_)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
 
 
 @contextmanager
