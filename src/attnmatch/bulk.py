@@ -266,9 +266,9 @@ class WorkerPool:
             if message[0] == "ready":
                 worker.ready = True
                 continue
-            index, records = worker.owed.popleft()
             if message[0] == "error":
                 raise WorkerDied(f"{message[1]} ({self._name(worker)}, {self._doing(worker)})")
+            index, records = worker.owed.popleft()
             _, answered, scores, labels = message
             assert answered == index, (answered, index)  # a worker answers in order
             return index, records, scores, labels

@@ -11,7 +11,7 @@
   merge, one line naming the file and what differs, exit status 2, nothing written.
 - c2: a damaged progress record (garbage, a field of the wrong type) is one line naming it.
 - c7: deleting what the line names and running that shard again merges the bytes of one
-  process.
+  process; an error raised in a worker names the worker and the lines of its chunk.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from attnmatch import bulk
 from attnmatch.matcher import Matcher
 from attnmatch.scoring import ChunkScorer, PairRecord, PairsFile, matcher_scorer, write_scored
 from attnmatch.tasks import Task
-from tests.hostile._util import Outcome, assert_clear_error, run_cli
+from tests.hostile._util import Outcome, assert_clear_error, assert_clear_exception, run_cli
 from tests.models.conftest import tiny_inputs, tiny_model
 
 WORDS = [f"w{i}" for i in range(1, 10)]
@@ -81,6 +81,15 @@ def dies_at_marker(
         flag.with_suffix(".at").write_text(repr(time.time()), encoding="utf-8")
         flag.unlink()
         os.kill(os.getpid(), signal.SIGKILL)
+    return bulk.score_pairs(matcher, pairs)
+
+
+def fails_at_marker(
+    matcher: Matcher, pairs: list[tuple[str, str]]
+) -> tuple[np.ndarray, list[str] | None]:
+    """A worker's work that raises on the chunk holding MARKER, as a model error would."""
+    if any(left == MARKER for left, _ in pairs):
+        raise ValueError("the model failed on this chunk")
     return bulk.score_pairs(matcher, pairs)
 
 
@@ -329,3 +338,21 @@ def _stops_after(chunks: int, matcher: Matcher) -> ChunkScorer:
             yield item
 
     return scorer
+
+
+@pytest.mark.parametrize("case", ["c7-worker-error-names-the-worker-and-lines"], ids=str)
+def test_an_error_in_a_worker_names_it_and_the_lines_it_held(
+    case: str, model: Path, tmp_path: Path
+) -> None:
+    pairs = _pairs(tmp_path / "pairs.tsv", 23, marker_at=13)  # lines 14-16: chunk 4, worker 1
+    with PairsFile(pairs) as records:
+        pool = bulk.WorkerPool(
+            str(model), 2, threads=1, source=records.source, work=fails_at_marker
+        )
+        with pool, pytest.raises(bulk.WorkerDied) as failed:
+            write_scored(
+                Matcher.load(model), records, tmp_path / "out.tsv", chunk_size=3, scorer=pool
+            )
+    needles = ("the model failed on this chunk", "worker 1 of 2", f"lines 14-16 of {pairs}")
+    assert_clear_exception(failed.value, *needles)
+    assert not (tmp_path / "out.tsv").exists()
