@@ -1,9 +1,11 @@
 """Bulk scoring (`attnmatch.bulk`): worker processes and shards write the bytes one process
-writes, a killed shard resumes where it stopped, parts of another run are refused."""
+writes, a killed shard resumes where it stopped, parts of another run are refused, and the
+workers run the chosen backend (ONNX Runtime too, with the bytes of one process)."""
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -11,12 +13,15 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from attnmatch import bulk
 from attnmatch.bulk import Shard, WorkerPool, fingerprint, parts_folder, write_shard
 from attnmatch.cli import app
 from attnmatch.matcher import Matcher
 from attnmatch.scoring import PairRecord, PairsFile, matcher_scorer, write_scored
 from attnmatch.tasks import Task
 from tests.models.conftest import tiny_inputs, tiny_model
+from tests.tiny_transformer import WORDS as TINY_WORDS
+from tests.tiny_transformer import write_tiny_encoder
 
 runner = CliRunner()
 WORDS = [f"w{i}" for i in range(1, 10)]
@@ -169,3 +174,46 @@ def test_progress_records_only_written_chunks(ranker: Path, pairs: Path, tmp_pat
     assert progress["chunks"] == 3 and not progress["finished"]
     lines = (folder / "part-00000-of-00001").read_bytes().splitlines()
     assert len(lines) == 9 and progress["bytes"] == (folder / "part-00000-of-00001").stat().st_size
+
+
+BACKEND_LOG = "ATTNMATCH_TEST_BACKEND_LOG"
+
+
+def logs_backend(
+    matcher: Matcher, pairs: list[tuple[str, str]]
+) -> tuple[np.ndarray, list[str] | None]:
+    """A worker's work (`bulk.score_pairs`) that appends the backend it runs to a log file."""
+    with open(os.environ[BACKEND_LOG], "a", encoding="utf-8") as log:
+        log.write(f"{os.getpid()} {matcher.backend}\n")
+    return bulk.score_pairs(matcher, pairs)
+
+
+def test_workers_run_the_chosen_backend_and_write_the_bytes_of_one_process_on_onnx(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    encoder = write_tiny_encoder(tmp_path / "tiny-bert")
+    model = Matcher.from_encoder(str(encoder)).save(tmp_path / "bi")
+    rng = np.random.default_rng(1)
+    lines = [
+        f"{' '.join(rng.choice(TINY_WORDS, 3))}\t{' '.join(rng.choice(TINY_WORDS, 7))}\n"
+        for _ in range(40)
+    ]
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("".join(lines), encoding="utf-8")
+    log = tmp_path / "backends.log"
+    monkeypatch.setenv(BACKEND_LOG, str(log))
+    monkeypatch.setattr(bulk, "score_pairs", logs_backend)
+    base = ["score", str(model), str(pairs), "--format", "tsv", "--chunk-size", "6"]
+    outputs = {}
+    for name, extra in {"one": [], "two": ["--workers", "2"]}.items():
+        out = tmp_path / f"{name}.tsv"
+        result = runner.invoke(app, [*base, "--backend", "onnx", "-o", str(out), *extra])
+        assert result.exit_code == 0, result.output
+        outputs[name] = out.read_bytes()
+    assert outputs["two"] == outputs["one"]
+    pids = {line.split()[0]: line.split()[1] for line in log.read_text().splitlines()}
+    assert len(pids) == 2 and set(pids.values()) == {"onnx"}  # both workers, on ONNX Runtime
+    out = tmp_path / "torch.tsv"
+    result = runner.invoke(app, [*base, "--backend", "torch", "-o", str(out), "--workers", "2"])
+    assert result.exit_code == 0, result.output
+    assert log.read_text().count(" torch\n") == 7  # the 7 chunks, on torch when asked

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -227,3 +228,77 @@ def test_cli_export_then_score_on_onnx(bi: Matcher, tmp_path: Path) -> None:
     np.testing.assert_allclose(scores, bi.score(PAIRS), atol=1e-5)
     done = run("score", str(tmp_path / "out"), str(pairs), "--format", "tsv", "--backend", "torch")
     assert done.returncode != 0 and "exported directory" in done.stderr
+
+
+def _with_dropout(encoder_dir: Path, folder: Path) -> Path:
+    """A copy of the tiny encoder with dropout in its config, as MiniLM's (0.1): a fine-tuned
+    (trainable) encoder runs it in training, a frozen one never does."""
+    copy = Path(shutil.copytree(encoder_dir, folder))
+    config = json.loads((copy / "config.json").read_text(encoding="utf-8"))
+    config |= {"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}
+    (copy / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return copy
+
+
+def test_a_fine_tuned_bi_encoder_exports_and_equals_torch(
+    encoder_dir: Path, tmp_path: Path
+) -> None:
+    """The wrappers of the graphs were left in training mode, and the exporter put them back
+    in it: a trainable encoder's dropout was then on when the export compared with `forward`
+    (MiniLM fine-tuned by `attnmatch train`: "differs from forward by 8.27")."""
+    inputs = {"kind": "transformer", "source": str(_with_dropout(encoder_dir, tmp_path / "e"))}
+    trained = Matcher.untrained(
+        "bi_encoder",
+        inputs={**inputs, "trainable": True},
+        task=RankingTask(),
+        overrides={"scale": 20.0},
+        seed=3,
+    )
+    trained = Matcher.load(trained.save(tmp_path / "model"))
+    exported = Matcher.load(export_onnx(trained, tmp_path / "onnx"))
+    pairs = _benchmark_pairs("wikiqa", 40)
+    np.testing.assert_allclose(
+        exported.outputs(pairs), trained.outputs(pairs), rtol=0, atol=EXACT_ATOL * 20
+    )
+    assert not trained.model.training  # the caller's model is left as it was
+
+
+def test_a_recurrent_model_with_dropout_exports_when_its_graph_equals_forward(
+    tmp_path: Path,
+) -> None:
+    """IARNN-GATE (dropout 0.3) traces to a graph equal to `forward`: it was refused only
+    because the export ran `forward` with dropout on."""
+    model = tiny_model("iarnn", variant="iarnn_gate", dropout=0.3)
+    matcher = Matcher(
+        model=model.eval(), model_type="iarnn", inputs=tiny_inputs(model), task=RankingTask()
+    )
+    exported = Matcher.load(export_onnx(matcher, tmp_path / "onnx"))
+    pairs = [(a, b) for a, b in PAIRS] + [("w1 w2 w3 w4 w5 w6", "w2")]
+    np.testing.assert_allclose(
+        exported.outputs(pairs), matcher.outputs(pairs), rtol=0, atol=EXACT_ATOL
+    )
+
+
+def test_a_bi_encoder_with_exact_match_features_exports_as_one_pairs_graph(
+    encoder_dir: Path, tmp_path: Path
+) -> None:
+    """`WithOverlapFeatures` around a fine-tuned bi-encoder: its towers and head inside one
+    pairs graph with the features (which read both texts), equal to `forward`."""
+    import torch
+
+    from attnmatch.nn.overlap import WithOverlapFeatures
+
+    inputs = {"kind": "transformer", "source": str(_with_dropout(encoder_dir, tmp_path / "e"))}
+    matcher = Matcher.untrained(
+        "bi_encoder", inputs={**inputs, "trainable": True}, task=RankingTask(), seed=3
+    )
+    matcher.model = WithOverlapFeatures(matcher.model, 1, torch.rand(40))
+    with torch.no_grad():
+        matcher.model.head.weight.normal_()
+    matcher = Matcher.load(matcher.save(tmp_path / "model"))
+    exported = export_onnx(matcher, tmp_path / "onnx")
+    assert json.loads((exported / "onnx.json").read_text())["form"] == "pairs"
+    pairs = _benchmark_pairs("wikiqa", 30) + [("ice water", "water melts in the ice")]
+    got, want = Matcher.load(exported).outputs(pairs), matcher.outputs(pairs)
+    np.testing.assert_allclose(got, want, rtol=0, atol=EXACT_ATOL)
+    assert not np.allclose(want, want[0])

@@ -18,7 +18,7 @@ from torch.overrides import TorchFunctionMode
 
 from attnmatch import model_dir
 from attnmatch.configs import ConfigError
-from attnmatch.export import load_onnx_model
+from attnmatch.export import check_exported_files, load_onnx_model
 from attnmatch.inputs import KINDS, Inputs, inputs_class, load_inputs
 from attnmatch.models import build_model, get_model_entry, model_config_from_dict
 from attnmatch.models.contract import model_config
@@ -81,7 +81,9 @@ def check_exported_backend(path: str | Path, backend: str) -> None:
 
 
 def read_exported(path: Path) -> LoadedModel:
-    """An exported directory's graphs under ONNX Runtime (`attnmatch.export`)."""
+    """An exported directory's graphs under ONNX Runtime (`attnmatch.export`), every file
+    checked first against what onnx.json recorded at export (`check_exported_files`)."""
+    check_exported_files(path)
     config_file = path / "config.json"
     header = model_dir.read_json(config_file)
     if not isinstance(header, dict) or header.get("format") != model_dir.FORMAT:

@@ -3,7 +3,7 @@
 CLASSES = {
     "c1": "user text read as markup or terminal control",
     "c2": "failures that were tracebacks (damaged files, OS errors, odd paths)",
-    "c3": "runs lost or misreported (lock, resume, folder swap, leftovers)",
+    "c3": "runs lost or misreported (lock, resume, folder swap, leftovers, killed workers)",
     "c4": "bad data or values accepted (labels, groups, duplicates, weights, JSON, options)",
     "c5": "paths from user input escaping their folder",
     "c6": "input size (tokens and characters per text)",

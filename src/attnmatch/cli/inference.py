@@ -333,23 +333,51 @@ def score(
     if shard is not None and (output is None or path is None or str(path) == "-"):
         raise typer.BadParameter("needs a pairs file and -o OUTPUT", param_hint="--shard")
     torch_device = checked_device(device, precision.value)
-    with PairsFile(path, pairs_format) as records:
-        with reading(model_dir):
-            matcher = load_model(model_dir, torch_device, precision, backend)
-        with ExitStack() as stack:
-            scorer = None
-            if workers > 1:
-                from attnmatch.bulk import WorkerPool
+    with PairsFile(path, pairs_format) as records, ExitStack() as stack:
+        settings = (torch_device, device, precision, backend)
+        matcher, scorer = _scorers(stack, model_dir, workers, settings, records.source)
+        job = _ScoreJob(matcher, records, path, output, chunk_size, scorer)
+        if shard is not None:
+            job.shard(shard, model_dir, pairs_format)
+        elif output is None:
+            job.print()
+        else:
+            job.write()
 
-                pool = WorkerPool(model_dir, workers, device=device, precision=precision.value)
-                scorer = stack.enter_context(pool)
-            job = _ScoreJob(matcher, records, path, output, chunk_size, scorer)
-            if shard is not None:
-                job.shard(shard, model_dir, pairs_format)
-            elif output is None:
-                job.print()
-            else:
-                job.write()
+
+def _scorers(
+    stack: ExitStack,
+    model_dir: str,
+    workers: int,
+    settings: tuple[Any, str, Precision, Backend],
+    source: str,
+) -> tuple[Any, Any]:
+    """`score`'s model in this process, and its `WorkerPool` when `workers` > 1 (else None),
+    both on `settings` (torch device, --device, --precision, --backend) and closed with
+    `stack`. On ONNX Runtime the workers and this process load one exported copy."""
+    torch_device, device, precision, backend = settings
+    with reading(model_dir):
+        spec = model_dir
+        if workers > 1 and backend is Backend.onnx:
+            from attnmatch.bulk import worker_model
+
+            spec = stack.enter_context(
+                worker_model(model_dir, backend.value, device, precision.value)
+            )
+        matcher = load_model(spec, torch_device, precision, backend)
+    if workers == 1:
+        return matcher, None
+    from attnmatch.bulk import WorkerPool
+
+    pool = WorkerPool(
+        spec,
+        workers,
+        device=device,
+        precision=precision.value,
+        backend=backend.value,
+        source=source,
+    )
+    return matcher, stack.enter_context(pool)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from attnmatch.inputs.transformer import traceable_states
 from attnmatch.models.contract import token_encoder, unwrap
 from attnmatch.models.pretrained import BiEncoder, CrossEncoder
 from attnmatch.nn.masking import masked_mean
+from attnmatch.nn.overlap import WithOverlapFeatures
 
 PAIR_INPUTS = ("left_ids", "left_mask", "right_ids", "right_mask")
 
@@ -150,6 +151,48 @@ class _Forward(nn.Module):
         return self.model(batch)  # (B, C)
 
 
+class _WithOverlapPairs(nn.Module):
+    """A model with exact-match features (`WithOverlapFeatures`) whose inner model has graphs
+    written for export, as one pairs graph: the inner graphs (a bi-encoder's text graph on
+    each side and its head; a cross-encoder's packed pairs), plus the features' linear head.
+    The features read both texts' ids, so the towers form (texts encoded alone) cannot hold
+    them."""
+
+    def __init__(self, model: WithOverlapFeatures, form: str, graphs: list[Graph]) -> None:
+        super().__init__()
+        self.features = model.features
+        self.head = model.head
+        self.graphs = nn.ModuleList(g.module for g in graphs)
+        self.towers = form == "towers"
+
+    def forward(
+        self,
+        left_ids: torch.Tensor,
+        left_mask: torch.Tensor,
+        right_ids: torch.Tensor,
+        right_mask: torch.Tensor,
+    ) -> torch.Tensor:
+        if self.towers:
+            text, head = self.graphs
+            outputs = head(text(left_ids, left_mask), text(right_ids, right_mask))  # (B, C)
+        else:
+            outputs = self.graphs[0](left_ids, left_mask, right_ids, right_mask)  # (B, C)
+        features = self.features(left_ids, left_mask, right_ids, right_mask)  # (B, 3)
+        return outputs + self.head(features)  # (B, C)
+
+
+def _with_overlap(model: nn.Module) -> tuple[str, list[Graph]]:
+    assert isinstance(model, WithOverlapFeatures)
+    if type(model.inner) not in FORMS:
+        return _own_forward(model)
+    form, graphs = graphs_of(model.inner)
+    exporter = "torch.export" if any(g.exporter == "torch.export" for g in graphs) else "trace"
+    module = _WithOverlapPairs(model, form, graphs)
+    return "pairs", [
+        Graph("pairs", module, PAIR_INPUTS, "outputs", _pair_axes("outputs"), exporter)
+    ]
+
+
 def _towers(model: nn.Module) -> tuple[str, list[Graph]]:
     assert isinstance(model, BiEncoder)
     text_axes = {"ids": {0: "batch", 1: "length"}, "mask": {0: "batch", 1: "length"}}
@@ -194,11 +237,21 @@ FORMS: dict[type[nn.Module], Callable[[nn.Module], tuple[str, list[Graph]]]] = {
     BiEncoder: _towers,
     CrossEncoder: _cross_pairs,
 }
+WRAPPERS: dict[type[nn.Module], Callable[[nn.Module], tuple[str, list[Graph]]]] = {
+    WithOverlapFeatures: _with_overlap,  # the inner model's graphs, plus the features
+}
 
 
 def graphs_of(model: nn.Module) -> tuple[str, list[Graph]]:
-    """The form ("towers" or "pairs") and graphs of `model` (module docstring)."""
-    return FORMS.get(type(model), _own_forward)(model)
+    """The form ("towers" or "pairs") and graphs of `model` (module docstring), each graph's
+    module in eval mode. A module is built in training mode, and `torch.onnx.export` puts a
+    module back in the mode it found it in: a wrapper left in training mode would switch the
+    wrapped model's dropout back on after its export (a fine-tuned encoder's, which a frozen
+    one never runs), and the check against `forward` would then compare with dropout."""
+    form, graphs = (FORMS | WRAPPERS).get(type(model), _own_forward)(model)
+    for graph in graphs:
+        graph.module.eval()
+    return form, graphs
 
 
 def written_for_export(model: nn.Module) -> bool:

@@ -313,10 +313,14 @@ def cached_targets(
     """
     identity, digest = teacher_identity(teachers), data_hash(examples)
     if path.exists():
-        with safe_open(str(path), framework="numpy") as cached:
-            why = _cache_mismatch(cached.metadata() or {}, identity, digest)
-            if why is None:
-                return cached.get_tensor("targets"), 0.0
+        try:
+            cached, why = _read_cached_targets(path, identity, digest, len(examples))
+        except ValueError:
+            if not replace:
+                raise
+            cached, why = None, "damaged"
+        if cached is not None:
+            return cached, 0.0
         if not replace:
             raise ValueError(
                 f"{path}: {why}; delete it, pass --overwrite to score again, or choose "
@@ -327,9 +331,53 @@ def cached_targets(
     seconds = time.perf_counter() - start
     meta = {"teacher": identity, "data": digest, "rows": str(len(examples))}
     meta["recipe"] = TARGETS_RECIPE
+    meta["targets_sha256"] = hashlib.sha256(targets.tobytes()).hexdigest()
     # atomic, and with the umask's mode (safetensors' own writer makes 0600 files)
     write_bytes_atomic(path, save({"targets": targets}, metadata=meta))
     return targets, seconds
+
+
+def _read_cached_targets(
+    path: Path, identity: str, digest: str, rows: int
+) -> tuple[np.ndarray | None, str | None]:
+    """(the targets, None) when the cache `path` holds these teachers' targets of these
+    `rows` examples; (None, why not) when it holds another teacher's or data's.
+
+    Raises:
+        ValueError: the file is damaged or differs from its own record (rows, sha256 of the
+            targets, a finite float32 (rows, K) table): one line naming it.
+    """
+    from safetensors import SafetensorError
+
+    again = "delete it or pass --overwrite to score the teachers again"
+    try:
+        with safe_open(str(path), framework="numpy") as cached:
+            meta = cached.metadata() or {}
+            why = _cache_mismatch(meta, identity, digest)
+            if why is not None:
+                return None, why
+            if "targets" not in cached.keys():  # noqa: SIM118
+                raise ValueError(f"{path}: no 'targets' table: not a teacher-score cache; {again}")
+            targets = cached.get_tensor("targets")
+    except (SafetensorError, OSError) as e:
+        reason = " ".join(str(e).split()) or type(e).__name__
+        raise ValueError(f"{path}: damaged teacher-score cache ({reason}); {again}") from e
+    shape = "x".join(map(str, targets.shape))
+    fits = targets.ndim == 2 and targets.shape[0] == rows and meta.get("rows") == str(rows)
+    if targets.dtype != np.float32 or not fits:
+        raise ValueError(
+            f"{path}: a {targets.dtype} table of shape {shape}, its record says "
+            f"{meta.get('rows')} rows of float32 targets ({rows} examples now); {again}"
+        )
+    recorded = meta.get("targets_sha256")  # caches written before it was recorded lack it
+    if recorded is not None and hashlib.sha256(targets.tobytes()).hexdigest() != recorded:
+        raise ValueError(
+            f"{path}: the targets' sha256 differs from the one recorded when it was written "
+            f"(changed since); {again}"
+        )
+    if not np.isfinite(targets).all():
+        raise ValueError(f"{path}: holds targets that are not finite numbers; {again}")
+    return targets, None
 
 
 # ----------------------------------------------------------------- extra pairs
