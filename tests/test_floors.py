@@ -211,24 +211,34 @@ def test_bi_encoder_scores_encode_each_distinct_text_once_as_the_forward_does(
     assert sum(rows) == 2 + 5  # two questions and five distinct answers, of 30 pairs
 
 
-def test_a_floor_that_beats_the_model_is_offered_as_the_model_to_keep(
-    encoder_dir: Path, tmp_path: Path
-) -> None:
+def test_a_zero_shot_floor_is_kept_as_an_encoder_folder(encoder_dir: Path, tmp_path: Path) -> None:
+    """`training.keep.floor_model`: the encoder's cosine, calibrated on dev (a ranking model's
+    Platt scaling), saved as an encoder folder that loads and scores as the zero-shot matcher."""
     from types import SimpleNamespace
 
-    from attnmatch.training.trainer import FLOOR_MODEL_DIR, offer_floor
+    from attnmatch.data.encoding import encode_examples
+    from attnmatch.training.keep import floor_model
 
     source = str(encoder_dir)
-    exp = SimpleNamespace(matcher=SimpleNamespace(task=RANKING), fit_examples=[])
-    run = SimpleNamespace(path=tmp_path, model_dir=tmp_path / "model")
-    floors = {"random": {"map": 0.95}, f"{source} zero-shot": {"map": 0.9}, "bm25": {"map": 0.5}}
-    (line,) = offer_floor(exp, run, "map", floors)  # type: ignore[arg-type]
-    assert f"keep the {source} zero-shot floor (dev map 0.9000)" in line
-    saved = Matcher.load(tmp_path / FLOOR_MODEL_DIR)
+    dev = _ranking_split(4, 3)
+    split = SimpleNamespace(
+        examples=dev,
+        data=encode_examples(dev, lambda texts: [np.zeros(0, dtype=np.int64) for _ in texts]),
+        protocol=RANKING,
+    )
+    exp = SimpleNamespace(
+        matcher=SimpleNamespace(task=RANKING),
+        fit_examples=[],
+        dev=split,
+        config=SimpleNamespace(train=SimpleNamespace(select_metric=None)),
+    )
+    kept = floor_model(exp, f"{source} zero-shot")  # type: ignore[arg-type]
+    assert kept.model_type == "bi_encoder" and kept.task.calibration is not None
+    saved = Matcher.load(kept.save(tmp_path / "model"))
     pairs = [("how are glacier caves formed ?", "a cave is in the ice"), ("war", "peace")]
     np.testing.assert_allclose(
         saved.score(pairs), Matcher.from_encoder(source).score(pairs), atol=1e-6
     )
-    floors["bm25"]["map"] = 0.99
-    (line,) = offer_floor(exp, run, "map", floors)  # type: ignore[arg-type]
-    assert "Matcher.from_lexical('bm25'" in line and "calibration" not in line
+    assert saved.predict_pairs(pairs).relevance is not None  # probabilities, as trained models'
+    with pytest.raises(ValueError, match="not a floor"):
+        floor_model(exp, "random")  # type: ignore[arg-type]

@@ -109,11 +109,18 @@ def test_load_matcher_gives_the_lexical_matchers() -> None:
         assert matcher.rank(GLACIER, DOCS)[0].index == 1
 
 
-def test_a_lexical_matcher_refuses_to_save_and_to_read_ids(tmp_path: Path) -> None:
-    matcher = Matcher.from_lexical("overlap")
-    with pytest.raises(ValueError, match=r"no weights to save: .*from_lexical\("):
-        matcher.save(tmp_path / "m")
-    assert not (tmp_path / "m").exists()
+def test_a_lexical_matcher_saves_its_folder_and_refuses_to_read_ids(tmp_path: Path) -> None:
+    matcher = Matcher.from_lexical("bm25", corpus=DOCS)
+    loaded = Matcher.load(matcher.save(tmp_path / "m"))
+    assert loaded.model_type == "bm25" and loaded.path == tmp_path / "m"
+    pairs = [(GLACIER, doc) for doc in DOCS]
+    np.testing.assert_array_equal(loaded.score(pairs), matcher.score(pairs))
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [
+        "README.md",
+        "config.json",
+        "corpus.jsonl",
+        "model.safetensors",
+    ]
     data = matcher.encode([Example("a", "b", 0)])
     with pytest.raises(TypeError, match="scores texts, not ids"):
         matcher.predict(data)
@@ -133,3 +140,9 @@ def test_cli_ranks_and_evaluates_with_bm25(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     metrics = json.loads(result.output)["metrics"]
     assert metrics["num_queries"] == 8 and 0.0 < metrics["map"] <= 1.0
+
+
+def test_the_model_types_a_lexical_folder_names_are_the_lexical_kinds() -> None:
+    from attnmatch.lexical_dir import MODEL_TYPES
+
+    assert MODEL_TYPES == LEXICAL_KINDS

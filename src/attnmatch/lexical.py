@@ -17,7 +17,8 @@ These are the classic floors of answer selection (Yang et al. 2015's word count 
 Robertson & Zaragoza 2009). `LexicalModel` wraps a scorer and a zero-shot head
 (`attnmatch.zero_shot`) as a Matcher's model: a text model (`attnmatch.models.contract`), which
 reads the texts themselves, so a Matcher gives it texts (`score_texts(pairs)`), never ids, and
-holds no inputs.
+holds no inputs; its model folder holds the head and the background corpus
+(`attnmatch.lexical_dir`).
 
 Example:
     >>> scorer = LexicalScorer("overlap")
@@ -27,6 +28,8 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -168,6 +171,12 @@ class LexicalModel(TextModel):
     def score_texts(self, pairs: Sequence[tuple[str, str]]) -> NDArray[np.float32]:
         """The head's outputs for (left, right) pairs: (N, num_outputs) float32."""
         return self.head.outputs(self.scorer.score(pairs))
+
+    def fingerprint(self) -> str:
+        """The kind, the head and a sha256 of the background corpus."""
+        corpus = hashlib.sha256(json.dumps(self.scorer.background).encode("utf-8")).hexdigest()
+        head = self.head
+        return f"{self.scorer.kind} {head.num_outputs} {head.scale!r} {head.shift!r} {corpus}"
 
     def save_refusal(self) -> str:
         kind = self.scorer.kind

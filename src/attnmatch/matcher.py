@@ -55,6 +55,7 @@ from attnmatch.matcher_load import (
     check_onnx_device,
     read_exported,
     read_model_dir,
+    save_text_model,
 )
 from attnmatch.models import build_model, get_model_entry, input_layer, resolve_model_config
 from attnmatch.models.contract import (
@@ -305,7 +306,7 @@ class Matcher:
         corpus: Sequence[str] = (),
     ) -> Matcher:
         """A lexical matcher: "bm25", "overlap" or "idf_overlap" (`attnmatch.lexical`); no
-        weights, nothing to save.
+        weights: `save` writes its head and corpus (`attnmatch.lexical_dir`).
 
         Args:
             task, calibration, metric: as `from_encoder` (a regression without calibration maps
@@ -367,11 +368,11 @@ class Matcher:
     def save(self, path: str | Path, *, metrics: dict[str, Any] | None = None) -> Path:
         """Writes the model directory (atomically) and returns its path.
 
-        Raises:
-            ValueError: a lexical matcher (it has no weights; build it again instead).
+        A lexical matcher's folder holds its head and background corpus (`lexical_dir`).
         """
+        metrics = self.metrics if metrics is None else metrics
         if self._text is not None:
-            raise ValueError(self._text.save_refusal())
+            return save_text_model(self._text, Path(path), self.task, metrics)
         if self.backend == "onnx":
             raise ValueError(
                 "this matcher runs an exported model (ONNX graphs): copy its directory, or save "
@@ -389,7 +390,7 @@ class Matcher:
             header=header,
             model=self.model,
             save_inputs=self._inputs().save,
-            metrics=self.metrics if metrics is None else metrics,
+            metrics=metrics,
         )
 
     # ----------------------------------------------------------------- inference

@@ -16,12 +16,12 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from attnmatch import model_dir
+from attnmatch import lexical_dir, model_dir
 from attnmatch.configs import ConfigError
 from attnmatch.export import check_exported_files, load_onnx_model
 from attnmatch.inputs import KINDS, Inputs, inputs_class, load_inputs
 from attnmatch.models import build_model, get_model_entry, model_config_from_dict
-from attnmatch.models.contract import model_config
+from attnmatch.models.contract import TextModel, model_config
 from attnmatch.nn.overlap import WithOverlapFeatures
 from attnmatch.tasks import Task
 
@@ -31,7 +31,7 @@ class LoadedModel(NamedTuple):
 
     model: nn.Module
     model_type: str
-    inputs: Inputs
+    inputs: Inputs | None  # None: a lexical matcher, which reads the texts themselves
     task: Task
     metrics: dict[str, Any]
     path: Path
@@ -44,6 +44,8 @@ def read_model_dir(path: str | Path, device: torch.device) -> LoadedModel:
     header = files.header
     config_file = files.path / "config.json"
     model_type = header["model_type"]
+    if lexical_dir.is_lexical(model_type):
+        return _read_lexical(files)
     with _naming(config_file):
         get_model_entry(model_type)  # an unknown model type: the registered ones listed
         config = model_config_from_dict(model_type, header["config"], path="config")
@@ -69,6 +71,30 @@ def read_model_dir(path: str | Path, device: torch.device) -> LoadedModel:
     inputs = _load_inputs(files, header["inputs"])
     _check_inputs_fit(files.path, model, inputs)
     return LoadedModel(model, model_type, inputs, task, files.metrics, files.path)
+
+
+def _read_lexical(files: model_dir.ModelFiles) -> LoadedModel:
+    """A lexical matcher's folder (`attnmatch.lexical_dir`), its task fitting its head."""
+    config_file = files.path / "config.json"
+    task = _load_task(config_file, files.header["task"])
+    model = lexical_dir.read(files)
+    with _naming(config_file):
+        task.check_num_outputs(model.num_outputs)
+    return LoadedModel(model, files.header["model_type"], None, task, files.metrics, files.path)
+
+
+def save_text_model(model: TextModel, path: Path, task: Task, metrics: dict[str, Any]) -> Path:
+    """The model folder of a model that reads texts (`Matcher.save`): a lexical matcher's
+    (`attnmatch.lexical_dir`).
+
+    Raises:
+        ValueError: another text model (its `save_refusal`).
+    """
+    from attnmatch.lexical import LexicalModel
+
+    if not isinstance(model, LexicalModel):
+        raise ValueError(model.save_refusal())
+    return lexical_dir.save(model, path, task, metrics)
 
 
 def check_exported_backend(path: str | Path, backend: str) -> None:

@@ -22,13 +22,22 @@ FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 
 def experiment(folder: str, options: dict[str, Any], **train: Any) -> ExperimentConfig:
+    """A tiny MV-LSTM on a fixture; the trained model is kept in RUN/model whatever the
+    floors score (train.keep = "trained")."""
     return ExperimentConfig.from_dict(
         {
             "model": "mvlstm",
             "model_overrides": {"hidden_size": 8, "k": 10},
             "data": {"dataset": "pairs", "data_dir": str(FIXTURES / folder), "options": options},
             "inputs": {"kind": "word_vectors", "vectors": "random", "dim": 8},
-            "train": {"epochs": 3, "batch_size": 8, "lr": 0.01, "patience": 0, **train},
+            "train": {
+                "epochs": 3,
+                "batch_size": 8,
+                "lr": 0.01,
+                "patience": 0,
+                "keep": "trained",
+                **train,
+            },
         }
     )
 

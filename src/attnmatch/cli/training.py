@@ -113,6 +113,16 @@ _LogOption = Annotated[
     ),
 ]
 
+_KeepTrainedOption = Annotated[
+    bool,
+    typer.Option(
+        "--keep-trained",
+        help="Keep the trained model in OUTPUT/model even when a no-training floor (word "
+        'overlap, BM25, MiniLM zero-shot) beats it on dev (train.keep = "trained"); by '
+        "default that floor is saved there and the trained model in OUTPUT/trained-model.",
+    ),
+]
+
 
 def train(
     config: Annotated[
@@ -137,8 +147,9 @@ def train(
     device: _TrainDeviceOption = None,
     precision: _TrainPrecisionOption = None,
     log: _LogOption = [],  # noqa: B006
+    keep_trained: _KeepTrainedOption = False,
 ) -> None:
-    """Train a model; the dev-selected model is saved to OUTPUT/model."""
+    """Train a model; OUTPUT/model holds the best on dev of it and the no-training floors."""
     seed_list = parse_seeds(seeds)  # options first: a bad one fails before torch loads
     overrides = parse_sets(set_)
     if device is not None:
@@ -157,6 +168,7 @@ def train(
         ("train.epochs", epochs),
         ("train.device", device),
         ("train.precision", None if precision is None else precision.value),
+        ("train.keep", "trained" if keep_trained else None),
     )
     for key, value in flags:
         if value is not None:
@@ -243,7 +255,19 @@ def _train_and_report(
     )
     print_metrics({"dev": result.dev, "test": result.test}, title=run_title)
     _print_floors(result.floors)
-    out.print(f"model saved to [bold]{shown(result.model_dir)}[/bold]")
+    kept = result.kept or {}
+    if kept.get("model", "trained") != "trained":
+        print_metrics(
+            {"dev": kept.get("dev"), "test": kept.get("test")},
+            title=f"kept in {result.model_dir}: the {kept['model']} floor",
+        )
+        out.print(
+            f"model saved to [bold]{shown(result.model_dir)}[/bold]: the {shown(kept['model'])} "
+            f"floor, which beats the trained model on dev {shown(kept['metric'])}; the trained "
+            f"model is in [bold]{shown(result.output_dir / 'trained-model')}[/bold]"
+        )
+    else:
+        out.print(f"model saved to [bold]{shown(result.model_dir)}[/bold]")
 
 
 def _own_pairs(overrides: dict[str, Any]) -> bool:

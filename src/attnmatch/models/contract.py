@@ -231,7 +231,8 @@ def auxiliary_terms(model: nn.Module) -> dict[str, torch.Tensor]:
 
 class TextModel(nn.Module, abc.ABC):
     """A model that reads the texts of each pair themselves, not ids (a lexical matcher,
-    `attnmatch.lexical`): no inputs, no token encoder, no weights to save.
+    `attnmatch.lexical`): no inputs, no token encoder, no weights (a lexical matcher's folder
+    holds its head and corpus instead: `attnmatch.lexical_dir`).
 
     A declared type, so that a `Matcher` decides once, when it is built, whether it feeds ids
     to a matching model or texts to a text model. It is a module without parameters only so that
@@ -252,8 +253,13 @@ class TextModel(nn.Module, abc.ABC):
 
     @abc.abstractmethod
     def save_refusal(self) -> str:
-        """The one line `Matcher.save` raises: why there is nothing to save, and how to build
-        the model again."""
+        """The one line `Matcher.save` raises for a text model that has no folder format (a
+        lexical matcher has one): why it cannot be saved, and how to build it again."""
+
+    def fingerprint(self) -> str:
+        """What decides its outputs besides its (absent) weights, as text that changes when
+        they change (e.g. a distillation's cache of a teacher's scores is keyed by it)."""
+        return type(self).__name__
 
     def forward(self, batch: PairBatch) -> torch.Tensor:
         raise TypeError(

@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from rich.console import Console
 
 from attnmatch import configs
 from attnmatch.data.datasets import Split
@@ -32,7 +31,6 @@ from attnmatch.training.config import (
 )
 from attnmatch.training.distillation import DistillConfig, default_student, distill_splits
 from attnmatch.training.experiment import experiment_from_splits, load_splits
-from attnmatch.training.trainer import FLOOR_MODEL_DIR
 from attnmatch.training.trainer import train as train_run
 
 
@@ -145,7 +143,9 @@ def fit(
     columns: dict[str, str] | None = None,
     **train_options: Any,
 ) -> Matcher:
-    """Trains a model and returns it as a Matcher.
+    """Trains a model and returns it as a Matcher: the run's kept model, the best on dev of
+    the trained model and the no-training floors (`attnmatch.training.keep`; the trained one
+    whatever the floors score with keep="trained").
 
     Args:
         train, dev: lists of (left, right, label) tuples, pandas DataFrames or Hugging Face
@@ -189,14 +189,6 @@ def fit(
             with tempfile.TemporaryDirectory(prefix="attnmatch-fit-") as tmp:
                 matcher = _fit(train, dev, base, task, Path(tmp), progress, columns)
                 matcher.path = None
-                if (Path(tmp) / FLOOR_MODEL_DIR).is_dir():
-                    Console(stderr=True).print(
-                        f"the {FLOOR_MODEL_DIR} above was in a temporary folder, now deleted: "
-                        "pass output_dir= to keep it, or build it again (Matcher.from_encoder "
-                        "with task= and calibration=, docs/baselines.md)",
-                        highlight=False,
-                        markup=False,
-                    )
                 return matcher
         return _fit(train, dev, base, task, Path(output_dir), progress, columns)
 

@@ -110,6 +110,10 @@ class TrainConfig:
     floors: print and record the no-training baselines beside dev/test metrics
         (`attnmatch.floors`): "all" (random, word overlap, BM25 and the MiniLM zero-shot
         encoder when installed), "lexical" (without the encoder) or "none".
+    keep: what RUN/model holds at the end: "best", the best on dev of the trained model and
+        every floor but random (a floor that beats the trained model on the selection metric
+        is saved there as a model folder, the trained model moved to RUN/trained-model:
+        `attnmatch.training.keep`), or "trained", the trained model whatever the floors score.
     seed: seeds Python, numpy, torch and sampling.
     loss: "auto" (the task's default: rank_hinge, cross_entropy or kl), "rank_hinge" or
         "listwise" (ranking groups), "cross_entropy" (classification; or pointwise ranking with
@@ -152,6 +156,7 @@ class TrainConfig:
     warmup: float = 0.0
     lr_schedule: Literal["staircase", "linear"] = "staircase"
     floors: Literal["all", "lexical", "none"] = "all"
+    keep: Literal["best", "trained"] = "best"
     seed: int = 1
     loss: Literal["auto", "rank_hinge", "listwise", "cross_entropy", "kl", "mse"] = "auto"
     margin: float = 1.0

@@ -53,6 +53,7 @@ from attnmatch.floors import compute_floors
 from attnmatch.matcher import Matcher
 from attnmatch.metrics import greater_is_better
 from attnmatch.models import input_layer
+from attnmatch.models.contract import TextModel
 from attnmatch.tasks import (
     GROUP_LOSSES,
     ClassificationTask,
@@ -225,11 +226,14 @@ class DistillResult:
 
 
 def teacher_identity(teachers: Sequence[Matcher]) -> str:
-    """A digest of the teachers: each one's model type, task and every weight's bytes."""
+    """A digest of the teachers: each one's model type, task and every weight's bytes (a
+    text model's `fingerprint`)."""
     digest = hashlib.sha256()
     for teacher in teachers:
         digest.update(teacher.model_type.encode())
         digest.update(json.dumps(teacher.task.to_dict(), sort_keys=True).encode())
+        if isinstance(teacher.model, TextModel):  # no weights: its head and corpus
+            digest.update(teacher.model.fingerprint().encode())
         for name, tensor in sorted(teacher.model.state_dict().items()):
             digest.update(name.encode())
             digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())

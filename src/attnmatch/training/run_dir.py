@@ -1,6 +1,9 @@
 """The run directory: what a training run writes, and how it is resumed or reused.
 
-    <run>/model/            the dev-selected model directory (`Matcher.save`), with metrics.json
+    <run>/model/            the model kept: the dev-selected trained model (`Matcher.save`),
+                            with metrics.json, or a floor that beats it on dev
+                            (`attnmatch.training.keep`)
+    <run>/trained-model/    the dev-selected trained model when a floor is kept in model/
     <run>/checkpoint/       the last epoch: model/ + optimizer.pt + trainer_state.json
     <run>/log.jsonl         one line per epoch
     <run>/test_items.json   the test split's per-item results (per query or pair)
@@ -111,6 +114,8 @@ class TrainResult:
     train_pairs_per_s: float
     commit: str
     floors: dict[str, dict[str, dict[str, float]]] | None = None
+    # Which model model/ holds and why (`attnmatch.training.keep`); None: no floor compared.
+    kept: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -192,6 +197,7 @@ class RunDir:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.model_dir = self.path / "model"
+        self.trained_model_dir = self.path / "trained-model"
         self.checkpoint_dir = self.path / "checkpoint"
         self.log_file = self.path / "log.jsonl"
         self.result_file = self.path / "result.json"
@@ -258,7 +264,7 @@ class RunDir:
                         shutil.rmtree(entry)
                     else:
                         entry.unlink()
-            for folder in (self.path, self.model_dir, self.checkpoint_dir):
+            for folder in (self.path, self.model_dir, self.trained_model_dir, self.checkpoint_dir):
                 sweep_folder(folder)
             yield
 
@@ -334,6 +340,7 @@ class RunDir:
                 ),
                 train_pairs_per_s=float(data["train_pairs_per_s"]),
                 floors=data.get("floors"),
+                kept=data.get("kept"),
                 commit=str(
                     data.get("commit", data["metrics"].get("environment", {}).get("commit", ""))
                 ),
@@ -436,6 +443,24 @@ class RunDir:
     def write_log(self, history: list[dict[str, Any]]) -> None:
         write_text_atomic(self.log_file, "".join(json.dumps(h) + "\n" for h in history))
 
+    def restore_trained(self) -> None:
+        """The trained model back in model/ when a floor was kept there (or a kill came
+        between the two moves of `keep_floor`): a resumed run trains on and chooses again."""
+        if not self.trained_model_dir.is_dir():
+            return
+        if self.model_dir.exists():
+            shutil.rmtree(self.model_dir)
+        os.replace(self.trained_model_dir, self.model_dir)
+
+    def keep_floor(self, staged: Path) -> None:
+        """The model folder `staged` (in the run folder) becomes model/, the trained model
+        trained-model/. A kill between the two moves leaves trained-model/ and no model/,
+        which `restore_trained` puts back when the run resumes."""
+        if self.trained_model_dir.exists():
+            shutil.rmtree(self.trained_model_dir)
+        os.replace(self.model_dir, self.trained_model_dir)
+        os.replace(staged, self.model_dir)
+
     def save_best(self, matcher: Matcher, dev: dict[str, float] | None) -> None:
         matcher.save(self.model_dir, metrics={"dev": dev})
 
@@ -447,11 +472,13 @@ class RunDir:
         write_text_atomic(self.items_file(split), json.dumps(items) + "\n")
 
     def write_result(self, result: TrainResult, metrics: dict[str, Any]) -> None:
-        """Writes the model's metrics.json, log.jsonl (complete even if a kill came between
-        the last checkpoint and its log) and, last, result.json."""
+        """Writes the trained model's metrics.json (in trained-model/ when a floor was kept in
+        model/: the floor's folder has its own), log.jsonl (complete even if a kill came
+        between the last checkpoint and its log) and, last, result.json."""
         from attnmatch.model_dir import write_metrics
 
-        write_metrics(self.model_dir, metrics)
+        trained = self.trained_model_dir if self.trained_model_dir.is_dir() else self.model_dir
+        write_metrics(trained, metrics)
         self.write_log(result.history)
         write_text_atomic(
             self.result_file, json.dumps(result.to_dict() | {"metrics": metrics}, indent=2) + "\n"

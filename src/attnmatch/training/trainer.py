@@ -33,6 +33,7 @@ from attnmatch.terminal import visible
 from attnmatch.training import distributed
 from attnmatch.training.config import ExperimentConfig
 from attnmatch.training.experiment import Experiment, build_experiment
+from attnmatch.training.keep import keep_best
 from attnmatch.training.loop import (
     EpochCallback,
     below_floor,
@@ -172,6 +173,8 @@ def _first_state(
 ) -> TrainState:
     """The state training starts from: the run's last checkpoint with `resume`, else a new
     one. With train.epochs = 0 the model as it is is selected here."""
+    if resume:  # a floor kept in model/ by an earlier launch: the trained model back there
+        run.restore_trained()
     state = (run.resume(exp.matcher, optimizer, exp.config) if resume else None) or TrainState()
     distributed.check_agree(state.epoch, "the epoch to resume after")
     if state.epoch:
@@ -254,15 +257,16 @@ def _finish(
         run.write_items(
             "test", report_items(outputs, exp.test.data, exp.test.protocol, task=best.task)
         )
-    console.print(chosen_line(exp, state, dev.metrics if dev else None, run), highlight=False)
     floors = run_floors(exp, console)
-    if dev is not None and floors.get("dev"):
-        metric = selection_metric(exp)
-        warning = below_floor(metric, dev.metrics[metric], floors["dev"])
-        if warning is not None:
-            console.print(warning, highlight=False)
-            for line in offer_floor(exp, run, metric, floors["dev"]):
-                console.print(line, highlight=False, markup=False)
+    about = {
+        "dataset": exp.config.data.dataset,
+        "data": split_fingerprints(exp),
+        "protocols": {
+            "dev": dev.protocol if dev else None,
+            "test": test.protocol if test else None,
+        },
+    }
+    kept = _keep(exp, state, run, dev.metrics if dev else None, floors, about, console)
     result = TrainResult(
         output_dir=run.path,
         model_dir=run.model_dir,
@@ -275,18 +279,15 @@ def _finish(
         train_pairs_per_s=state.train_pairs_per_s,
         commit=env["commit"],
         floors=floors or None,
+        kept=kept,
     )
     metrics = {
-        "dataset": exp.config.data.dataset,
-        "data": split_fingerprints(exp),
-        "protocols": {
-            "dev": dev.protocol if dev else None,
-            "test": test.protocol if test else None,
-        },
+        **about,
         "best_epoch": result.best_epoch,
         "dev": result.dev,
         "test": result.test,
         "floors": floors or None,
+        "kept": kept,
         "experiment": exp.config.to_dict(),
         "inputs": exp.inputs_stats,
         "environment": env,
@@ -297,6 +298,31 @@ def _finish(
     }
     run.write_result(result, metrics)
     return result
+
+
+def _keep(
+    exp: Experiment,
+    state: TrainState,
+    run: RunDir,
+    dev: dict[str, float] | None,
+    floors: dict[str, dict[str, dict[str, float]]],
+    about: dict[str, Any],
+    console: Console,
+) -> dict[str, Any] | None:
+    """Keeps the best on dev of the trained model and the floors in run/model
+    (`keep.keep_best`) and says which trained model was selected, where it is, and which
+    model was kept and why (a warning when the trained one is kept below a floor)."""
+    kept = keep_best(exp, run, dev, floors.get("dev", {}), about)
+    trained_dir = run.trained_model_dir if run.trained_model_dir.is_dir() else run.model_dir
+    console.print(chosen_line(exp, state, dev, trained_dir), highlight=False)
+    if kept is None:
+        return None
+    if kept["model"] == "trained" and dev is not None:
+        warning = below_floor(kept["metric"], dev[kept["metric"]], floors["dev"])
+        if warning is not None:
+            console.print(warning, highlight=False)
+    console.print(kept["line"], highlight=False, markup=False, soft_wrap=True)
+    return kept
 
 
 def _speed(pairs: int, seconds: float, matcher: Matcher) -> dict[str, Any] | None:
@@ -324,49 +350,16 @@ def split_fingerprints(exp: Experiment) -> dict[str, dict[str, Any]]:
 
 
 def chosen_line(
-    exp: Experiment, state: TrainState, dev: dict[str, float] | None, run: RunDir
+    exp: Experiment, state: TrainState, dev: dict[str, float] | None, where: Path
 ) -> str:
-    """Which model the run kept, in one line."""
+    """Which trained model the run selected, and the folder it is in, in one line."""
     if dev is None or exp.dev is None:
-        return f"model: the last epoch's ({state.epoch}; no dev split to select on), in {run.model_dir}"
+        return f"model: the last epoch's ({state.epoch}; no dev split to select on), in {where}"
     metric = selection_metric(exp)
     return (
         f"model: epoch {state.best_epoch} of {state.epoch}, the best dev {metric} "
-        f"({dev[metric]:.4f}), in {run.model_dir}"
+        f"({dev[metric]:.4f}), in {where}"
     )
-
-
-FLOOR_MODEL_DIR = "floor-model"  # in a run folder: the floor kept when it beats the model
-
-
-def offer_floor(
-    exp: Experiment, run: RunDir, metric: str, floors: dict[str, dict[str, float]]
-) -> list[str]:
-    """When a floor beats the trained model on dev, the floor as the model to keep: an
-    encoder's zero-shot matcher saved beside the model (run/floor-model), a lexical one as
-    the command that builds it (it has no weights). Lines to print."""
-    from attnmatch.floors import floor_matcher
-    from attnmatch.metrics import greater_is_better
-
-    scored = {n: m[metric] for n, m in floors.items() if metric in m and n != "random"}
-    if not scored:
-        return []
-    name = (max if greater_is_better(metric) else min)(scored, key=lambda n: scored[n])
-    try:
-        floor = floor_matcher(name, exp.matcher.task, exp.fit_examples, metric=metric)
-    except (ValueError, FileNotFoundError, ImportError) as e:
-        return [f"the {name} floor cannot be rebuilt as a model to keep: {e}"]
-    head = f"keep the {name} floor (dev {metric} {scored[name]:.4f}) rather than {run.model_dir}:"
-    if floor.inputs is None:  # a lexical matcher: no weights to save
-        calibrated = "" if exp.matcher.task.similarity_is_output else ", calibration=train_pairs"
-        return [
-            f"{head} it has no weights; build it with Matcher.from_lexical({name!r}, "
-            f"task=Matcher.load({str(run.model_dir)!r}).task{calibrated}) in Python, or rank "
-            f"with `attnmatch rank {name} ...`"
-        ]
-    target = run.path / FLOOR_MODEL_DIR
-    floor.save(target, metrics={"floor": name, "dev": floors[name]})
-    return [f"{head} it is saved in {target} (attnmatch rank/score {target}, Matcher.load)"]
 
 
 FLOOR_ENCODER_PAIRS = 5000  # the zero-shot encoder floor on larger splits costs minutes of CPU
