@@ -30,7 +30,7 @@ from attnmatch.evaluation import report_from_outputs, report_items
 from attnmatch.matcher import Matcher
 from attnmatch.models import input_layer
 from attnmatch.terminal import visible
-from attnmatch.training import distributed
+from attnmatch.training import distributed, memory
 from attnmatch.training.config import ExperimentConfig
 from attnmatch.training.experiment import Experiment, build_experiment
 from attnmatch.training.keep import keep_best
@@ -122,10 +122,8 @@ def train(
         env = environment()  # the commit of the code that starts to run, and whether it is clean
         if resume and experiment is None and (done := _finished(run, config, console)) is not None:
             return done
-        exp = experiment or build_experiment(config)
+        exp = _experiment(config, experiment, console)
         config = exp.config  # with its preset's recipe, if any
-        for note in exp.notes:
-            console.print(visible(note), highlight=False, markup=False)
         exp.matcher.to(device, precision=config.train.precision)  # before the optimiser
         optimizer = _optimizer(exp)
         state = _first_state(exp, optimizer, run, resume, console)
@@ -147,9 +145,21 @@ def train(
                 )
                 if (stalled := never_improved(exp, state)) is not None:
                     console.print(stalled, highlight=False, markup=False)
+        optimizer = None  # its moments are not needed to score and compare the model
+        memory.release()
         result = _shared_result(partial(_finish, exp, state, run, start, console, env))
         assert result is not None
         return result
+
+
+def _experiment(
+    config: ExperimentConfig, experiment: Experiment | None, console: Console
+) -> Experiment:
+    """`experiment`, or the one `config` builds; its notes said."""
+    exp = experiment or build_experiment(config)
+    for note in exp.notes:
+        console.print(visible(note), highlight=False, markup=False)
+    return exp
 
 
 def _finished(run: RunDir, config: ExperimentConfig, console: Console) -> TrainResult | None:
@@ -257,7 +267,9 @@ def _finish(
         run.write_items(
             "test", report_items(outputs, exp.test.data, exp.test.protocol, task=best.task)
         )
+    memory.release()  # what scoring freed, before the floors' encoder takes its own
     floors = run_floors(exp, console)
+    memory.release()
     about = {
         "dataset": exp.config.data.dataset,
         "data": split_fingerprints(exp),
@@ -280,6 +292,7 @@ def _finish(
         commit=env["commit"],
         floors=floors or None,
         kept=kept,
+        peak_rss_mb=memory.peak_rss_mb(),
     )
     metrics = {
         **about,
@@ -295,6 +308,7 @@ def _finish(
         "wall_time_s": result.wall_time_s,
         "train_time_s": result.train_time_s,
         "speed": speed,
+        "peak_rss_mb": result.peak_rss_mb,
     }
     run.write_result(result, metrics)
     return result
