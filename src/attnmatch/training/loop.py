@@ -216,6 +216,32 @@ def progress_bar(console: Console, enabled: bool) -> Progress:
     )
 
 
+class StepLines:
+    """Progress said in plain lines where no bar is drawn (`--no-progress`, or a log that is
+    not a terminal): a line when a step ends `EVERY_S` seconds or more after the epoch began
+    or the last line, with the steps done, the mean recent loss and the time the epoch has
+    left at this pace."""
+
+    EVERY_S = 15.0
+
+    def __init__(self, bar: Progress, name: str, total: int) -> None:
+        self.console = bar.console
+        self.plain = bar.disable or not bar.console.is_interactive
+        self.name, self.total = name, total
+        self.start = self.last = time.perf_counter()
+
+    def step(self, done: int, loss: float) -> None:
+        now = time.perf_counter()
+        if not self.plain or now - self.last < self.EVERY_S or done >= self.total:
+            return
+        self.last = now
+        left = (now - self.start) / done * (self.total - done)
+        self.console.print(
+            f"{self.name}: {done}/{self.total} steps, loss {loss:.4f}, about {left:.0f}s left",
+            highlight=False,
+        )
+
+
 def run_epoch(
     exp: Experiment,
     optimizer: torch.optim.Optimizer,
@@ -240,6 +266,7 @@ def run_epoch(
     batches = sampler.epoch(epoch)
     data = getattr(sampler, "data", exp.train)  # with the epoch's drawn negatives, if any
     task_id = bar.add_task(f"epoch {epoch}/{budget.epochs}", total=len(batches), info="")
+    lines = StepLines(bar, f"epoch {epoch}/{budget.epochs}", len(batches))
     exp.model.train()
     start, losses, n_pairs = time.perf_counter(), [], 0
     for drawn in batches:
@@ -263,6 +290,7 @@ def run_epoch(
             after_step()
         n_pairs += len(idx)
         bar.update(task_id, advance=1, info=f"loss {np.mean(losses[-50:]):.4f}")
+        lines.step(len(losses), float(np.mean(losses[-50:])))
     seconds = time.perf_counter() - start
     bar.remove_task(task_id)
     return {
