@@ -123,6 +123,18 @@ _KeepTrainedOption = Annotated[
     ),
 ]
 
+_MaxMemoryOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-memory",
+        min=1,
+        metavar="MB",
+        help="Aim to keep the run's peak resident memory under MB megabytes: a fine-tuned "
+        "transformer then recomputes its activations in the backward pass when the estimate "
+        "is above it (the same results, more CPU time) (train.max_memory).",
+    ),
+]
+
 
 def train(
     config: Annotated[
@@ -148,6 +160,7 @@ def train(
     precision: _TrainPrecisionOption = None,
     log: _LogOption = [],  # noqa: B006
     keep_trained: _KeepTrainedOption = False,
+    max_memory: _MaxMemoryOption = None,
 ) -> None:
     """Train a model; OUTPUT/model holds the best on dev of it and the no-training floors."""
     seed_list = parse_seeds(seeds)  # options first: a bad one fails before torch loads
@@ -169,6 +182,7 @@ def train(
         ("train.device", device),
         ("train.precision", None if precision is None else precision.value),
         ("train.keep", "trained" if keep_trained else None),
+        ("train.max_memory", max_memory),
     )
     for key, value in flags:
         if value is not None:
@@ -268,6 +282,8 @@ def _train_and_report(
         )
     else:
         out.print(f"model saved to [bold]{shown(result.model_dir)}[/bold]")
+    if result.peak_rss_mb is not None:
+        out.print(f"peak memory: {result.peak_rss_mb:,.0f} MB resident (the training process)")
 
 
 def _own_pairs(overrides: dict[str, Any]) -> bool:
@@ -311,6 +327,9 @@ def merge_key(data: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
 def _print_summary(summary: dict[str, Any], title: str) -> None:
     from rich.table import Table
 
+    peaks = [r["peak_rss_mb"] for r in summary.get("runs", []) if r.get("peak_rss_mb")]
+    if peaks:
+        out.print(f"peak memory: {max(peaks):,.0f} MB resident (the training process)")
     for split in ("dev", "test"):
         stats = summary.get(split)
         if not stats:

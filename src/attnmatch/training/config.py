@@ -136,6 +136,10 @@ class TrainConfig:
     bucket_pool: length-bucketing pool in batches (0 disables).
     threads: torch CPU threads (0: automatic, torch's default less the CPUs busy with other
         work, `attnmatch.devices.cpu_threads`).
+    max_memory: the peak resident memory (MB) a run aims to stay under: when its estimate is
+        above it, a fine-tuned transformer encoder recomputes its activations in the backward
+        pass (`attnmatch.training.memory`: the same results, about 40% more CPU time); None:
+        no limit. It changes no result, and may change when a run is resumed.
     device: where the run trains and evaluates: "cpu" (the default), "cuda", "cuda:N" or
         "auto" (CUDA when available, else the CPU); `attnmatch.devices`. The default stays
         "cpu" so that a config gives the same run wherever it is started; the device may
@@ -173,6 +177,7 @@ class TrainConfig:
     eval_batch_size: int = 512
     bucket_pool: int = 50
     threads: int = 0
+    max_memory: int | None = None
     device: str = "cpu"
     precision: Precision = "fp32"
 
@@ -208,6 +213,8 @@ class TrainConfig:
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+        if self.max_memory is not None and self.max_memory < 1:
+            raise ValueError(f"max_memory must be >= 1 (MB) or unset, got {self.max_memory}")
         if not 0 <= self.seed < 2**32:
             raise ValueError(f"seed must be in [0, 2**32 - 1], got {self.seed}")
         check_device_name(self.device, "device")  # its presence: when the run starts

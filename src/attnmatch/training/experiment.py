@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,9 @@ from attnmatch.matcher import Matcher
 from attnmatch.models import get_model_entry, input_layer, model_type_of
 from attnmatch.tasks import GROUP_LOSSES, RankingTask, Task, among, same_kind
 from attnmatch.training.config import ExperimentConfig, TrainConfig
+
+# Given a line to print as a step of building an experiment starts (`build_experiment`).
+Say = Callable[[str], None]
 
 
 def seed_everything(seed: int) -> None:
@@ -108,11 +112,19 @@ def load_splits(config: ExperimentConfig) -> tuple[Split, Split, Split | None]:
     )
 
 
-def build_experiment(config: ExperimentConfig) -> Experiment:
-    """Loads the configured splits, fits the inputs and builds a fresh model."""
+def build_experiment(config: ExperimentConfig, *, say: Say | None = None) -> Experiment:
+    """Loads the configured splits, fits the inputs and builds a fresh model; `say` is given
+    a line as each step starts (and the splits' notes as soon as they are read)."""
     check_model_inputs(config)  # before the splits are loaded
+    d = config.data
+    where = f" ({d.data_dir})" if d.data_dir and ":" not in d.dataset else ""
+    (say or _silent)(f"data: reading {d.dataset}{where} ...")
     train, dev, test = load_splits(config)
-    return experiment_from_splits(config, train, dev, test)
+    return experiment_from_splits(config, train, dev, test, say=say)
+
+
+def _silent(line: str) -> None:
+    """A `Say` that says nothing."""
 
 
 def check_model_inputs(config: ExperimentConfig) -> InputsConfig:
@@ -141,9 +153,17 @@ def experiment_from_splits(
     train: Split,
     dev: Split | None,
     test: Split | None,
+    *,
+    say: Say | None = None,
 ) -> Experiment:
-    """An experiment on splits already loaded (the config's data section names them only)."""
+    """An experiment on splits already loaded (the config's data section names them only);
+    `say` is given the splits' notes, then a line before the model is built."""
+    say = say or _silent
     inputs = check_model_inputs(config)
+    notes = [n for split in (train, dev, test) if split is not None for n in split_notes(split)]
+    notes = list(dict.fromkeys(notes))
+    for note in notes:
+        say(note)
     task = experiment_task(train, dev)
     config = with_recipe(config, task)
     model_type = model_type_of(config.model)
@@ -158,6 +178,8 @@ def experiment_from_splits(
     zero_shot = (
         config.train.epochs == 0 and not task.similarity_is_output and model_type == "bi_encoder"
     )
+    texts = len(set(_texts(train) + _texts(dev) + _texts(test)))
+    say(f"model: building {config.model} on {inputs.kind} inputs for {texts:,} distinct texts ...")
     # Zero-shot, no head is trained: the cosine, calibrated on train (never a random head).
     matcher = Matcher.untrained(
         config.model,
@@ -180,7 +202,6 @@ def experiment_from_splits(
     matcher.batch_size = config.train.eval_batch_size
     dev_split = _eval_split(matcher, dev)
     _check_select_metric(config, dev_split)
-    notes = [n for split in (train, dev, test) if split is not None for n in split_notes(split)]
     encoded_train = matcher.encode(train.examples)
     if config.overlap_features:
         from attnmatch.nn.overlap import WithOverlapFeatures, idf_table
@@ -197,7 +218,7 @@ def experiment_from_splits(
         dev=dev_split,
         test=_eval_split(matcher, test),
         train_texts=distinct_texts(train.examples),
-        notes=list(dict.fromkeys(notes)),
+        notes=notes,
         fit_examples=list(train.examples),
     )
 

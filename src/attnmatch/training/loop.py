@@ -42,7 +42,7 @@ from attnmatch.tasks import (
     for_task,
     ranking_scores,
 )
-from attnmatch.training import distributed
+from attnmatch.training import distributed, memory
 from attnmatch.training.config import Budget
 from attnmatch.training.experiment import EvalSplit, Experiment
 from attnmatch.training.optim import learning_rate, set_learning_rate
@@ -216,6 +216,32 @@ def progress_bar(console: Console, enabled: bool) -> Progress:
     )
 
 
+class StepLines:
+    """Progress said in plain lines where no bar is drawn (`--no-progress`, or a log that is
+    not a terminal): a line when a step ends `EVERY_S` seconds or more after the epoch began
+    or the last line, with the steps done, the mean recent loss and the time the epoch has
+    left at this pace."""
+
+    EVERY_S = 15.0
+
+    def __init__(self, bar: Progress, name: str, total: int) -> None:
+        self.console = bar.console
+        self.plain = bar.disable or not bar.console.is_interactive
+        self.name, self.total = name, total
+        self.start = self.last = time.perf_counter()
+
+    def step(self, done: int, loss: float) -> None:
+        now = time.perf_counter()
+        if not self.plain or now - self.last < self.EVERY_S or done >= self.total:
+            return
+        self.last = now
+        left = (now - self.start) / done * (self.total - done)
+        self.console.print(
+            f"{self.name}: {done}/{self.total} steps, loss {loss:.4f}, about {left:.0f}s left",
+            highlight=False,
+        )
+
+
 def run_epoch(
     exp: Experiment,
     optimizer: torch.optim.Optimizer,
@@ -226,18 +252,21 @@ def run_epoch(
     budget: Budget,
     scaler: torch.amp.GradScaler | None = None,
     model: torch.nn.Module | None = None,
+    after_step: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """One epoch of optimiser steps; returns its history entry (without dev metrics).
 
     `scaler` scales the loss of fp16 training (`attnmatch.devices.grad_scaler`). `model`: the
     experiment's model as trained (in DDP under torchrun: each rank then takes its share of
-    every batch, `distributed.shard`, and the loss is that of the global batch).
+    every batch, `distributed.shard`, and the loss is that of the global batch). `after_step`
+    is called after each step (e.g. `memory.Releaser`).
     """
     t = exp.config.train
     torch.manual_seed(distributed.rank_seed(t.seed * 1_000_003 + epoch))
     batches = sampler.epoch(epoch)
     data = getattr(sampler, "data", exp.train)  # with the epoch's drawn negatives, if any
     task_id = bar.add_task(f"epoch {epoch}/{budget.epochs}", total=len(batches), info="")
+    lines = StepLines(bar, f"epoch {epoch}/{budget.epochs}", len(batches))
     exp.model.train()
     start, losses, n_pairs = time.perf_counter(), [], 0
     for drawn in batches:
@@ -256,8 +285,12 @@ def run_epoch(
             scaler.update()
         state.step += 1
         losses.append(loss.item())
+        del loss  # the step's graph and activations: freed before `after_step` looks
+        if after_step is not None:
+            after_step()
         n_pairs += len(idx)
         bar.update(task_id, advance=1, info=f"loss {np.mean(losses[-50:]):.4f}")
+        lines.step(len(losses), float(np.mean(losses[-50:])))
     seconds = time.perf_counter() - start
     bar.remove_task(task_id)
     return {
@@ -328,20 +361,26 @@ def fit(
     if state.epoch == 0:
         for line in budget_lines(exp, sampler, budget):
             console.print(line, highlight=False)
+    if t.max_memory is not None and (planned := _memory_plan(exp, sampler, state.epoch + 1)):
+        console.print(planned, highlight=False, markup=False)
     scaler = grad_scaler(exp.matcher.device, exp.matcher.precision)
     if scaler is not None and state.grad_scaler:  # resumed: the loss scale it had reached
         scaler.load_state_dict(state.grad_scaler)
     model = distributed.wrap(exp.model, partial(_first_batch_loss, exp, sampler, state.epoch + 1))
+    release = memory.Releaser()
     with progress_bar(console, progress) as bar:
         for epoch in range(state.epoch + 1, budget.epochs + 1):
             if t.patience and exp.dev is not None and state.bad_epochs >= t.patience:
                 break
-            entry = run_epoch(exp, optimizer, sampler, state, epoch, bar, budget, scaler, model)
+            entry = run_epoch(
+                exp, optimizer, sampler, state, epoch, bar, budget, scaler, model, release
+            )
             dev = (  # rank 0 selects; every rank gets its decision (best epoch, patience)
                 distributed.on_rank0(partial(select, exp, state, epoch, run), state=state)
                 if budget.evaluates(epoch)
                 else None
             )
+            release()
             state.epoch = epoch
             state.history.append({**entry, "dev": dev})
             if scaler is not None:
@@ -352,6 +391,13 @@ def fit(
             console.print(epoch_line(exp, state, entry, dev))
             if on_epoch is not None:
                 on_epoch(state.history[-1])
+
+
+def _memory_plan(exp: Experiment, sampler: Sampler, epoch: int) -> str | None:
+    """`memory.plan` on the batches of `epoch` (the first this launch trains)."""
+    batches = sampler.epoch(epoch)
+    data = getattr(sampler, "data", exp.train)  # with the epoch's drawn negatives, if any
+    return memory.plan(exp.model, data, list(batches), exp.config.train.max_memory)
 
 
 def _first_batch_loss(

@@ -116,6 +116,8 @@ class TrainResult:
     floors: dict[str, dict[str, dict[str, float]]] | None = None
     # Which model model/ holds and why (`attnmatch.training.keep`); None: no floor compared.
     kept: dict[str, Any] | None = None
+    # The process's peak resident memory when the run ended (`training.memory`; MB).
+    peak_rss_mb: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -341,6 +343,7 @@ class RunDir:
                 train_pairs_per_s=float(data["train_pairs_per_s"]),
                 floors=data.get("floors"),
                 kept=data.get("kept"),
+                peak_rss_mb=data.get("peak_rss_mb"),
                 commit=str(
                     data.get("commit", data["metrics"].get("environment", {}).get("commit", ""))
                 ),
@@ -562,7 +565,7 @@ def _train_state(saved: dict[str, Any], state_file: Path) -> TrainState:
     return state
 
 
-_MAY_CHANGE = frozenset({"train.epochs", "train.device"})
+_MAY_CHANGE = frozenset({"train.epochs", "train.device", "train.max_memory"})
 
 
 def check_resumable(saved: dict[str, Any], current: dict[str, Any]) -> None:
@@ -584,5 +587,5 @@ def check_resumable(saved: dict[str, Any], current: dict[str, Any]) -> None:
     if changed:
         raise ValueError(
             f"cannot resume: the experiment config changed ({', '.join(changed)}); "
-            "only train.epochs may change (and train.device)"
+            "only train.epochs may change (and train.device, train.max_memory)"
         )

@@ -30,9 +30,9 @@ from attnmatch.evaluation import report_from_outputs, report_items
 from attnmatch.matcher import Matcher
 from attnmatch.models import input_layer
 from attnmatch.terminal import visible
-from attnmatch.training import distributed
+from attnmatch.training import distributed, memory
 from attnmatch.training.config import ExperimentConfig
-from attnmatch.training.experiment import Experiment, build_experiment
+from attnmatch.training.experiment import EvalSplit, Experiment, build_experiment
 from attnmatch.training.keep import keep_best
 from attnmatch.training.loop import (
     EpochCallback,
@@ -122,10 +122,8 @@ def train(
         env = environment()  # the commit of the code that starts to run, and whether it is clean
         if resume and experiment is None and (done := _finished(run, config, console)) is not None:
             return done
-        exp = experiment or build_experiment(config)
+        exp = _experiment(config, experiment, console)
         config = exp.config  # with its preset's recipe, if any
-        for note in exp.notes:
-            console.print(visible(note), highlight=False, markup=False)
         exp.matcher.to(device, precision=config.train.precision)  # before the optimiser
         optimizer = _optimizer(exp)
         state = _first_state(exp, optimizer, run, resume, console)
@@ -147,9 +145,30 @@ def train(
                 )
                 if (stalled := never_improved(exp, state)) is not None:
                     console.print(stalled, highlight=False, markup=False)
+        optimizer = None  # its moments are not needed to score and compare the model
+        memory.release()
         result = _shared_result(partial(_finish, exp, state, run, start, console, env))
         assert result is not None
         return result
+
+
+def _experiment(
+    config: ExperimentConfig, experiment: Experiment | None, console: Console
+) -> Experiment:
+    """`experiment`, or the one `config` builds, each step said as it starts; then the
+    experiment's notes not said yet."""
+    said: list[str] = []  # lines said while the experiment is built: its notes too
+    exp = experiment or build_experiment(config, say=partial(_say, console, said))
+    for note in exp.notes:
+        if note not in said:
+            console.print(visible(note), highlight=False, markup=False)
+    return exp
+
+
+def _say(console: Console, said: list[str], line: str) -> None:
+    """Prints a step of building the experiment as it starts, and keeps it in `said`."""
+    said.append(line)
+    console.print(visible(line), highlight=False, markup=False)
 
 
 def _finished(run: RunDir, config: ExperimentConfig, console: Console) -> TrainResult | None:
@@ -236,6 +255,9 @@ def _finish(
     """Evaluates the selected model on dev and test, computes the floors beside them, and
     writes the result (with `env`, the environment read when the run started)."""
     t = exp.config.train
+    splits = [f"{name} ({len(s.examples):,} pairs)" for name, s in _eval_splits(exp)]
+    if splits:
+        console.print(f"scoring {' and '.join(splits)} with the selected model ...")
     best = Matcher.load(
         run.model_dir,
         batch_size=t.eval_batch_size,
@@ -257,7 +279,9 @@ def _finish(
         run.write_items(
             "test", report_items(outputs, exp.test.data, exp.test.protocol, task=best.task)
         )
+    memory.release()  # what scoring freed, before the floors' encoder takes its own
     floors = run_floors(exp, console)
+    memory.release()
     about = {
         "dataset": exp.config.data.dataset,
         "data": split_fingerprints(exp),
@@ -280,6 +304,7 @@ def _finish(
         commit=env["commit"],
         floors=floors or None,
         kept=kept,
+        peak_rss_mb=memory.peak_rss_mb(),
     )
     metrics = {
         **about,
@@ -295,6 +320,7 @@ def _finish(
         "wall_time_s": result.wall_time_s,
         "train_time_s": result.train_time_s,
         "speed": speed,
+        "peak_rss_mb": result.peak_rss_mb,
     }
     run.write_result(result, metrics)
     return result
@@ -377,9 +403,9 @@ def run_floors(exp: Experiment, console: Console) -> dict[str, dict[str, dict[st
     if t.floors == "lexical":
         console.print('floors: the MiniLM zero-shot floor is off (train.floors = "lexical")')
     out: dict[str, dict[str, dict[str, float]]] = {}
-    for name, split in (("dev", exp.dev), ("test", exp.test)):
-        if split is None:
-            continue
+    for name, split in _eval_splits(exp):
+        kinds = ", ".join(["random", "word overlap", "BM25", *(f"{e} zero-shot" for e in encoders)])
+        console.print(f"floors ({name}): scoring {len(split.examples):,} pairs ({kinds}) ...")
         skipped: dict[str, str] = {}
         floors = compute_floors(
             split.examples,
@@ -397,6 +423,11 @@ def run_floors(exp: Experiment, console: Console) -> dict[str, dict[str, dict[st
         for floor, why in skipped.items():
             console.print(f"floor left out ({name}): {floor}: {why}", highlight=False, markup=False)
     return out
+
+
+def _eval_splits(exp: Experiment) -> list[tuple[str, EvalSplit]]:
+    """The dev and test splits the experiment has, by name."""
+    return [(name, s) for name, s in (("dev", exp.dev), ("test", exp.test)) if s is not None]
 
 
 def train_seeds(
