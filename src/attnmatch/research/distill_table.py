@@ -194,8 +194,10 @@ def collect_cell(cell: AblationCell, runs: Path) -> dict[str, Any] | None:
     file = runs / cell.folder / "summary.json"
     if not file.is_file():
         return None
-    chosen = json.loads(file.read_text())["students"][0]
+    summary = json.loads(file.read_text())
+    chosen = summary["students"][0]
     return dataclasses.asdict(cell) | {
+        "note": summary.get("note", ""),
         "dev": chosen["dev"][cell.metric],
         "test": chosen["test"][cell.metric],
         "weight": chosen["weight"],
@@ -447,7 +449,8 @@ def _ablation_lines(cells: list[dict[str, Any]]) -> list[str]:
             f"{c['train_pairs']:,} | {'yes' if c['lexical'] else 'no'} | {_num(c['dev'])} | "
             f"{_num(c['test'])} |"
         )
-    return lines
+    notes = [f"- `{c['folder']}`: {c['note']}." for c in cells if c.get("note")]
+    return lines + ([""] + notes if notes else [])
 
 
 def _weights_line(rows: list[dict[str, Any]]) -> list[str]:
