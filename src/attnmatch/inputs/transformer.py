@@ -258,6 +258,14 @@ class TransformerTokenEncoder(nn.Module):
         self._cache = None
 
 
+def fine_tuned_transformer(encoder: nn.Module) -> TransformerTokenEncoder | None:
+    """`encoder` when it is a transformer trained with the model (what activation
+    checkpointing and memory estimates apply to), None otherwise."""
+    if isinstance(encoder, TransformerTokenEncoder) and encoder.config.trainable:
+        return encoder
+    return None
+
+
 def _run_layer(
     layer: nn.Module,
     hidden: torch.Tensor,

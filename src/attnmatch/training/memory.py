@@ -105,16 +105,14 @@ def release() -> None:
 
 def transformer_of(model: nn.Module) -> nn.Module | None:
     """The fine-tuned transformer encoder the model reads its inputs with, if any."""
-    from attnmatch.inputs.transformer import TransformerTokenEncoder
+    from attnmatch.inputs.transformer import fine_tuned_transformer
     from attnmatch.models import input_layer
 
     try:
         encoder = input_layer(model)
     except (AttributeError, TypeError):
         return None
-    if isinstance(encoder, TransformerTokenEncoder) and encoder.config.trainable:
-        return encoder
-    return None
+    return fine_tuned_transformer(encoder)
 
 
 def activation_mb(encoder: nn.Module, batches: list[tuple[int, int]]) -> float:
