@@ -57,7 +57,9 @@ class BiEncoderConfig:
         as sentence-transformers' MultipleNegativesRankingLoss; 5 for STS's 0-5 range with MSE;
         a least-squares line fitted zero-shot, whose slope may be negative).
     cosine_logits: with num_outputs = 2, the logits are [0, scale * cos + shift] instead of
-        the classifier's: no weights, the last class when cos > -shift / scale.
+        the classifier's: no weights, the last class when cos > -shift / scale. Trained
+        without a scale or shift given (the MiniLM preset's 2 classes), both are first fitted
+        zero-shot on the training pairs (`training.experiment`), then the encoder is trained.
     """
 
     encoder: TokenEncoderConfig
@@ -323,12 +325,13 @@ register_preset(
 Settings = dict[str, Any]
 # What each task adds to the shared recipe, keyed by task class (`attnmatch.tasks.for_task`):
 # fine-tuning `[train]` settings (ranking: the listwise softmax, sentence-transformers'
-# MultipleNegativesRankingLoss), and the (`[train]` settings, model overrides) that train a
-# bi-encoder's cosine as its output: 20 x cosine for the listwise softmax (sentence-
-# transformers' scale), the cosine mapped onto the score range by squared error for scores.
+# MultipleNegativesRankingLoss; classes: at least 2 epochs, so dev chooses among more than one),
+# and the (`[train]` settings, model overrides) that train a bi-encoder's cosine as its output:
+# 20 x cosine for the listwise softmax (sentence-transformers' scale), the cosine mapped onto
+# the score range by squared error for scores.
 _FINE_TUNING: dict[type[Task], Settings] = {
     RankingTask: {"loss": "listwise"},
-    ClassificationTask: {},
+    ClassificationTask: {"min_epochs": 2},
     RegressionTask: {},
 }
 _COSINE_HEAD: dict[type[Task], Callable[[Any], tuple[Settings, Settings]]] = {
@@ -373,10 +376,24 @@ def fine_tuning_recipe(task: Task) -> dict[str, Any]:
     return {"train": train | for_task(_FINE_TUNING, task)}
 
 
+# The bi-encoder's own head for classes: 2 classes read the logits [0, k (cos - t)] of the
+# cosine, k and t fitted zero-shot on the training pairs before training (`cosine_logits`
+# without scale or shift: `training.experiment`), so the run starts where zero-shot MiniLM
+# with its fitted threshold is, where SBERT's classifier over [u; v; |u - v|] starts from a
+# random head (docs/training.md, "Classes"); 3+ classes keep SBERT's classifier.
+_BI_ENCODER_HEAD: dict[type[Task], Callable[[Any], Settings]] = {
+    RankingTask: lambda task: {},
+    ClassificationTask: lambda task: {"cosine_logits": True} if task.num_classes == 2 else {},
+    RegressionTask: lambda task: {},
+}
+
+
 def bi_encoder_recipe(task: Task) -> dict[str, Any]:
-    """`fine_tuning_recipe` with the bi-encoder's cosine head (`_COSINE_HEAD`)."""
+    """`fine_tuning_recipe` with the bi-encoder's cosine head (`_COSINE_HEAD`,
+    `_BI_ENCODER_HEAD`)."""
     recipe = fine_tuning_recipe(task)
     train, overrides = for_task(_COSINE_HEAD, task)(task)
+    overrides = overrides | for_task(_BI_ENCODER_HEAD, task)(task)
     recipe["train"].update(train)
     if overrides:
         recipe["model_overrides"] = overrides

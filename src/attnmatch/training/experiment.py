@@ -178,26 +178,33 @@ def experiment_from_splits(
     zero_shot = (
         config.train.epochs == 0 and not task.similarity_is_output and model_type == "bi_encoder"
     )
+    cosine_start = zero_shot or _cosine_start(config, model_type)
     texts = len(set(_texts(train) + _texts(dev) + _texts(test)))
     say(f"model: building {config.model} on {inputs.kind} inputs for {texts:,} distinct texts ...")
-    # Zero-shot, no head is trained: the cosine, calibrated on train (never a random head).
+    # Zero-shot, no head is trained: the cosine, calibrated on train (never a random head); a
+    # fine-tuned cosine head starts from the same calibration (`_cosine_start`).
+    overrides = config.model_overrides
+    if cosine_start:
+        overrides = {k: v for k, v in overrides.items() if k not in _COSINE_HEAD_KEYS}
     matcher = Matcher.untrained(
         config.model,
         inputs=inputs,
-        task=RankingTask() if zero_shot else task,
-        loss="auto" if zero_shot else loss,
-        overrides=config.model_overrides,
+        task=RankingTask() if cosine_start else task,
+        loss="auto" if cosine_start else loss,
+        overrides=overrides,
         train_texts=_texts(train),
         eval_texts=_texts(dev) + _texts(test),
         seed=config.train.seed,
     )
     _enable_cache(matcher)  # frozen encoders: each text encoded once
-    if zero_shot:
+    if cosine_start:
         metric = config.train.select_metric or (dev or train).protocol.primary  # type: ignore[union-attr]
         metric = metric if metric in ("accuracy", "f1", "macro_f1") else "accuracy"
         matcher = Matcher.with_cosine_head(
             matcher, task=task, calibration=train.examples, metric=metric
         )
+        if not zero_shot:
+            say(f"head: {_head_line(matcher, metric)}")
         _enable_cache(matcher)
     matcher.batch_size = config.train.eval_batch_size
     dev_split = _eval_split(matcher, dev)
@@ -220,6 +227,33 @@ def experiment_from_splits(
         train_texts=distinct_texts(train.examples),
         notes=notes,
         fit_examples=list(train.examples),
+    )
+
+
+_COSINE_HEAD_KEYS = ("cosine_logits", "scale", "shift")
+
+
+def _cosine_start(config: ExperimentConfig, model_type: str) -> bool:
+    """Whether a trained bi-encoder's weightless cosine head (`BiEncoderConfig.cosine_logits`)
+    is fitted zero-shot on the training pairs before training: asked for with
+    `cosine_logits = true` and no scale or shift given (the MiniLM preset's binary
+    classifier: the run starts where zero-shot MiniLM is, with its threshold)."""
+    given = config.model_overrides
+    return (
+        model_type == "bi_encoder"
+        and bool(given.get("cosine_logits"))
+        and "scale" not in given
+        and "shift" not in given
+    )
+
+
+def _head_line(matcher: Matcher, metric: str) -> str:
+    """What the zero-shot fit of a cosine head chose, said before training."""
+    head: Any = matcher.model.config  # a BiEncoderConfig
+    return (
+        f"the last class when {head.scale:.3g} * cosine {head.shift:+.3g} > 0, i.e. cosine > "
+        f"{-head.shift / head.scale:.4f} (fitted zero-shot on the training pairs to {metric}); "
+        "fine-tuning starts there"
     )
 
 
