@@ -33,6 +33,7 @@ from attnmatch.data.schema import PairBatch
 from attnmatch.inputs.transformer import traceable_states
 from attnmatch.models.contract import token_encoder, unwrap
 from attnmatch.models.pretrained import BiEncoder, CrossEncoder
+from attnmatch.nn.exporting import export_paths
 from attnmatch.nn.masking import masked_mean
 from attnmatch.nn.overlap import WithOverlapFeatures
 
@@ -148,7 +149,8 @@ class _Forward(nn.Module):
             labels=torch.zeros(b),
             group_index=torch.zeros(b, dtype=torch.long),
         )
-        return self.model(batch)  # (B, C)
+        with export_paths():  # the building blocks' traceable paths (`nn.exporting`)
+            return self.model(batch)  # (B, C)
 
 
 class _WithOverlapPairs(nn.Module):

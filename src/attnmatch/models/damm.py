@@ -50,6 +50,7 @@ from attnmatch.data.schema import PairBatch
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.models._registry import register_model, register_preset
 from attnmatch.nn.coattention import enhance
+from attnmatch.nn.exporting import window_padding
 from attnmatch.nn.masking import masked_max
 
 
@@ -217,8 +218,7 @@ class TextCNN(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         x = (x * mask.unsqueeze(-1)).transpose(1, 2)  # (B, D, T)
-        if x.shape[-1] < max(self.widths):  # every text keeps at least one window
-            x = F.pad(x, (0, max(self.widths) - x.shape[-1]))
+        x = window_padding(x, max(self.widths))  # (B, D, T'): every text keeps one window
         lengths = mask.sum(dim=1, keepdim=True)  # (B, 1)
         out = []
         for width, conv in zip(self.widths, self.convs, strict=True):
