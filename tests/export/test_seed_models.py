@@ -133,3 +133,26 @@ def test_the_export_paths_are_on_only_inside_export_paths() -> None:
     assert not exporting()
     torch.testing.assert_close(inside, masked_kmax(values, mask, 4), rtol=0, atol=0)
     torch.testing.assert_close(inside, torch.tensor([[1.0, 0, 0, 0], [3, 0, 0, 0]]))
+
+
+def test_the_pairs_graph_runs_batches_of_at_most_pair_batch_pairs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever the matcher's batch size, the pairs graph gets at most `PAIR_BATCH` pairs a
+    run (smaller length-sorted batches pad less), and the outputs stay torch's."""
+    from attnmatch.export import runtime
+
+    matcher = _matcher("hcrn")
+    exported = Matcher.load(export_onnx(matcher, tmp_path / "onnx"), batch_size=512)
+    sizes: list[int] = []
+    run = OnnxModel._pairs
+
+    def counted(self: OnnxModel, *arrays: np.ndarray) -> np.ndarray:
+        sizes.append(len(arrays[0]))
+        return run(self, *arrays)
+
+    monkeypatch.setattr(OnnxModel, "_pairs", counted)
+    pairs = PAIRS * 9  # 72 pairs
+    got = exported.outputs(pairs)
+    assert max(sizes) == runtime.PAIR_BATCH and sum(sizes) == len(pairs)
+    np.testing.assert_allclose(got, matcher.outputs(pairs), rtol=0, atol=EXACT_ATOL)

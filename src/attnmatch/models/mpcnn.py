@@ -158,9 +158,10 @@ def _max_min(x: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
 
     Shape: x (..., T), mask broadcastable to x -> {"max", "min"}: (...)
     """
-    if exporting():  # ONNX has no aminmax: two reductions of the same filled values
-        filled = torch.where(mask, x, x[..., :1])  # (..., T)
-        return {"max": filled.amax(dim=-1), "min": filled.amin(dim=-1)}
+    if exporting():  # ONNX has no aminmax; a `Where` over x is slow in ONNX Runtime: shifts
+        # masked positions out of reach by the largest float on the mask's (small) shape.
+        shift = torch.where(mask, 0.0, torch.finfo(x.dtype).max)  # mask's shape
+        return {"max": (x - shift).amax(dim=-1), "min": (x + shift).amin(dim=-1)}
     if not (x.requires_grad and torch.is_grad_enabled()):  # inference: one fused reduction
         low, high = torch.aminmax(torch.where(mask, x, x[..., :1]), dim=-1)  # (...) each
         return {"max": high, "min": low}
