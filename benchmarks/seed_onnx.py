@@ -16,6 +16,9 @@ intra-op threads 1), text included: each round takes `--pairs` pairs that no mat
 scored before (drawn from the training splits of WikiQA, STS Benchmark and MSRP and WikiQA's
 dev split, shuffled together) (neither backend keeps a cache between calls), and the two backends
 score the same pairs in turn, the order alternating by round; the median round is printed.
+(c) With `--pair-batches 512,32,...`: ONNX Runtime's pairs/s when the pairs graph runs batches of
+at most that many pairs (`attnmatch.export.runtime.PAIR_BATCH`, 32 by default; the matcher's
+batch size is 512), the caps in turn on one more set of unseen pairs, best of 2.
 
 Run: nice -n 5 python benchmarks/seed_onnx.py [--models amvlstm_q,hcrn] [--pairs 1000]
 [--rounds 3] [--output results/seed_onnx.json]
@@ -37,7 +40,7 @@ import torch
 
 from attnmatch.atomic import write_text_atomic
 from attnmatch.data.datasets import load_split
-from attnmatch.export import EXACT_ATOL, export_onnx
+from attnmatch.export import EXACT_ATOL, export_onnx, runtime
 from attnmatch.matcher import Matcher
 from attnmatch.tasks import RankingTask
 
@@ -89,6 +92,25 @@ def rates(
     return {key: statistics.median(values) for key, values in times.items()}
 
 
+def pair_batch_rates(
+    onnx_matcher: Matcher, pool: list[tuple[str, str]], size: int, caps: list[int]
+) -> dict[int, float]:
+    """ONNX Runtime's pairs/s of `score` per cap on the pairs graph's batch (best of 2)."""
+    pairs = pool[:size]
+    del pool[:size]
+    out: dict[int, float] = {}
+    kept = runtime.PAIR_BATCH
+    try:
+        for cap in caps * 2:
+            runtime.PAIR_BATCH = cap
+            start = time.perf_counter()
+            onnx_matcher.score(pairs)
+            out[cap] = max(out.get(cap, 0.0), size / (time.perf_counter() - start))
+    finally:
+        runtime.PAIR_BATCH = kept
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -96,6 +118,7 @@ def main() -> None:
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--pairs", type=int, default=1000, help="Pairs per timing round.")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--pair-batches", default="", help="e.g. 512,32: (c) in the docstring.")
     ap.add_argument("--output", type=Path, default=None)
     args = ap.parse_args()
     torch.set_num_threads(1)  # the exported sessions take torch's thread count when loaded
@@ -103,7 +126,8 @@ def main() -> None:
     fit_texts = list(dict.fromkeys(t for e in train for t in (e.left, e.right)))[:FIT_TEXTS]
     unseen = [(e.left, e.right) for ref in POOL for e in load_split(*ref).examples]
     pool = [unseen[i] for i in np.random.default_rng(0).permutation(len(unseen))]
-    needed = len(args.models.split(",")) * args.rounds * args.pairs
+    caps = [int(c) for c in args.pair_batches.split(",") if c]
+    needed = len(args.models.split(",")) * (args.rounds + bool(caps)) * args.pairs
     if needed > len(pool):
         raise SystemExit(f"--pairs x --rounds x models needs {needed:,} pairs; {len(pool):,} exist")
     rows: list[dict[str, Any]] = []
@@ -116,6 +140,8 @@ def main() -> None:
             worst = largest_difference(torch_matcher, onnx_matcher)
             speed = rates(torch_matcher, onnx_matcher, pool, args.pairs, args.rounds)
             row = {"model": name, "export_s": seconds, "max_abs_diff": worst, **speed}
+            if caps:
+                row["onnx_by_pair_batch"] = pair_batch_rates(onnx_matcher, pool, args.pairs, caps)
             rows.append(row)
             diffs = " / ".join(f"{worst[s]:.1e}" for s in SPLITS)
             ok = "" if max(worst.values()) <= EXACT_ATOL else " (over 1e-5)"
@@ -124,9 +150,23 @@ def main() -> None:
                 f"{speed['onnx']:,.0f} | {speed['onnx'] / speed['torch']:.2f}x |",
                 flush=True,
             )
+    for row in rows if caps else []:
+        by_cap = ", ".join(f"{c}: {r:,.0f}" for c, r in row["onnx_by_pair_batch"].items())
+        print(f"{row['model']}: ONNX pairs/s by pairs per batch of the pairs graph: {by_cap}")
     print(f"load after: {os.getloadavg()[0]:.1f}")
     if args.output:
-        write_text_atomic(args.output, json.dumps({"rows": rows}, indent=2) + "\n")
+        import onnxruntime
+
+        meta = {
+            "pairs_per_round": args.pairs,
+            "rounds": args.rounds,
+            "threads": 1,
+            "load_after": round(os.getloadavg()[0], 1),
+            "torch": torch.__version__,
+            "onnxruntime": onnxruntime.__version__,
+            "note": "shared 2-core machine: compare the ratios, measured side by side",
+        }
+        write_text_atomic(args.output, json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

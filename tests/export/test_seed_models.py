@@ -156,3 +156,39 @@ def test_the_pairs_graph_runs_batches_of_at_most_pair_batch_pairs(
     got = exported.outputs(pairs)
     assert max(sizes) == runtime.PAIR_BATCH and sum(sizes) == len(pairs)
     np.testing.assert_allclose(got, matcher.outputs(pairs), rtol=0, atol=EXACT_ATOL)
+
+
+@pytest.mark.parametrize("name", ["amvlstm_q", "mpcnn_attention"])
+def test_a_seed_model_on_a_static_sub_word_table_exports(name: str, tmp_path: Path) -> None:
+    """Static vectors (`wordpiece`, and `static`, whose encoder is the same table): an
+    embedding table read by ids, as GloVe is; the export is the seed model's."""
+    pytest.importorskip("transformers")
+    from tests.tiny_transformer import write_tiny_encoder
+
+    source = write_tiny_encoder(tmp_path / "encoder")
+    matcher = Matcher.untrained(
+        name,
+        inputs={"kind": "wordpiece", "source": str(source)},
+        task=RankingTask(),
+        overrides=TINY[model_type_of(name)],
+        seed=1,
+    )
+    assert matcher.inputs is not None and matcher.inputs.kind == "wordpiece"
+    _assert_onnx_equals_torch(matcher, tmp_path / "onnx")
+
+
+@pytest.mark.parametrize("name", ["amvlstm_q", "damm"])
+def test_a_seed_model_on_frozen_transformer_inputs_exports(name: str, tmp_path: Path) -> None:
+    """The token encoder a tiny random BERT (as MiniLM inputs): its states as the bi-encoder's
+    text graph computes them (`traceable_states`), then the seed model's export paths."""
+    pytest.importorskip("transformers")
+    from tests.models.conftest import tiny_inputs, tiny_model, tiny_transformer_encoder
+
+    model = tiny_model(name, encoder=tiny_transformer_encoder())
+    matcher = Matcher(
+        model=model.eval(),
+        model_type=model_type_of(name),
+        inputs=tiny_inputs(model),
+        task=RankingTask(),
+    )
+    _assert_onnx_equals_torch(matcher, tmp_path / "onnx")

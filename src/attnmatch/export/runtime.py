@@ -31,9 +31,9 @@ from attnmatch.models.fast import register_inference
 TEXT_BATCH = 64
 # Pairs per batch of the pairs graph, whatever the matcher's batch size: a batch is padded to its
 # longest pair, and smaller length-sorted batches pad less and keep their (B, L, R) tensors in
-# cache. The seed models' graphs on GloVe 50d, 500 WikiQA dev pairs, one thread: aMV-LSTM
-# 2,229 pairs/s in batches of 512 -> 4,630 in batches of 32, HCRN 930 -> 3,304, DAMM 93 -> 479,
-# attention MP-CNN 224 -> 475, IARNN-GATE 747 -> 2,388 (docs/speed.md).
+# cache: the seed models' graphs run 1.7-2.9x faster than in batches of 512 on one thread
+# (benchmarks/seed_onnx.py --pair-batches 512,32), the MiniLM cross-encoder's fp32 graph 0.79x ->
+# 1.52x torch (benchmarks/onnx_speed.py; docs/speed.md).
 PAIR_BATCH = 32
 
 

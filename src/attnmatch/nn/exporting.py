@@ -16,7 +16,10 @@ inputs' symbolic sizes and whose outputs equal their usual path's (up to float r
   columns (no `if T < longest`); a window that starts on a real position never reaches them;
 - `distinct.distinct_sides`: every row its own text;
 - IARNN-CONTEXT's recurrence: a scripted step loop (`context_gru.context_gru_loop`), which the
-  exporter writes as an ONNX Loop over the symbolic length.
+  exporter writes as an ONNX Loop over the symbolic length;
+- model-specific operators ONNX lacks: MP-CNN's max/min pooling (`aminmax`), HCRN's
+  complex-diagonal kernel (`diag`); a frozen transformer token encoder's in-place mask update
+  (`inputs.transformer.traceable_states`, as the bi-encoder's text graph).
 
 `export_onnx` traces each model's `forward` inside `export_paths()` (`export/graphs.py`) and
 checks the graph against `forward` outside it on pairs of other lengths (`_check_exact`), so a
