@@ -33,6 +33,7 @@ PAIRS = [
     ("what year did the war end", "it ended in 1945"),
     ("man plays guitar", "a dog runs"),
     ("paris", "paris is the city"),
+    ("", "water"),  # an empty text
     ("unseen words only", "zzz qqq"),  # unknown tokens
 ]
 # The five headline systems (their default presets), then the variants their papers study.
