@@ -220,17 +220,17 @@ def _context_steps(
         alpha = torch.sigmoid((h * attn_h[:, :, t]).sum(-1) + attn_c[:, :, t])  # (D, B)
         gi = alpha.unsqueeze(-1) * proj[:, :, t] + input_bias  # (D, B, 3H)
         gh = torch.baddbmm(bias_hh, h, w_hh_t)  # (D, B, 3H)
-        i_r, i_z, i_n = gi.chunk(3, dim=-1)
-        h_r, h_z, h_n = gh.chunk(3, dim=-1)
-        r = torch.sigmoid(i_r + h_r)
-        z = torch.sigmoid(i_z + h_z)
-        n = torch.tanh(i_n + r * h_n)
-        new = n + z * (h - n)  # (D, B, H)
+        i_r, i_z, i_n = gi.chunk(3, dim=-1)  # (D, B, H) each, PyTorch's gate order
+        h_r, h_z, h_n = gh.chunk(3, dim=-1)  # (D, B, H) each
+        r = torch.sigmoid(i_r + h_r)  # (D, B, H)
+        z = torch.sigmoid(i_z + h_z)  # (D, B, H)
+        n = torch.tanh(i_n + r * h_n)  # (D, B, H)
+        new = n + z * (h - n)  # (D, B, H) = (1 - z) n + z h
         step_mask = mask[:, t].view(1, batch, 1)  # (1, B, 1)
-        states.append(new * step_mask)
-        alphas.append(alpha * mask[:, t].unsqueeze(0))
-        h = torch.where(step_mask, new, h)
-    return torch.stack(states, dim=2), torch.stack(alphas, dim=2)
+        states.append(new * step_mask)  # (D, B, H)
+        alphas.append(alpha * mask[:, t].unsqueeze(0))  # (D, B)
+        h = torch.where(step_mask, new, h)  # (D, B, H): padding keeps the state
+    return torch.stack(states, dim=2), torch.stack(alphas, dim=2)  # (D, B, T, H), (D, B, T)
 
 
 @functools.lru_cache(maxsize=1)

@@ -19,7 +19,9 @@ inputs' symbolic sizes and whose outputs equal their usual path's (up to float r
   exporter writes as an ONNX Loop over the symbolic length;
 - model-specific operators ONNX lacks: MP-CNN's max/min pooling (`aminmax`), HCRN's
   complex-diagonal kernel (`diag`); a frozen transformer token encoder's in-place mask update
-  (`inputs.transformer.traceable_states`, as the bi-encoder's text graph).
+  (`inputs.transformer.traceable_states`, as the bi-encoder's text graph);
+- DAMM's attention of an empty text: its first position only, as torch's whole-input path and
+  `forward` on the pair alone (`forward` in a batch spreads it over the batch's padding).
 
 `export_onnx` traces each model's `forward` inside `export_paths()` (`export/graphs.py`) and
 checks the graph against `forward` outside it on pairs of other lengths (`_check_exact`), so a
