@@ -12,16 +12,19 @@ Runtime).
 512); it must stay within 1e-5 (`attnmatch.export.EXACT_ATOL`).
 (b) pairs/s of `Matcher.score` on torch's default path (the whole-input fast path of
 `models/fast/`) and on ONNX Runtime, on one thread (torch.set_num_threads(1), the sessions'
-intra-op threads 1), text included: each round takes `--pairs` pairs that no matcher has
-scored before (drawn from the training splits of WikiQA, STS Benchmark and MSRP and WikiQA's
-dev split, shuffled together) (neither backend keeps a cache between calls), and the two backends
-score the same pairs in turn, the order alternating by round; the median round is printed.
+intra-op threads 1), text included: each round takes `--pairs` pairs that no matcher has scored
+before (neither backend keeps a cache between calls): the training splits of WikiQA, STS
+Benchmark and MSRP and WikiQA's dev split, shuffled together; with `--grouped`, WikiQA's training
+and dev splits in their order, each question beside its candidates, as a reranker is fed (torch's
+whole-input paths encode each distinct text of a window once, the pairs graph every pair's own).
+The two backends score the same pairs in turn, the order alternating by round; the median round
+is printed.
 (c) With `--pair-batches 512,32,...`: ONNX Runtime's pairs/s when the pairs graph runs batches of
 at most that many pairs (`attnmatch.export.runtime.PAIR_BATCH`, 32 by default; the matcher's
 batch size is 512), the caps in turn on one more set of unseen pairs, best of 2.
 
 Run: nice -n 5 python benchmarks/seed_onnx.py [--models amvlstm_q,hcrn] [--pairs 1000]
-[--rounds 3] [--output results/seed_onnx.json]
+[--rounds 3] [--grouped] [--pair-batches 512,32] [--output results/seed_onnx.json]
 """
 
 from __future__ import annotations
@@ -118,14 +121,21 @@ def main() -> None:
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--pairs", type=int, default=1000, help="Pairs per timing round.")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--grouped", action="store_true", help="WikiQA pairs in order (docstring).")
     ap.add_argument("--pair-batches", default="", help="e.g. 512,32: (c) in the docstring.")
     ap.add_argument("--output", type=Path, default=None)
     args = ap.parse_args()
     torch.set_num_threads(1)  # the exported sessions take torch's thread count when loaded
     train = load_split("wikiqa", "train").examples
     fit_texts = list(dict.fromkeys(t for e in train for t in (e.left, e.right)))[:FIT_TEXTS]
-    unseen = [(e.left, e.right) for ref in POOL for e in load_split(*ref).examples]
-    pool = [unseen[i] for i in np.random.default_rng(0).permutation(len(unseen))]
+    refs = POOL[:2] if args.grouped else POOL
+    unseen = [(e.left, e.right) for ref in refs for e in load_split(*ref).examples]
+    order = (
+        np.arange(len(unseen))
+        if args.grouped
+        else np.random.default_rng(0).permutation(len(unseen))
+    )
+    pool = [unseen[i] for i in order]
     caps = [int(c) for c in args.pair_batches.split(",") if c]
     needed = len(args.models.split(",")) * (args.rounds + bool(caps)) * args.pairs
     if needed > len(pool):
