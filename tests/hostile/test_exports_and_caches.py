@@ -298,8 +298,8 @@ def _saved(name: str, folder: Path) -> Path:
 @pytest.mark.parametrize(
     ("name", "why"),
     [
-        pytest.param("amvlstm_q", "fails on pairs of other lengths", id="c7-onnx-amvlstm-quiet"),
-        pytest.param("damm", "fails on pairs of other lengths", id="c7-onnx-damm-quiet"),
+        pytest.param("arc_i", "fails on pairs of other lengths", id="c7-onnx-arc-i-quiet"),
+        pytest.param("arc_ii", "fails on pairs of other lengths", id="c7-onnx-arc-ii-quiet"),
     ],
 )
 def test_a_model_that_does_not_export_prints_only_its_own_line(
@@ -325,7 +325,7 @@ def test_a_model_that_does_not_export_prints_only_its_own_line(
 def test_a_failed_export_puts_the_output_streams_back(
     case: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    model = Matcher.load(_saved("amvlstm_q", tmp_path))
+    model = Matcher.load(_saved("arc_i", tmp_path))
     capfd.readouterr()
     with pytest.raises(ValueError, match="does not export"):
         export_onnx(model, tmp_path / "onnx")

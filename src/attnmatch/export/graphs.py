@@ -14,8 +14,11 @@ rounding: `forward` decides things from values (it encodes a text repeated in a 
 packs a pair to the longest pair's width, read with `.item()`; it sets a mask in place), which a
 traced graph would freeze at the example's values. The graphs compute the same outputs without
 those decisions (every row encoded; pairs packed to the width L + R - 1, the extra columns
-masked). Every other model exports its own `forward` as traced, and `export_onnx` keeps it only
-if it equals `forward` on pairs of other lengths than the example's (`check_exact`).
+masked). Every other model exports its own `forward`, traced inside `nn.exporting.export_paths`:
+the shared building blocks that decide from values (the seed models' BiLSTM and GRU over packed
+sequences, k-max pooling, convolution padding, IARNN-CONTEXT's step loop) take paths there whose
+shapes follow the inputs. `export_onnx` keeps the graph only if it equals `forward` (run outside
+the export paths) on pairs of other lengths than the example's (`check_exact`).
 
 Dims: B pairs or texts, T / L / R tokens, W = L + R - 1 packed tokens, E vector size,
 C outputs, H hidden size.
@@ -33,6 +36,7 @@ from attnmatch.data.schema import PairBatch
 from attnmatch.inputs.transformer import traceable_states
 from attnmatch.models.contract import token_encoder, unwrap
 from attnmatch.models.pretrained import BiEncoder, CrossEncoder
+from attnmatch.nn.exporting import export_paths
 from attnmatch.nn.masking import masked_mean
 from attnmatch.nn.overlap import WithOverlapFeatures
 
@@ -126,7 +130,8 @@ class _CrossEncoderPairs(nn.Module):
 
 
 class _Forward(nn.Module):
-    """A model's own `forward` over the four id tensors of a batch: -> (B, C)."""
+    """A model's own `forward` over the four id tensors of a batch, inside the building blocks'
+    export paths (`nn.exporting`): -> (B, C)."""
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
@@ -148,7 +153,8 @@ class _Forward(nn.Module):
             labels=torch.zeros(b),
             group_index=torch.zeros(b, dtype=torch.long),
         )
-        return self.model(batch)  # (B, C)
+        with export_paths():  # the building blocks' traceable paths (`nn.exporting`)
+            return self.model(batch)  # (B, C)
 
 
 class _WithOverlapPairs(nn.Module):

@@ -5,7 +5,8 @@ graph of the exported directory (`graphs.py` has the forms) and the model config
 config.json (for `num_outputs` and the input layer's vocabulary size). `Matcher.predict` runs
 its whole-input path (`models/fast` registry): for the towers form every distinct text of the
 input is encoded once, in length-sorted batches, then the head scores the pairs from the
-vectors; for the pairs form the pairs run in length-bucketed batches, as `forward` does.
+vectors; for the pairs form the pairs run in length-bucketed batches, as `forward` does, of at
+most `PAIR_BATCH` pairs.
 
 It has no parameters and no attention maps; it runs on the CPU in float32 only.
 """
@@ -28,6 +29,12 @@ from attnmatch.models.fast import register_inference
 # Texts per batch of the towers' text graph: length-sorted, so padding is small; larger batches
 # gain nothing on a CPU and cost memory.
 TEXT_BATCH = 64
+# Pairs per batch of the pairs graph, whatever the matcher's batch size: a batch is padded to its
+# longest pair, and smaller length-sorted batches pad less and keep their (B, L, R) tensors in
+# cache: the seed models' graphs run 1.7-2.9x faster than in batches of 512 on one thread
+# (benchmarks/seed_onnx.py --pair-batches 512,32), the MiniLM cross-encoder's fp32 graph 0.79x ->
+# 1.52x torch (benchmarks/onnx_speed.py; docs/speed.md).
+PAIR_BATCH = 32
 
 
 # ONNX Runtime's severity for a session's own log: fatal only. A failing run raises an error
@@ -107,7 +114,7 @@ def predict_onnx(model: OnnxModel, data: EncodedPairs, batch_size: int) -> torch
         ]
         return torch.from_numpy(np.concatenate(chunks))  # (N, C)
     out: np.ndarray | None = None
-    for idx in bucketed_batches(data, batch_size):
+    for idx in bucketed_batches(data, min(batch_size, PAIR_BATCH)):
         li, lm = pad_ids([data.texts[t] for t in data.left[idx]])
         ri, rm = pad_ids([data.texts[t] for t in data.right[idx]])
         scores = model._pairs(li.numpy(), lm.numpy(), ri.numpy(), rm.numpy())  # (b, C)

@@ -29,6 +29,7 @@ from attnmatch import configs
 from attnmatch.data.subword import SubwordTokenizer
 from attnmatch.data.tokenize import check_max_length
 from attnmatch.inputs.subword import SubwordInputs
+from attnmatch.nn.exporting import exporting
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnmatch.inputs import TokenEncoderConfig
@@ -130,6 +131,8 @@ class TransformerTokenEncoder(nn.Module):
     def forward(
         self, ids: torch.Tensor, mask: torch.Tensor, token_type_ids: torch.Tensor | None = None
     ) -> torch.Tensor:
+        if exporting() and not self.training:  # a seed model's export (`nn.exporting`)
+            return traceable_states(self, ids, mask, token_type_ids)  # (B, L, H)
         if self._cache is not None and token_type_ids is None and not self.config.trainable:
             hidden = self._cache.lookup(self, ids, mask)  # (B, L, H)
         elif self.config.trainable:

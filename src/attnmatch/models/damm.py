@@ -50,6 +50,7 @@ from attnmatch.data.schema import PairBatch
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.models._registry import register_model, register_preset
 from attnmatch.nn.coattention import enhance
+from attnmatch.nn.exporting import exporting, window_padding
 from attnmatch.nn.masking import masked_max
 
 
@@ -113,12 +114,19 @@ def multi_head_attention(
 ) -> torch.Tensor:
     """Scaled dot-product attention per head (heads concatenated), padding keys masked.
 
-    A row whose keys are all padding (an empty text) attends uniformly instead of giving NaN.
+    A row whose keys are all padding (an empty text) attends uniformly instead of giving NaN;
+    exported (`nn.exporting`), to its first position only, as `forward` on its pair alone and
+    the whole-input path (`models/fast/damm.py`) have it, whatever the batch's padding.
 
     Shape:
         q: (B, h, L, d/h), k, v: (B, h, R, d/h), key_mask: (B, R) -> (B, L, d)
     """
-    key_mask = key_mask | ~key_mask.any(dim=-1, keepdim=True)  # (B, R)
+    empty = ~key_mask.any(dim=-1, keepdim=True)  # (B, 1)
+    if exporting():
+        first = torch.arange(key_mask.shape[-1], device=key_mask.device) == 0  # (R,)
+        key_mask = key_mask | (empty & first)  # (B, R)
+    else:
+        key_mask = key_mask | empty  # (B, R)
     out = F.scaled_dot_product_attention(
         q, k, v, attn_mask=key_mask[:, None, None, :], dropout_p=dropout
     )  # (B, h, L, d/h)
@@ -217,8 +225,7 @@ class TextCNN(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         x = (x * mask.unsqueeze(-1)).transpose(1, 2)  # (B, D, T)
-        if x.shape[-1] < max(self.widths):  # every text keeps at least one window
-            x = F.pad(x, (0, max(self.widths) - x.shape[-1]))
+        x = window_padding(x, max(self.widths))  # (B, D, T'): every text keeps one window
         lengths = mask.sum(dim=1, keepdim=True)  # (B, 1)
         out = []
         for width, conv in zip(self.widths, self.convs, strict=True):

@@ -63,6 +63,7 @@ from attnmatch.data.schema import PairBatch
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.models._registry import register_model, register_preset
 from attnmatch.nn.coattention import alignment_pool, extractive_pool
+from attnmatch.nn.exporting import exporting
 from attnmatch.nn.heads import HeadKind, PairHead, resolve_head
 from attnmatch.nn.masking import masked_softmax
 from attnmatch.nn.recurrent import BiRNN, encode_pair
@@ -152,7 +153,7 @@ class Affinity(nn.Module):
             return torch.cat([top, bottom], dim=0)  # (2D, 2D)
         if self.kind == "complex_diagonal":
             # Re(sum_k a_k w_k conj(b_k)) = w_r (a_r b_r + a_i b_i) + w_i (a_r b_i - a_i b_r)
-            wr, wi = torch.diag(self.w_real), torch.diag(self.w_imag)  # (D, D)
+            wr, wi = _diagonal(self.w_real), _diagonal(self.w_imag)  # (D, D)
             return torch.cat(
                 [torch.cat([wr, wi], dim=1), torch.cat([-wi, wr], dim=1)], dim=0
             )  # (2D, 2D)
@@ -166,6 +167,14 @@ class Affinity(nn.Module):
         if k is not None:
             ca = ca @ k  # (B, L, 2D)
         return ca @ cb.transpose(1, 2)  # (B, L, R)
+
+
+def _diagonal(w: torch.Tensor) -> torch.Tensor:
+    """The diagonal matrix of `w`; on export the identity times `w` (the ONNX exporter has no
+    `diag`), the same values. Shape: (D,) -> (D, D)"""
+    if exporting():
+        return torch.eye(len(w), dtype=w.dtype, device=w.device) * w  # (D, D)
+    return torch.diag(w)  # (D, D)
 
 
 class HermitianIntraAttention(nn.Module):

@@ -73,7 +73,8 @@ from attnmatch.configs import check_dropout, check_positive
 from attnmatch.data.schema import PairBatch
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.models._registry import register_model, register_preset
-from attnmatch.nn.context_gru import context_gru
+from attnmatch.nn.context_gru import context_gru, context_gru_loop
+from attnmatch.nn.exporting import exporting
 from attnmatch.nn.heads import HeadKind, PairHead, resolve_head
 from attnmatch.nn.masking import masked_mean, masked_softmax
 from attnmatch.nn.recurrent import encode_pair
@@ -369,9 +370,13 @@ class IARNN(nn.Module):
             attn_h = torch.einsum("dbte,deh->dbth", xd, self.m_hc)  # (D, B, T, H)
             w_c = torch.einsum("deq,bq->dbe", self.m_qc, context_q)  # (D, B, E)
             attn_c = torch.einsum("dbte,dbe->dbt", xd, w_c)  # (D, B, T)
-        states, alpha = _gru_loop(
-            proj, mask, w_hh, b_hh, input_bias=input_bias, attn_h=attn_h, attn_c=attn_c
-        )  # (D, B, T, H), (D, B, T)
+        if exporting() and attn_h is not None and attn_c is not None:
+            # Scripted, so the exported loop runs over the input's length (`nn.exporting`).
+            states, alpha = context_gru_loop()(proj, mask, w_hh, b_hh, input_bias, attn_h, attn_c)
+        else:
+            states, alpha = _gru_loop(
+                proj, mask, w_hh, b_hh, input_bias=input_bias, attn_h=attn_h, attn_c=attn_c
+            )  # (D, B, T, H), (D, B, T)
         parts = [states[0]]
         if dirs == 2:
             parts.append(reverse_padded(states[1], mask))
@@ -412,7 +417,7 @@ class IARNN(nn.Module):
                 ha = self._loop(right, rmask, gate_q=r_q)[0]
         else:  # iarnn_context
             alpha_dirs: torch.Tensor | None
-            if fused:
+            if fused and not exporting():  # export: the scripted step loop of `_loop`
                 ha, alpha_dirs = context_gru(
                     right, rmask, r_q, self._gru_weights(), self.m_hc, self.m_qc
                 )  # (B, R, Q), (B, R, D)

@@ -59,6 +59,7 @@ from attnmatch.configs import check_dropout, check_positive
 from attnmatch.data.schema import PairBatch
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
 from attnmatch.models._registry import register_model, register_preset
+from attnmatch.nn.exporting import exporting, window_padding
 from attnmatch.nn.masking import masked_max, masked_mean, masked_min, masked_softmax
 from attnmatch.nn.similarity import euclidean_distance
 
@@ -157,6 +158,10 @@ def _max_min(x: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
 
     Shape: x (..., T), mask broadcastable to x -> {"max", "min"}: (...)
     """
+    if exporting():  # ONNX has no aminmax; a `Where` over x is slow in ONNX Runtime: shifts
+        # masked positions out of reach by the largest float on the mask's (small) shape.
+        shift = torch.where(mask, 0.0, torch.finfo(x.dtype).max)  # mask's shape
+        return {"max": (x - shift).amax(dim=-1), "min": (x + shift).amin(dim=-1)}
     if not (x.requires_grad and torch.is_grad_enabled()):  # inference: one fused reduction
         low, high = torch.aminmax(torch.where(mask, x, x[..., :1]), dim=-1)  # (...) each
         return {"max": high, "min": low}
@@ -238,8 +243,7 @@ class MPCNN(nn.Module):
         cfg = self.config
         x = (x * mask.unsqueeze(-1)).transpose(1, 2)  # (B, I, T)
         longest = max(max(cfg.widths), max(cfg.per_dim_widths))
-        if x.shape[-1] < longest:  # every text keeps at least one window
-            x = F.pad(x, (0, longest - x.shape[-1]))
+        x = window_padding(x, longest)  # (B, I, T'): every text keeps at least one window
         out: dict[str, torch.Tensor] = {}
         holistic = []
         max_min = _max_min if cfg.fast_pooling else _max_min_reference

@@ -19,6 +19,7 @@ Dims: B batch, T padded length, E input size, H hidden size per direction, D dir
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -189,3 +190,52 @@ class _ContextGRU(torch.autograd.Function):
             grad_b_ih = grad_gi.sum(dim=1) if needs[4] else None  # (D, 3H)
             grad_b_hh = grad_gh.sum(dim=1) if needs[5] else None
         return grad_proj, grad_attn_h, grad_score, grad_w_hh, grad_b_ih, grad_b_hh, None
+
+
+def _context_steps(
+    proj: torch.Tensor,
+    mask: torch.Tensor,
+    w_hh: torch.Tensor,
+    b_hh: torch.Tensor,
+    input_bias: torch.Tensor,
+    attn_h: torch.Tensor,
+    attn_c: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The attention-scaled GRU as a step loop over every padded step (TorchScript: scripted by
+    `context_gru_loop`, so that its length is the input's, not a traced example's).
+
+    Shape:
+        proj: (D, B, T, 3H), mask: (B, T), w_hh: (D, 3H, H), b_hh: (D, 3H),
+        input_bias: (D, 1, 3H), attn_h: (D, B, T, H), attn_c: (D, B, T)
+        -> states (D, B, T, H) zero on padding, alpha (D, B, T) zero on padding
+    """
+    dirs, batch, steps = proj.size(0), proj.size(1), proj.size(2)
+    hid = w_hh.size(2)
+    h = proj.new_zeros([dirs, batch, hid])  # (D, B, H)
+    w_hh_t = w_hh.transpose(1, 2)  # (D, H, 3H)
+    bias_hh = b_hh.unsqueeze(1)  # (D, 1, 3H)
+    states: list[torch.Tensor] = []
+    alphas: list[torch.Tensor] = []
+    for t in range(steps):
+        alpha = torch.sigmoid((h * attn_h[:, :, t]).sum(-1) + attn_c[:, :, t])  # (D, B)
+        gi = alpha.unsqueeze(-1) * proj[:, :, t] + input_bias  # (D, B, 3H)
+        gh = torch.baddbmm(bias_hh, h, w_hh_t)  # (D, B, 3H)
+        i_r, i_z, i_n = gi.chunk(3, dim=-1)  # (D, B, H) each, PyTorch's gate order
+        h_r, h_z, h_n = gh.chunk(3, dim=-1)  # (D, B, H) each
+        r = torch.sigmoid(i_r + h_r)  # (D, B, H)
+        z = torch.sigmoid(i_z + h_z)  # (D, B, H)
+        n = torch.tanh(i_n + r * h_n)  # (D, B, H)
+        new = n + z * (h - n)  # (D, B, H) = (1 - z) n + z h
+        step_mask = mask[:, t].view(1, batch, 1)  # (1, B, 1)
+        states.append(new * step_mask)  # (D, B, H)
+        alphas.append(alpha * mask[:, t].unsqueeze(0))  # (D, B)
+        h = torch.where(step_mask, new, h)  # (D, B, H): padding keeps the state
+    return torch.stack(states, dim=2), torch.stack(alphas, dim=2)  # (D, B, T, H), (D, B, T)
+
+
+@functools.lru_cache(maxsize=1)
+def context_gru_loop() -> Any:
+    """`_context_steps` scripted (once per process): the export path of IARNN-CONTEXT's
+    recurrence (`nn.exporting`), which the ONNX exporter writes as a Loop over the input's
+    length. The same step as `IARNN._loop`'s (`models/iarnn.py`, `_gru_loop`)."""
+    return torch.jit.script(_context_steps)

@@ -29,6 +29,8 @@ import numpy as np
 import torch
 from torch.autograd.function import once_differentiable
 
+from attnmatch.nn.exporting import exporting
+
 # Sharing is used only where it removes enough rows: index copies cost more than they save when
 # nearly every text is distinct (a batch of 32 pairs in `Matcher.predict`'s length order holds
 # ~27 distinct questions, and sharing them was 2-10% slower than the plain path; see
@@ -235,12 +237,12 @@ def distinct_sides(
     fewer than `SHARE_MIN_ROWS` pairs takes the plain path at once, and so does a batch on any
     other device than the CPU: on a GPU the encoders are bound by their kernel launches, not by
     the rows, so the search and the index copies only add time (MV-LSTM on an H100, batches of
-    512: 0.72x the plain path; docs/speed.md, "On a GPU").
+    512: 0.72x the plain path; docs/speed.md, "On a GPU"). Export (`nn.exporting`): every row.
 
     Shape:
         left_ids, left_mask: (B, L); right_ids, right_mask: (B, R) -> indices over B rows
     """
-    if left_ids.device.type == "cpu" and len(left_ids) >= SHARE_MIN_ROWS:
+    if left_ids.device.type == "cpu" and len(left_ids) >= SHARE_MIN_ROWS and not exporting():
         left, right = distinct_rows(left_ids, left_mask), distinct_rows(right_ids, right_mask)
         if left.worth_sharing or right.worth_sharing:
             return left, right

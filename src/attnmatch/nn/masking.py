@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from attnmatch.nn.exporting import exporting
+
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Softmax over `dim` with padded positions at exactly zero weight.
@@ -58,13 +60,17 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor, dim: int) -> torch.Ten
 def masked_kmax(values: torch.Tensor, mask: torch.Tensor, k: int) -> torch.Tensor:
     """The k largest real values of each row, in descending order.
 
-    Padded cells never win; if a row has fewer than k real cells the remainder is 0.
+    Padded cells never win; if a row has fewer than k real cells the remainder is 0. Export
+    (`nn.exporting`): always k padded candidates more, whatever N is.
 
     Shape:
         values: (B, N), mask: (B, N) bool -> (B, k)
     """
     batch, n = values.shape
-    if n < k:  # pad so that topk always has k candidates
+    if exporting():  # the padding does not depend on N
+        values = torch.nn.functional.pad(values, (0, k))  # (B, N + k)
+        mask = torch.nn.functional.pad(mask, (0, k), value=False)  # (B, N + k)
+    elif n < k:  # pad so that topk always has k candidates
         values = torch.nn.functional.pad(values, (0, k - n))
         mask = torch.nn.functional.pad(mask, (0, k - n), value=False)
     filled = values.masked_fill(~mask, float("-inf"))

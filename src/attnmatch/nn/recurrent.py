@@ -52,6 +52,8 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from attnmatch.nn.exporting import exporting
+
 # Measured crossover (inference, H=50, T=20-80): from ~24 sequences up `_PackedBiLSTM` is faster.
 _SMALL_INFERENCE_BATCH = 24
 # Inference from this many sequences up groups them by exact length (`BiRNN._forward_by_length`).
@@ -94,7 +96,11 @@ def encode_pair(
     Shape:
         left: (B, L, E), left_mask: (B, L), right: (B', R, E), right_mask: (B', R)
         -> (B, L, 2H), (B', R, 2H); the sides' batch sizes may differ (distinct texts of each).
+
+    Export (`nn.exporting`): each side on its own, with no common width read from the shapes.
     """
+    if exporting():
+        return rnn(left, left_mask), rnn(right, right_mask)
     batch, lsteps, _ = left.shape
     rsteps = right.shape[1]
     steps = max(lsteps, rsteps)
@@ -135,6 +141,8 @@ class BiRNN(nn.Module):
         self.fast_cpu_lstm = True
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if exporting():  # one LSTM/GRU node with per-sequence lengths (`nn.exporting`)
+            return self._forward_packed(x, mask)
         if self.cell != "lstm" or x.device.type != "cpu" or not self.fast_cpu_lstm:
             return self._forward_packed(x, mask)
         needs_grad = x.requires_grad or self.rnn.weight_hh_l0.requires_grad
