@@ -38,8 +38,9 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
+    from attnmatch.answering import Ranked
     from attnmatch.data.datasets import list_datasets, load_split
-    from attnmatch.matcher import Matcher, Ranked
+    from attnmatch.matcher import Matcher
     from attnmatch.models import list_models, list_presets
     from attnmatch.tasks import Task
     from attnmatch.training import ExperimentConfig, train
@@ -47,7 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _LAZY = {
     "Matcher": "attnmatch.matcher",
-    "Ranked": "attnmatch.matcher",
+    "Ranked": "attnmatch.answering",
     "Task": "attnmatch.tasks",
     "ExperimentConfig": "attnmatch.training",
     "train": "attnmatch.training",
