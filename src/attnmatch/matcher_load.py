@@ -29,6 +29,7 @@ from attnmatch.model_header import (
 from attnmatch.models import build_model, get_model_entry, model_config_from_dict
 from attnmatch.models.contract import TextModel, model_config
 from attnmatch.nn.overlap import WithOverlapFeatures
+from attnmatch.runtime.exported import check_exported_backend as check_exported_backend
 from attnmatch.tasks import Task
 
 
@@ -101,15 +102,6 @@ def save_text_model(model: TextModel, path: Path, task: Task, metrics: dict[str,
     if not isinstance(model, LexicalModel):
         raise ValueError(model.save_refusal())
     return lexical_dir.save(model, path, task, metrics)
-
-
-def check_exported_backend(path: str | Path, backend: str) -> None:
-    """An exported directory runs on ONNX Runtime alone."""
-    if backend == "torch":
-        raise ValueError(
-            f"{path} is an exported directory (ONNX graphs, no torch weights): load it with "
-            "backend 'onnx' or 'auto', or load the model directory it was exported from"
-        )
 
 
 def read_exported(path: Path) -> LoadedModel:

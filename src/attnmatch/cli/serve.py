@@ -165,12 +165,16 @@ def serve(
 ) -> None:
     """Serve models over HTTP: rank, score, classify, explain, TEI /rerank and a web page."""
     _check_installed()
+    from attnmatch.loading import exported_only
     from attnmatch.serving import ServeSettings
     from attnmatch.serving.limits import HttpLimits
     from attnmatch.serving.server import load_models, run
 
     _check_options(max_wait_ms, api_key)
-    torch_device = checked_device(device, precision.value)
+    specs = _model_specs(models)
+    # Exported directories only: no torch imported (`attnmatch.loading`, which checks --device).
+    exported = exported_only([spec for _, spec in specs])
+    torch_device = device if exported else checked_device(device, precision.value)
     settings = ServeSettings(
         max_batch_pairs=max_batch,
         max_wait_ms=max_wait_ms,
@@ -182,11 +186,11 @@ def serve(
     )
     limits = HttpLimits(header_timeout_s=header_timeout, keep_alive_s=keep_alive_timeout)
     _check_can_listen(host, port)  # a clear line now rather than uvicorn's log after loading
-    specs = _model_specs(models)
     loaded = {}
     for name, spec in specs:  # with workers, loaded here once to fail early with a clear line
         with reading(spec):
-            loaded.update(load_models([(name, spec)], torch_device, precision.value, backend.value))
+            one = load_models([(name, spec)], torch_device, precision.value, backend.value)
+            loaded.update(one)
     loaded_index = _load_index(index)
     _announce(list(loaded), host, port, workers, api_key is not None)
     if workers > 1:

@@ -14,7 +14,19 @@ Example:
 """
 
 from attnmatch.answering import Ranked
-from attnmatch.runtime.exported import ExportedMatcher, load
+from attnmatch.runtime.exported import (
+    ExportedMatcher,
+    check_cpu_fp32,
+    check_exported_backend,
+    load,
+)
 from attnmatch.runtime.graphs import is_exported
 
-__all__ = ["ExportedMatcher", "Ranked", "is_exported", "load"]
+__all__ = [
+    "ExportedMatcher",
+    "Ranked",
+    "check_cpu_fp32",
+    "check_exported_backend",
+    "is_exported",
+    "load",
+]

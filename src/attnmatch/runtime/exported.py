@@ -155,6 +155,26 @@ def load(path: str | Path, *, batch_size: int = 512, threads: int | None = None)
     )
 
 
+def check_exported_backend(path: str | Path, backend: str) -> None:
+    """An exported directory runs on ONNX Runtime alone: backend "auto" or "onnx"."""
+    if backend == "torch":
+        raise ValueError(
+            f"{path} is an exported directory (ONNX graphs, no torch weights): load it with "
+            "backend 'onnx' or 'auto', or load the model directory it was exported from"
+        )
+
+
+def check_cpu_fp32(device: str, precision: str) -> None:
+    """An exported model runs on the CPU in float32 (ONNX Runtime's CPU provider): `device`
+    "cpu" or "auto" (no CUDA for ONNX Runtime here), `precision` "fp32"."""
+    if device not in ("cpu", "auto") or precision != "fp32":
+        raise ValueError(
+            f"an ONNX model runs on the CPU in fp32 (got device {device}, precision "
+            f"{precision}): use backend torch on the model directory it was exported from for "
+            "a GPU or another precision"
+        )
+
+
 def _model_sizes(config_file: Path, config: dict[str, Any]) -> tuple[int, str, int]:
     """(num_outputs, encoder kind, encoder vocab_size) of config.json's model config."""
     encoder = config.get("encoder")
