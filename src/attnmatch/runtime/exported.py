@@ -178,12 +178,12 @@ def check_cpu_fp32(device: str, precision: str) -> None:
 def _model_sizes(config_file: Path, config: dict[str, Any]) -> tuple[int, str, int]:
     """(num_outputs, encoder kind, encoder vocab_size) of config.json's model config."""
     encoder = config.get("encoder")
-    num_outputs = config.get("num_outputs", 1)
-    kind = encoder.get("kind", "word_vectors") if isinstance(encoder, dict) else None
-    size = encoder.get("vocab_size") if isinstance(encoder, dict) else None
-    for name, value in (("num_outputs", num_outputs), ("encoder.vocab_size", size)):
+    encoder = encoder if isinstance(encoder, dict) else {}
+    num_outputs, kind = config.get("num_outputs", 1), encoder.get("kind", "word_vectors")
+    vocab_size = encoder.get("vocab_size")
+    for name, value in (("num_outputs", num_outputs), ("encoder.vocab_size", vocab_size)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{config_file}: field 'config.{name}' must be an integer >= 1")
     if not isinstance(kind, str):
         raise ValueError(f"{config_file}: field 'config.encoder.kind' must be a string")
-    return num_outputs, kind, size
+    return int(num_outputs), kind, int(vocab_size)  # type: ignore[arg-type]  # checked above
