@@ -151,8 +151,9 @@ def serve(
         int | None,
         typer.Option(
             min=1,
-            help="torch's intra-op threads for the forward passes (default: torch's, one per "
-            "core, shared among the workers); 1 leaves a core to the HTTP side on a small machine.",
+            help="Intra-op threads for the forward passes: torch's, and an exported model's ONNX "
+            "Runtime sessions' (default: one per core, shared among the workers); 1 leaves a core "
+            "to the HTTP side on a small machine.",
         ),
     ] = None,
     workers: _Workers = 1,
@@ -189,7 +190,13 @@ def serve(
     loaded = {}
     for name, spec in specs:  # with workers, loaded here once to fail early with a clear line
         with reading(spec):
-            one = load_models([(name, spec)], torch_device, precision.value, backend.value)
+            one = load_models(
+                [(name, spec)],
+                torch_device,
+                precision.value,
+                backend.value,
+                threads=settings.threads,
+            )
             loaded.update(one)
     loaded_index = _load_index(index)
     _announce(list(loaded), host, port, workers, api_key is not None)
