@@ -14,6 +14,8 @@ The public API is small on purpose::
 - `ExperimentConfig`, `train`: a training run from a config (what `attnmatch train` does).
 - `load_split`: a benchmark split as `Example`s with its evaluation protocol.
 - `list_models`, `list_presets`, `list_datasets`: what is registered.
+- `attnmatch.runtime.load(path)`: an exported directory (`attnmatch export`) without torch, with
+  `score`, `rank` and `classify` of `Matcher`'s signatures (`pip install 'attnmatch[serve-onnx]'`).
 """
 
 from __future__ import annotations

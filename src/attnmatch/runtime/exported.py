@@ -179,7 +179,7 @@ def _model_sizes(config_file: Path, config: dict[str, Any]) -> tuple[int, str, i
     """(num_outputs, encoder kind, encoder vocab_size) of config.json's model config."""
     encoder = config.get("encoder")
     encoder = encoder if isinstance(encoder, dict) else {}
-    num_outputs, kind = config.get("num_outputs", 1), encoder.get("kind", "word_vectors")
+    num_outputs, kind = config.get("num_outputs", 1), encoder.get("kind")
     vocab_size = encoder.get("vocab_size")
     for name, value in (("num_outputs", num_outputs), ("encoder.vocab_size", vocab_size)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
