@@ -274,7 +274,8 @@ def _check_installed() -> None:
         import uvicorn  # noqa: F401
     except ImportError as e:
         raise ImportError(
-            f"attnmatch serve needs {e.name or 'fastapi'}: pip install 'attnmatch[serve]'"
+            f"attnmatch serve needs {e.name or 'fastapi'}: pip install 'attnmatch[serve]' "
+            "(an exported model without torch: 'attnmatch[serve-onnx]')"
         ) from None
 
 

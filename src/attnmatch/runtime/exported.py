@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -40,6 +40,7 @@ class ExportedMatcher:
         metrics: how it was trained and evaluated (metrics.json).
         path: the exported directory.
         batch_size: pairs per inference batch.
+        num_outputs: C, the outputs per pair (config.json's `num_outputs`).
     """
 
     graphs: OnnxGraphs
@@ -51,8 +52,8 @@ class ExportedMatcher:
     batch_size: int = 512
     num_outputs: int = 1
 
-    backend = "onnx"
-    explains = False  # no attention maps in the graphs
+    backend: ClassVar[str] = "onnx"
+    explains: ClassVar[bool] = False  # no attention maps in the graphs
 
     def encode(self, examples: Sequence[Example]) -> EncodedPairs:
         """Examples as id arrays (each distinct text encoded once)."""
