@@ -166,16 +166,13 @@ def serve(
 ) -> None:
     """Serve models over HTTP: rank, score, classify, explain, TEI /rerank and a web page."""
     _check_installed()
-    from attnmatch.loading import exported_only
     from attnmatch.serving import ServeSettings
     from attnmatch.serving.limits import HttpLimits
-    from attnmatch.serving.server import load_models, run
+    from attnmatch.serving.server import run
 
     _check_options(max_wait_ms, api_key)
     specs = _model_specs(models)
-    # Exported directories only: no torch imported (`attnmatch.loading`, which checks --device).
-    exported = exported_only([spec for _, spec in specs])
-    torch_device = device if exported else checked_device(device, precision.value)
+    torch_device = _serve_device(specs, device, precision.value)
     settings = ServeSettings(
         max_batch_pairs=max_batch,
         max_wait_ms=max_wait_ms,
@@ -187,17 +184,7 @@ def serve(
     )
     limits = HttpLimits(header_timeout_s=header_timeout, keep_alive_s=keep_alive_timeout)
     _check_can_listen(host, port)  # a clear line now rather than uvicorn's log after loading
-    loaded = {}
-    for name, spec in specs:  # with workers, loaded here once to fail early with a clear line
-        with reading(spec):
-            one = load_models(
-                [(name, spec)],
-                torch_device,
-                precision.value,
-                backend.value,
-                threads=settings.threads,
-            )
-            loaded.update(one)
+    loaded = _load_each(specs, torch_device, precision.value, backend.value, settings.threads)
     loaded_index = _load_index(index)
     _announce(list(loaded), host, port, workers, api_key is not None)
     if workers > 1:
@@ -217,6 +204,30 @@ def serve(
         index=index,
         loaded_index=loaded_index,
     )
+
+
+def _serve_device(specs: list[tuple[str, str]], device: str, precision: str) -> Any:
+    """--device as the models take it: the name itself when every model is an exported
+    directory (no torch imported; `attnmatch.loading` checks it), else the torch device."""
+    from attnmatch.loading import exported_only
+
+    if exported_only([spec for _, spec in specs]):
+        return device
+    return checked_device(device, precision)
+
+
+def _load_each(
+    specs: list[tuple[str, str]], device: Any, precision: str, backend: str, threads: int | None
+) -> dict[str, Any]:
+    """Every model, each loaded here once (with workers too, which load their own) to fail
+    early with a clear line naming it."""
+    from attnmatch.serving.server import load_models
+
+    loaded = {}
+    for name, spec in specs:
+        with reading(spec):
+            loaded.update(load_models([(name, spec)], device, precision, backend, threads=threads))
+    return loaded
 
 
 def _check_options(max_wait_ms: float, api_key: str | None) -> None:
