@@ -12,7 +12,7 @@ WORKDIR /app
 RUN pip install --index-url https://download.pytorch.org/whl/cpu "torch==2.13.0"
 COPY pyproject.toml README.md ./
 COPY src ./src
-RUN pip install ".[serve]"
+RUN pip install ".[torch,serve]"
 
 RUN useradd --create-home --uid 10001 attnmatch
 USER attnmatch

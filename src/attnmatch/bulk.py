@@ -47,13 +47,16 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from attnmatch.atomic import open_text_atomic, write_text_atomic
-from attnmatch.matcher import Matcher
 from attnmatch.scoring import CHUNK_SIZE, PairRecord, PairsFile, ScoredLayout, score_chunks
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnmatch.matcher import Matcher
+    from attnmatch.runtime import ExportedMatcher
 
 
 @contextmanager
@@ -69,14 +72,16 @@ def worker_model(
         ValueError: ONNX Runtime on another device or precision than the CPU in fp32, or the
             model does not export (as `export_onnx` says).
     """
-    from attnmatch.devices import resolve_device
-    from attnmatch.export import export_onnx, is_exported
-    from attnmatch.matcher import load_matcher
-    from attnmatch.matcher_load import check_onnx_device
+    from attnmatch.runtime import is_exported
 
     if backend != "onnx" or is_exported(spec):
         yield spec
         return
+    from attnmatch.devices import resolve_device
+    from attnmatch.export import export_onnx
+    from attnmatch.matcher import load_matcher
+    from attnmatch.matcher_load import check_onnx_device
+
     check_onnx_device(resolve_device(device), precision)
     with tempfile.TemporaryDirectory(prefix="attnmatch-onnx-") as tmp:
         yield str(export_onnx(load_matcher(spec), Path(tmp) / "model"))
@@ -89,7 +94,7 @@ class WorkerDied(ValueError):
 
 
 def score_pairs(
-    matcher: Matcher, pairs: list[tuple[str, str]]
+    matcher: Matcher | ExportedMatcher, pairs: list[tuple[str, str]]
 ) -> tuple[np.ndarray, list[str] | None]:
     """What a worker does with one chunk: its scores and predicted labels (a test may pass
     another function to `WorkerPool` to stop a worker midway)."""
@@ -97,7 +102,9 @@ def score_pairs(
     return predictions.scores, predictions.labels
 
 
-Work = Callable[[Matcher, list[tuple[str, str]]], tuple[np.ndarray, list[str] | None]]
+Work = Callable[
+    ["Matcher | ExportedMatcher", list[tuple[str, str]]], tuple[np.ndarray, list[str] | None]
+]
 
 
 @dataclass(frozen=True)
@@ -116,17 +123,8 @@ def _worker_main(tasks: Connection, results: Connection, settings: WorkerSetting
     """A worker process: loads the model, says "ready", then answers each (index, pairs) task
     with ("done", index, scores, labels) until the parent closes `tasks` or sends None."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops us
-    from attnmatch.devices import set_torch_threads
-    from attnmatch.matcher import load_matcher
-
-    set_torch_threads(settings.threads)  # for the worker process's life
     try:
-        matcher = load_matcher(
-            settings.spec,
-            device=settings.device,
-            precision=settings.precision,
-            backend=settings.backend,
-        )
+        matcher = _worker_matcher(settings)
         results.send(("ready",))
         while (task := _next_task(tasks)) is not None:
             index, pairs = task
@@ -134,6 +132,38 @@ def _worker_main(tasks: Connection, results: Connection, settings: WorkerSetting
     except Exception as e:  # reported by the parent, which names this worker
         with contextlib.suppress(OSError):
             results.send(("error", _one_line(e)))
+
+
+def _worker_matcher(settings: WorkerSettings) -> Matcher | ExportedMatcher:
+    """A worker's model: an exported directory on `attnmatch.runtime` (no torch imported),
+    anything else by `load_matcher`, on `settings.threads` threads for the process's life."""
+    from attnmatch.loading import load_served
+    from attnmatch.runtime import is_exported
+
+    if not is_exported(settings.spec):
+        from attnmatch.devices import set_torch_threads
+
+        set_torch_threads(settings.threads)
+    return load_served(
+        settings.spec,
+        settings.device,
+        settings.precision,
+        settings.backend,
+        threads=settings.threads,
+    )
+
+
+def _process_threads(spec: str) -> int:
+    """The threads this process computes on: ONNX Runtime's default for an exported
+    directory (`attnmatch.runtime`), else torch's."""
+    from attnmatch.runtime import is_exported
+    from attnmatch.runtime.graphs import default_threads
+
+    if is_exported(spec):
+        return default_threads()
+    import torch
+
+    return torch.get_num_threads()
 
 
 def _next_task(tasks: Connection) -> tuple[int, list[tuple[str, str]]] | None:
@@ -216,9 +246,7 @@ class WorkerPool:
     ) -> None:
         if workers < 1:
             raise ValueError(f"--workers must be >= 1, got {workers}")
-        import torch
-
-        threads = threads or max(1, torch.get_num_threads() // workers)
+        threads = threads or max(1, _process_threads(spec) // workers)
         settings = WorkerSettings(spec, device, precision, backend, threads, work or score_pairs)
         self.workers = workers
         self.source = source
@@ -460,7 +488,7 @@ class ShardOutcome:
 
 
 def write_shard(
-    matcher: Matcher,
+    matcher: Matcher | ExportedMatcher,
     pairs: PairsFile,
     output: str | Path,
     shard: Shard,

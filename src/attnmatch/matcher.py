@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from attnmatch import model_dir
+from attnmatch.answering import Ranked, check_finite, check_pairs, check_ranking, ranked, type_of
 from attnmatch.data.collate import bucketed_batches, collate, pad_ids, token_budget_batches
 from attnmatch.data.encoding import EncodedPairs, encode_examples
 from attnmatch.data.schema import Example
@@ -76,15 +77,6 @@ EMBED_TOKENS = 4096
 
 # Labelled pairs that calibrate a zero-shot matcher: Examples or (left, right, label) tuples.
 Calibration = Sequence[Example] | Sequence[tuple[str, str, int | float]]
-
-
-@dataclass(frozen=True)
-class Ranked:
-    """One ranked candidate: its position in the input, its text and its score."""
-
-    index: int
-    text: str
-    score: float
 
 
 @dataclass
@@ -321,7 +313,7 @@ class Matcher:
             raise ValueError("corpus must be a list of texts, not one string")
         for i, text in enumerate(corpus):
             if not isinstance(text, str):
-                raise ValueError(f"corpus text {i} is not a string: got {_type_of(text)}")
+                raise ValueError(f"corpus text {i} is not a string: got {type_of(text)}")
         task = _zero_shot_task(task, calibration)
         pairs, labels = _labelled_pairs(calibration or (), task)
         scorer = LexicalScorer(kind).fit([*corpus, *(right for _, right in pairs)])
@@ -439,7 +431,7 @@ class Matcher:
 
     def outputs(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """The model's raw outputs (scores or logits) for (left, right) pairs: (N, num_outputs)."""
-        _check_pairs(pairs)
+        check_pairs(pairs)
         if len(pairs) == 0:
             return np.zeros((0, 1), dtype=np.float32)
         if self._text is not None:
@@ -497,16 +489,13 @@ class Matcher:
             ValueError: the query is empty or not a string, there are no candidates, one is not
                 a string, or top_k is not a positive integer.
         """
-        _check_ranking(query, candidates, top_k)
+        check_ranking(query, candidates, top_k)
         if self._embedder() is not None:  # a bi-encoder: the candidate set is encoded once
             outputs = self._finite(self._compared(query, candidates), "output")
             scores = self._finite(self.task.decode(outputs).scores, "score")
         else:
             scores = self.score([(query, c) for c in candidates])
-        order = np.argsort(-scores, kind="stable")
-        if top_k is not None:
-            order = order[:top_k]
-        return [Ranked(int(i), candidates[i], float(scores[i])) for i in order]
+        return ranked(scores, candidates, top_k)
 
     def embed(self, texts: Sequence[str]) -> torch.Tensor:
         """The sentence vectors of a bi-encoder (`models.pretrained.BiEncoder.embed`), each
@@ -604,7 +593,7 @@ class Matcher:
         """
         for side, text in (("left", left), ("right", right)):
             if not isinstance(text, str):
-                raise ValueError(f"{side} must be a string, got {_type_of(text)}")
+                raise ValueError(f"{side} must be a string, got {type_of(text)}")
         if not self.explains:
             raise NotImplementedError(
                 f"{type(unwrap(self.model)).__name__} exposes no attention maps"
@@ -669,16 +658,8 @@ class Matcher:
     def _finite(self, values: np.ndarray, what: str) -> np.ndarray:
         """`values` (one row per pair), when every one is finite; else one ValueError naming
         the first pair: NaN or infinity never reaches a score, a rank or a metric."""
-        finite = np.isfinite(values)
-        if finite.all():
-            return values
-        rows = np.flatnonzero(~finite.reshape(len(values), -1).all(axis=1))
         name = str(self.path) if self.path is not None else f"the {self.model_type} model"
-        raise ValueError(
-            f"{name} gave a non-finite {what} (NaN or infinity) for pair {int(rows[0])} "
-            f"({len(rows)} of {len(values)} pairs): no scores are returned; the model is "
-            "numerically broken on these texts (re-train it)"
-        )
+        return check_finite(values, what, name)
 
 
 def _weights_version(model: nn.Module) -> tuple[int, ...]:
@@ -742,44 +723,6 @@ def _labelled_pairs(
         pairs.append((left, right))
         labels.append(float(label))
     return pairs, np.asarray(labels, dtype=np.float64)
-
-
-def _check_pairs(pairs: Sequence[tuple[str, str]]) -> None:
-    """ValueError unless `pairs` is a sequence of (str, str) tuples (or lists)."""
-    if isinstance(pairs, str):
-        raise ValueError("pairs must be a list of (left, right) tuples, not one string")
-    for i, pair in enumerate(pairs):
-        if (
-            not isinstance(pair, tuple | list)
-            or len(pair) != 2
-            or not all(isinstance(t, str) for t in pair)
-        ):
-            raise ValueError(f"pair {i} is not a (str, str) tuple: got {_type_of(pair)}")
-
-
-def _check_ranking(query: str, candidates: Sequence[str], top_k: int | None) -> None:
-    """ValueError unless the query is a non-empty string, the candidates a non-empty list of
-    strings and top_k None or a positive integer (`Matcher.rank`)."""
-    if not isinstance(query, str):
-        raise ValueError(f"the query must be a string, got {_type_of(query)}")
-    if not query.strip():
-        raise ValueError("the query is empty")
-    if isinstance(candidates, str):
-        raise ValueError("candidates must be a list of strings, not one string")
-    if not candidates:
-        raise ValueError("no candidates to rank")
-    for i, candidate in enumerate(candidates):
-        if not isinstance(candidate, str):
-            raise ValueError(f"candidate {i} is not a string: got {_type_of(candidate)}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-        raise ValueError(f"top_k must be an integer >= 1 (or None for all), got {top_k!r}")
-
-
-def _type_of(value: object) -> str:
-    """What a wrong argument is, for a message (never the user's text itself)."""
-    if isinstance(value, tuple | list):
-        return f"a {type(value).__name__} of {len(value)}"
-    return f"a {type(value).__name__}"
 
 
 def load_matcher(

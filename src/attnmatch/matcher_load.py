@@ -4,7 +4,6 @@ those the model reads (`Matcher.load`)."""
 
 from __future__ import annotations
 
-import math
 import os
 import warnings
 from collections.abc import Iterator
@@ -20,9 +19,17 @@ from attnmatch import lexical_dir, model_dir
 from attnmatch.configs import ConfigError
 from attnmatch.export import check_exported_files, load_onnx_model
 from attnmatch.inputs import KINDS, Inputs, inputs_class, load_inputs
+from attnmatch.model_header import (
+    check_task_fits,
+    load_task,
+    naming,
+    read_exported_header,
+    read_metrics,
+)
 from attnmatch.models import build_model, get_model_entry, model_config_from_dict
 from attnmatch.models.contract import TextModel, model_config
 from attnmatch.nn.overlap import WithOverlapFeatures
+from attnmatch.runtime.exported import check_exported_backend as check_exported_backend
 from attnmatch.tasks import Task
 
 
@@ -46,11 +53,11 @@ def read_model_dir(path: str | Path, device: torch.device) -> LoadedModel:
     model_type = header["model_type"]
     if lexical_dir.is_lexical(model_type):
         return _read_lexical(files)
-    with _naming(config_file):
+    with naming(config_file):
         get_model_entry(model_type)  # an unknown model type: the registered ones listed
         config = model_config_from_dict(model_type, header["config"], path="config")
-    task = _load_task(config_file, header["task"])
-    _check_task_fits(config_file, task, config)
+    task = load_task(config_file, header["task"])
+    check_task_fits(config_file, task, getattr(config, "num_outputs", None))
     overlap = header["features"]["overlap"] if "features" in header else None
     try:  # shapes first, on the meta device: a config of huge sizes allocates nothing
         with _on_meta_device():
@@ -76,9 +83,9 @@ def read_model_dir(path: str | Path, device: torch.device) -> LoadedModel:
 def _read_lexical(files: model_dir.ModelFiles) -> LoadedModel:
     """A lexical matcher's folder (`attnmatch.lexical_dir`), its task fitting its head."""
     config_file = files.path / "config.json"
-    task = _load_task(config_file, files.header["task"])
+    task = load_task(config_file, files.header["task"])
     model = lexical_dir.read(files)
-    with _naming(config_file):
+    with naming(config_file):
         task.check_num_outputs(model.num_outputs)
     return LoadedModel(model, files.header["model_type"], None, task, files.metrics, files.path)
 
@@ -97,42 +104,24 @@ def save_text_model(model: TextModel, path: Path, task: Task, metrics: dict[str,
     return lexical_dir.save(model, path, task, metrics)
 
 
-def check_exported_backend(path: str | Path, backend: str) -> None:
-    """An exported directory runs on ONNX Runtime alone."""
-    if backend == "torch":
-        raise ValueError(
-            f"{path} is an exported directory (ONNX graphs, no torch weights): load it with "
-            "backend 'onnx' or 'auto', or load the model directory it was exported from"
-        )
-
-
 def read_exported(path: Path) -> LoadedModel:
     """An exported directory's graphs under ONNX Runtime (`attnmatch.export`), every file
     checked first against what onnx.json recorded at export (`check_exported_files`)."""
     check_exported_files(path)
     config_file = path / "config.json"
-    header = model_dir.read_json(config_file)
-    if not isinstance(header, dict) or header.get("format") != model_dir.FORMAT:
-        raise ValueError(f"{config_file}: not an {model_dir.FORMAT} config (field 'format')")
-    for key in ("model_type", "config", "task", "inputs"):
-        if not isinstance(header.get(key), str if key == "model_type" else dict):
-            raise ValueError(f"{config_file}: missing or malformed field {key!r}")
+    header = read_exported_header(path)
     model_type = header["model_type"]
-    with _naming(config_file):
+    with naming(config_file):
         config = model_config_from_dict(model_type, header["config"], path="config")
-    task = _load_task(config_file, header["task"])
-    _check_task_fits(config_file, task, config)
+    task = load_task(config_file, header["task"])
+    check_task_fits(config_file, task, getattr(config, "num_outputs", None))
     model = load_onnx_model(path, config)
     try:
         inputs = load_inputs(path, header["inputs"])
     except (ValueError, KeyError, TypeError) as e:
         raise ValueError(f"{config_file}: inputs: {' '.join(str(e).split())}") from e
     _check_inputs_fit(path, model, inputs)
-    metrics_file = path / "metrics.json"
-    metrics = model_dir.read_json(metrics_file) if metrics_file.is_file() else {}
-    return LoadedModel(
-        model, model_type, inputs, task, metrics if isinstance(metrics, dict) else {}, path
-    )
+    return LoadedModel(model, model_type, inputs, task, read_metrics(path), path)
 
 
 BACKENDS = ("auto", "torch", "onnx")
@@ -155,20 +144,6 @@ def check_onnx_device(device: torch.device, precision: str) -> None:
 def check_batch_size(size: int) -> None:
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise ValueError(f"batch_size must be an integer >= 1, got {size!r}")
-
-
-@contextmanager
-def _naming(file: Path, field: str = "") -> Iterator[None]:
-    """Turns a ValueError, KeyError or TypeError of the body into one ValueError naming
-    `file` (and `field`), unless its message names the model directory already."""
-    try:
-        yield
-    except (ValueError, KeyError, TypeError) as e:
-        message = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
-        if str(file.parent) in message:
-            raise
-        prefix = f"{file}: {field}: " if field else f"{file}: "
-        raise ValueError(prefix + " ".join(message.split())) from e
 
 
 class _SkipRandomFills(TorchFunctionMode):
@@ -229,41 +204,6 @@ def _build(model_type: str, config: Any, overlap: int | None) -> nn.Module:
     if overlap is None:
         return model
     return WithOverlapFeatures(model, config.num_outputs, torch.zeros(overlap))
-
-
-def _load_task(config_file: Path, data: dict[str, Any]) -> Task:
-    """config.json's `task`, its field types checked (`Task` checks the values)."""
-    if "kind" not in data:
-        raise ValueError(
-            f"{config_file}: missing key 'task.kind' (ranking, classification or regression)"
-        )
-    names = data.get("class_names", [])
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise ValueError(f"{config_file}: field 'task.class_names' must be a list of strings")
-    if len(set(names)) != len(names):
-        raise ValueError(f"{config_file}: field 'task.class_names' names a class twice")
-    for key in ("min_score", "max_score"):
-        value = data.get(key, 0)
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-        ):
-            raise ValueError(
-                f"{config_file}: field 'task.{key}' must be a finite number, got {value!r}"
-            )
-    with _naming(config_file, "task"):
-        return Task.from_dict(data)
-
-
-def _check_task_fits(config_file: Path, task: Task, config: Any) -> None:
-    """The model's outputs are what its task reads: one logit per class, one value or one per
-    integer score level."""
-    n = getattr(config, "num_outputs", None)
-    if n is None:
-        return
-    with _naming(config_file):
-        task.check_num_outputs(n)
 
 
 def _load_inputs(files: model_dir.ModelFiles, entry: dict[str, Any]) -> Inputs:

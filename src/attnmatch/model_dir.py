@@ -34,12 +34,11 @@ from torch import nn
 from attnmatch import __version__, configs, model_card
 from attnmatch.atomic import atomic_directory, write_text_atomic
 from attnmatch.inputs import migrate_v1
+from attnmatch.model_header import FORMAT, FORMAT_V1
 from attnmatch.strict_json import MAX_JSON_DEPTH as MAX_JSON_DEPTH  # the depth read_json allows
 from attnmatch.strict_json import dumps_json, read_bytes, read_json
 from attnmatch.tasks import migrate_v1_task
 
-FORMAT = "attnmatch.model/2"
-FORMAT_V1 = "attnmatch.model/1"
 _KEYS = {"format", "attnmatch_version", "model_type", "config", "task", "inputs"}
 _KEYS_OPTIONAL = frozenset({"features"})  # {"overlap": idf size}: `nn.overlap` features
 _KEYS_V1 = {"format", "attnmatch_version", "model_type", "config", "task", "tokenizer"}

@@ -45,7 +45,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -59,7 +59,10 @@ from attnmatch.data.textfile import (
     open_text,
     parse_json_line,
 )
-from attnmatch.matcher import Matcher
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnmatch.matcher import Matcher
+    from attnmatch.runtime import ExportedMatcher
 
 CHUNK_SIZE = 2048  # pairs read, scored and written at a time
 
@@ -385,7 +388,7 @@ class ChunkScorer(Protocol):
     ) -> Iterator[tuple[int, list[PairRecord], np.ndarray, list[str] | None]]: ...
 
 
-def matcher_scorer(matcher: Matcher) -> ChunkScorer:
+def matcher_scorer(matcher: Matcher | ExportedMatcher) -> ChunkScorer:
     """A `ChunkScorer` running `matcher` in this process: one `predict_pairs` per chunk."""
 
     def score(
@@ -399,7 +402,7 @@ def matcher_scorer(matcher: Matcher) -> ChunkScorer:
 
 
 def score_chunks(
-    matcher: Matcher,
+    matcher: Matcher | ExportedMatcher,
     records: PairsFile,
     chunk_size: int = CHUNK_SIZE,
     *,
@@ -459,7 +462,9 @@ class ScoredLayout:
     classify: bool
 
     @classmethod
-    def of(cls, matcher: Matcher, pairs: PairsFile, output: str | Path) -> ScoredLayout:
+    def of(
+        cls, matcher: Matcher | ExportedMatcher, pairs: PairsFile, output: str | Path
+    ) -> ScoredLayout:
         extra = pairs.extra_columns
         return cls(
             as_jsonl=Path(output).name.endswith(".jsonl"),
@@ -492,7 +497,7 @@ class ScoredLayout:
 
 
 def write_scored(
-    matcher: Matcher,
+    matcher: Matcher | ExportedMatcher,
     pairs: PairsFile,
     output: str | Path,
     *,

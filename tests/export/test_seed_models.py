@@ -141,18 +141,19 @@ def test_the_pairs_graph_runs_batches_of_at_most_pair_batch_pairs(
 ) -> None:
     """Whatever the matcher's batch size, the pairs graph gets at most `PAIR_BATCH` pairs a
     run (smaller length-sorted batches pad less), and the outputs stay torch's."""
-    from attnmatch.export import runtime
+    from attnmatch.runtime import graphs as runtime
+    from attnmatch.runtime.graphs import OnnxGraphs
 
     matcher = _matcher("hcrn")
     exported = Matcher.load(export_onnx(matcher, tmp_path / "onnx"), batch_size=512)
     sizes: list[int] = []
-    run = OnnxModel._pairs
+    run = OnnxGraphs.pairs
 
-    def counted(self: OnnxModel, *arrays: np.ndarray) -> np.ndarray:
+    def counted(self: OnnxGraphs, *arrays: np.ndarray) -> np.ndarray:
         sizes.append(len(arrays[0]))
         return run(self, *arrays)
 
-    monkeypatch.setattr(OnnxModel, "_pairs", counted)
+    monkeypatch.setattr(OnnxGraphs, "pairs", counted)
     pairs = PAIRS * 9  # 72 pairs
     got = exported.outputs(pairs)
     assert max(sizes) == runtime.PAIR_BATCH and sum(sizes) == len(pairs)

@@ -22,8 +22,7 @@ from attnmatch.inputs import (
     build_token_encoder,
     parse_inputs,
 )
-from attnmatch.inputs.trigrams import TrigramEncoder
-from attnmatch.inputs.word_vectors import WordVectorEncoder
+from attnmatch.inputs.layers import TrigramEncoder, WordVectorEncoder
 from attnmatch.matcher import Matcher
 from attnmatch.models import default_inputs, resolve_model_config
 from attnmatch.models.dssm import CDSSM, DSSM, CDSSMConfig, DSSMConfig, TrigramConv

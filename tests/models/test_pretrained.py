@@ -28,9 +28,9 @@ from attnmatch.inputs import (
     WordVectorsConfig,
     check_accepts,
 )
-from attnmatch.inputs import transformer as transformer_inputs_module
-from attnmatch.inputs.transformer import TransformerTokenEncoder
-from attnmatch.inputs.word_vectors import WordVectorEncoder
+from attnmatch.inputs import transformer_layer as transformer_inputs_module
+from attnmatch.inputs.layers import WordVectorEncoder
+from attnmatch.inputs.transformer_layer import TransformerTokenEncoder
 from attnmatch.losses import auxiliary_loss, compute_loss
 from attnmatch.matcher import Matcher
 from attnmatch.models import get_model_entry, list_models, resolve_model_config

@@ -13,7 +13,7 @@ import torch
 from attnmatch.configs import ConfigError
 from attnmatch.data.subword import SubwordTokenizer
 from attnmatch.inputs import TransformerInputs
-from attnmatch.inputs.transformer import TransformerTokenEncoder
+from attnmatch.inputs.transformer_layer import TransformerTokenEncoder
 from attnmatch.matcher import Matcher
 from attnmatch.models import input_layer
 from attnmatch.research.reproduce import load_table, reproduce

@@ -199,6 +199,9 @@ def _renamed(error: Exception) -> str | None:
 
 
 def _error_message(error: BaseException) -> str:
+    needs = _needs_torch(error)
+    if needs is not None:
+        return needs
     message = describe_error(error)
     if not isinstance(error, _EXPECTED):
         message = f"{type(error).__name__}: {message} (--debug shows the traceback)"
@@ -230,8 +233,28 @@ _EXTRAS = {
     "faiss": "pip install 'attnmatch[retrieval]'",
     "onnx": "pip install 'attnmatch[onnx]'",
     "onnxscript": "pip install 'attnmatch[onnx]'",
-    "onnxruntime": "pip install 'attnmatch[onnx]'",
+    "onnxruntime": "pip install 'attnmatch[onnx]' (or 'attnmatch[serve-onnx]' without torch)",
 }
+
+
+# What the `torch` extra installs: every command that builds, trains or runs a torch model (and
+# the lexical matchers' BM25) needs them; an exported directory is served without them.
+_TORCH_EXTRA = ("torch", "safetensors", "bm25s")
+_GROUPS = ("models", "datasets", "analyze")
+
+
+def _needs_torch(error: BaseException) -> str | None:
+    """One line for a command that needs the torch extra on an install without it:
+    "attnmatch train needs torch: pip install 'attnmatch[torch]'"; None for other errors."""
+    if not isinstance(error, ImportError):
+        return None
+    module = (error.name or "").split(".")[0]
+    if module not in _TORCH_EXTRA:
+        return None
+    words = [a for a in sys.argv[1:3] if not a.startswith("-")]
+    command = " ".join(words[:2] if words and words[0] in _GROUPS else words[:1])
+    what = f"attnmatch {command}" if command else "this command"
+    return f"{what} needs {module}: pip install 'attnmatch[torch]'"
 
 
 def _with_install_hint(error: BaseException, message: str) -> str:

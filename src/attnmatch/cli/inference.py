@@ -26,6 +26,7 @@ from attnmatch.cli.options import (
     checked_device,
     default_run_tag,
     load_model,
+    model_device,
     parse_sets,
 )
 from attnmatch.terminal import shown
@@ -197,7 +198,7 @@ def rank(
         _check_trec_field(value, option)
     if not query.strip():
         raise ValueError("the query is empty: pass --query 'some question'")
-    torch_device = checked_device(device, precision.value)
+    torch_device = model_device(model_dir, device, precision.value, backend)
     texts, lines, source = _read_candidates(candidates)
     if not texts:
         raise ValueError(f"no candidates in {source} (expected one non-empty line per candidate)")
@@ -332,7 +333,7 @@ def score(
             )
     if shard is not None and (output is None or path is None or str(path) == "-"):
         raise typer.BadParameter("needs a pairs file and -o OUTPUT", param_hint="--shard")
-    torch_device = checked_device(device, precision.value)
+    torch_device = model_device(model_dir, device, precision.value, backend)
     with PairsFile(path, pairs_format) as records, ExitStack() as stack:
         settings = (torch_device, device, precision, backend)
         matcher, scorer = _scorers(stack, model_dir, workers, settings, records.source)

@@ -144,10 +144,24 @@ BackendOption = Annotated[Backend, typer.Option("--backend", help=_BACKEND_HELP)
 
 
 def load_model(spec: str, device: Any, precision: Precision, backend: Backend) -> Any:
-    """`load_matcher` of a command's MODEL, with its --device, --precision and --backend."""
-    from attnmatch.matcher import load_matcher
+    """A command's MODEL with its --device, --precision and --backend (`attnmatch.loading.
+    load_served`: an exported directory on `attnmatch.runtime`, with no torch imported)."""
+    from attnmatch.loading import load_served
 
-    return load_matcher(spec, backend=backend.value).to(device, precision=precision.value)
+    return load_served(spec, device, precision.value, backend.value)
+
+
+def model_device(spec: str, device: str, precision: str, backend: Backend) -> Any:
+    """Where the command's MODEL runs: for an exported directory None (ONNX Runtime on the CPU
+    in fp32; `--backend torch`, a GPU or another precision refused in one line, with no torch
+    imported), else `--device` as the torch device it means (`checked_device`)."""
+    from attnmatch.runtime import check_cpu_fp32, check_exported_backend, is_exported
+
+    if is_exported(spec):
+        check_exported_backend(spec, backend.value)
+        check_cpu_fp32(device, precision)
+        return None
+    return checked_device(device, precision)
 
 
 PrecisionOption = Annotated[Precision, typer.Option("--precision", help=PRECISION_HELP)]

@@ -151,8 +151,9 @@ def serve(
         int | None,
         typer.Option(
             min=1,
-            help="torch's intra-op threads for the forward passes (default: torch's, one per "
-            "core, shared among the workers); 1 leaves a core to the HTTP side on a small machine.",
+            help="Intra-op threads for the forward passes: torch's, and an exported model's ONNX "
+            "Runtime sessions' (default: one per core, shared among the workers); 1 leaves a core "
+            "to the HTTP side on a small machine.",
         ),
     ] = None,
     workers: _Workers = 1,
@@ -167,10 +168,11 @@ def serve(
     _check_installed()
     from attnmatch.serving import ServeSettings
     from attnmatch.serving.limits import HttpLimits
-    from attnmatch.serving.server import load_models, run
+    from attnmatch.serving.server import run
 
     _check_options(max_wait_ms, api_key)
-    torch_device = checked_device(device, precision.value)
+    specs = _model_specs(models)
+    torch_device = _serve_device(specs, device, precision.value)
     settings = ServeSettings(
         max_batch_pairs=max_batch,
         max_wait_ms=max_wait_ms,
@@ -182,11 +184,7 @@ def serve(
     )
     limits = HttpLimits(header_timeout_s=header_timeout, keep_alive_s=keep_alive_timeout)
     _check_can_listen(host, port)  # a clear line now rather than uvicorn's log after loading
-    specs = _model_specs(models)
-    loaded = {}
-    for name, spec in specs:  # with workers, loaded here once to fail early with a clear line
-        with reading(spec):
-            loaded.update(load_models([(name, spec)], torch_device, precision.value, backend.value))
+    loaded = _load_each(specs, torch_device, precision.value, backend.value, settings.threads)
     loaded_index = _load_index(index)
     _announce(list(loaded), host, port, workers, api_key is not None)
     if workers > 1:
@@ -206,6 +204,30 @@ def serve(
         index=index,
         loaded_index=loaded_index,
     )
+
+
+def _serve_device(specs: list[tuple[str, str]], device: str, precision: str) -> Any:
+    """--device as the models take it: the name itself when every model is an exported
+    directory (no torch imported; `attnmatch.loading` checks it), else the torch device."""
+    from attnmatch.loading import exported_only
+
+    if exported_only([spec for _, spec in specs]):
+        return device
+    return checked_device(device, precision)
+
+
+def _load_each(
+    specs: list[tuple[str, str]], device: Any, precision: str, backend: str, threads: int | None
+) -> dict[str, Any]:
+    """Every model, each loaded here once (with workers too, which load their own) to fail
+    early with a clear line naming it."""
+    from attnmatch.serving.server import load_models
+
+    loaded = {}
+    for name, spec in specs:
+        with reading(spec):
+            loaded.update(load_models([(name, spec)], device, precision, backend, threads=threads))
+    return loaded
 
 
 def _check_options(max_wait_ms: float, api_key: str | None) -> None:
@@ -263,7 +285,8 @@ def _check_installed() -> None:
         import uvicorn  # noqa: F401
     except ImportError as e:
         raise ImportError(
-            f"attnmatch serve needs {e.name or 'fastapi'}: pip install 'attnmatch[serve]'"
+            f"attnmatch serve needs {e.name or 'fastapi'}: pip install 'attnmatch[serve]' "
+            "(an exported model without torch: 'attnmatch[serve-onnx]')"
         ) from None
 
 

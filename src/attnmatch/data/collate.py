@@ -1,19 +1,32 @@
-"""Dynamic padding, boolean masks and length bucketing."""
+"""Dynamic padding, boolean masks and length bucketing (the batching in numpy: `pad_arrays`,
+`bucketed_batches`, `token_budget_batches` need no torch; `pad_ids` and `collate` give
+tensors)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from attnmatch.data.encoding import EncodedPairs
 from attnmatch.data.schema import PairBatch
 from attnmatch.data.vocab import PAD_ID
 
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
 
 def pad_ids(seqs: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pads id arrays to the longest one (at least 1 column).
+    """`pad_arrays` as tensors: ids (B, T) or (B, T, K) long, mask (B, T) bool."""
+    import torch
+
+    ids, mask = pad_arrays(seqs)
+    return torch.from_numpy(ids), torch.from_numpy(mask)
+
+
+def pad_arrays(seqs: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Right-pads id arrays to the longest one (at least 1 column), in numpy.
 
     Arrays are (n,) token ids, or (n, K) ids per token (letter trigrams), padded in both
     dimensions (K to the most of the batch, at least 1).
@@ -33,8 +46,8 @@ def pad_ids(seqs: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
             ids[row, : seq.shape[0], : seq.shape[1]] = seq
         else:
             ids[row, : len(seq)] = seq
-    mask = np.arange(width)[None, :] < lengths[:, None]
-    return torch.from_numpy(ids), torch.from_numpy(mask)
+    mask = np.arange(width)[None, :] < lengths[:, None]  # (B, T)
+    return ids, mask
 
 
 def collate(
@@ -46,6 +59,8 @@ def collate(
         group_index: (B,) group of each pair within the batch; by default the pairs' dataset
             groups renumbered 0..G-1 in order of appearance.
     """
+    import torch
+
     indices = np.asarray(indices, dtype=np.int64)
     left_ids, left_mask = pad_ids([data.texts[t] for t in data.left[indices]])
     right_ids, right_mask = pad_ids([data.texts[t] for t in data.right[indices]])

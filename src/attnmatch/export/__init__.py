@@ -22,7 +22,6 @@ quantised per batch at run time); its metric change is measured, not checked (do
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import logging
 import os
@@ -43,18 +42,27 @@ from attnmatch import __version__
 from attnmatch.atomic import atomic_directory
 from attnmatch.data.collate import collate
 from attnmatch.data.encoding import EncodedPairs
-from attnmatch.export.graphs import PAIR_INPUTS, Graph, graphs_of
-from attnmatch.export.runtime import OnnxModel, predict_onnx, session
+from attnmatch.export.graphs import Graph, graphs_of
+from attnmatch.export.runtime import OnnxModel, predict_onnx
 from attnmatch.models.contract import TextModel
-from attnmatch.strict_json import read_json
+from attnmatch.runtime.graphs import (
+    FORMAT,
+    MANIFEST,
+    QUANTIZE,
+    OnnxGraphs,
+    is_exported,
+    load_graphs,
+    recorded_files,
+    session,
+)
+from attnmatch.runtime.graphs import (
+    check_exported_files as check_exported_files,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnmatch.matcher import Matcher
 
-FORMAT = "attnmatch.onnx/1"
-MANIFEST = "onnx.json"
 OPSET = 17
-QUANTIZE = (None, "int8")
 EXACT_ATOL = 1e-5  # float32 graphs against `forward`, on the probe pairs
 _FILES_KEPT = ("config.json", "tokenizer.json", "vocab.json", "metrics.json")
 # Texts of the example and probe pairs: of several lengths, so that a graph that froze a
@@ -68,11 +76,6 @@ _TEXTS = (
     "about two million residents in the city proper.",
     "ok",
 )
-
-
-def is_exported(path: str | Path) -> bool:
-    """Whether `path` is an exported directory (it has onnx.json)."""
-    return (Path(path) / MANIFEST).is_file()
 
 
 def export_onnx(matcher: Matcher, path: str | Path, *, quantize: str | None = None) -> Path:
@@ -122,167 +125,24 @@ def export_onnx(matcher: Matcher, path: str | Path, *, quantize: str | None = No
             "graphs": files,
             "quantize": quantize,
             "opset": OPSET,
-            "files": _recorded_files(tmp),  # every file's size and sha256, checked on load
+            "files": recorded_files(tmp),  # every file's size and sha256, checked on load
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return path
 
 
-def check_exported_files(path: str | Path) -> None:
-    """Checks every file onnx.json records (its `files`: exports since it was added) against
-    its record: the size, then the sha256. A file changed, replaced or removed since the
-    export is refused, naming it; an export without the record is read as it is.
-
-    Raises:
-        FileNotFoundError: a recorded file is missing (named).
-        ValueError: a file differs from its record, or the record is malformed (named).
-    """
-    path = Path(path)
-    manifest_file = path / MANIFEST
-    manifest = read_json(manifest_file)
-    records = manifest.get("files") if isinstance(manifest, dict) else None
-    if records is None:
-        return
-    again = f"export the model again (attnmatch export MODEL --format onnx --output {path})"
-    if not isinstance(records, dict) or not all(
-        _is_file_record(name, record) for name, record in records.items()
-    ):
-        raise ValueError(f"{manifest_file}: field 'files' is malformed; {again}")
-    for name, record in records.items():
-        file = path / name
-        if not file.is_file():
-            raise FileNotFoundError(f"{file}: missing ({MANIFEST} records it); {again}")
-        size = file.stat().st_size
-        if size != record["bytes"]:
-            raise ValueError(
-                f"{file}: {size:,} bytes, {MANIFEST} records {record['bytes']:,}: changed since "
-                f"it was exported; {again}"
-            )
-        if _sha256(file) != record["sha256"]:
-            raise ValueError(
-                f"{file}: its sha256 differs from the one {MANIFEST} records (same size): "
-                f"changed since it was exported; {again}"
-            )
-
-
-def _is_file_record(name: object, record: object) -> bool:
-    """A `files` entry of onnx.json: a plain file name (no folder) and its size and sha256."""
-    if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
-        return False
-    if not isinstance(record, dict) or set(record) != {"bytes", "sha256"}:
-        return False
-    size, digest = record["bytes"], record["sha256"]
-    return (
-        isinstance(size, int)
-        and not isinstance(size, bool)
-        and size >= 0
-        and isinstance(digest, str)
-        and len(digest) == 64
-        and all(c in "0123456789abcdef" for c in digest)
-    )
-
-
-def _recorded_files(folder: Path) -> dict[str, dict[str, Any]]:
-    """The size and sha256 of every file of an export being written (onnx.json aside)."""
-    return {
-        p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)}
-        for p in sorted(folder.iterdir())
-        if p.is_file() and p.name != MANIFEST
-    }
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def load_onnx_model(path: str | Path, config: Any, *, threads: int | None = None) -> OnnxModel:
-    """The graphs of an exported directory under ONNX Runtime, on `threads` intra-op threads
-    (default: torch's thread count).
+    """The graphs of an exported directory under ONNX Runtime (`attnmatch.runtime.graphs.
+    load_graphs`), on `threads` intra-op threads (default: torch's thread count), as the
+    module a `Matcher` runs.
 
     Raises:
         FileNotFoundError: onnx.json or a graph file is missing (named).
         ValueError: onnx.json is malformed (the field named) or a graph cannot be read.
     """
-    path = Path(path)
-    manifest_file = path / MANIFEST
-    manifest = read_json(manifest_file)
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise ValueError(f"{manifest_file}: not an {FORMAT} manifest (field 'format')")
-    form, graphs, quantize = manifest.get("form"), manifest.get("graphs"), manifest.get("quantize")
-    expected = {"towers": {"text", "head"}, "pairs": {"pairs"}}.get(str(form))
-    if expected is None:
-        raise ValueError(f"{manifest_file}: field 'form' must be 'towers' or 'pairs', got {form!r}")
-    if not isinstance(graphs, dict) or set(graphs) != expected:
-        raise ValueError(f"{manifest_file}: field 'graphs' must name the graphs {sorted(expected)}")
-    if quantize not in QUANTIZE:
-        raise ValueError(f"{manifest_file}: field 'quantize' must be null or 'int8'")
-    sessions = {}
-    for name, file in graphs.items():
-        graph_file = path / str(file)
-        if not isinstance(file, str) or Path(file).name != file or not graph_file.is_file():
-            raise FileNotFoundError(
-                f"{graph_file}: the {name} graph named in {manifest_file} is missing"
-            )
-        try:
-            sessions[name] = session(graph_file, threads or torch.get_num_threads())
-        except Exception as e:  # onnxruntime raises its own exception types
-            reason = " ".join(str(e).split())[:300]
-            raise ValueError(
-                f"{graph_file}: not an ONNX graph ONNX Runtime can run ({reason})"
-            ) from e
-        _check_graph(graph_file, name, sessions[name])
-    _check_sizes(path, graphs, sessions, getattr(config, "num_outputs", None))
-    return OnnxModel(str(form), sessions, config, quantize)
-
-
-_GRAPH_INPUTS = {"text": ("ids", "mask"), "head": ("u", "v")}  # "pairs": some of PAIR_INPUTS
-
-
-def _check_graph(file: Path, name: str, graph: Any) -> None:
-    """The graph `name` of an export takes that graph's inputs and gives one output; a graph
-    of another kind (another file copied over it) is a ValueError naming the file."""
-    got = tuple(i.name for i in graph.get_inputs())
-    wanted = _GRAPH_INPUTS.get(name)
-    fits = got == wanted if wanted else bool(got) and set(got) <= set(PAIR_INPUTS)
-    if not fits or len(graph.get_outputs()) != 1:
-        raise ValueError(
-            f"{file}: not the {name} graph of an export (inputs {list(got)}, "
-            f"{len(graph.get_outputs())} outputs; the {name} graph takes "
-            f"{list(wanted or PAIR_INPUTS)} and gives one output): export the model again"
-        )
-
-
-def _check_sizes(
-    path: Path, files: dict[str, Any], graphs: dict[str, Any], num_outputs: int | None
-) -> None:
-    """The graphs fit each other and config.json: the text graph's vectors are as wide as the
-    head reads, and the scoring graph gives config.json's `num_outputs` columns (where the
-    graphs fix those sizes)."""
-    last = {name: _last_dims(graph) for name, graph in graphs.items()}
-    if "text" in last and "head" in last:
-        width, reads = last["text"][1], last["head"][0]
-        if isinstance(width, int) and isinstance(reads, int) and width != reads:
-            raise ValueError(
-                f"{path / files['head']}: reads vectors of {reads}, the text graph "
-                f"{files['text']} gives {width}: graphs of two exports; export the model again"
-            )
-    scorer = "head" if "head" in last else "pairs"
-    columns = last[scorer][1]
-    if num_outputs is not None and isinstance(columns, int) and columns != num_outputs:
-        raise ValueError(
-            f"{path / files[scorer]}: gives {columns} outputs, {path / 'config.json'} says "
-            f"{num_outputs}: files of two exports; export the model again"
-        )
-
-
-def _last_dims(graph: Any) -> tuple[object, object]:
-    """The last dimension of a graph's first input and of its output (an int, or a name)."""
-    first, out = graph.get_inputs()[0].shape, graph.get_outputs()[0].shape
-    return (first[-1] if first else None), (out[-1] if out else None)
+    num_outputs = getattr(config, "num_outputs", None)
+    graphs = load_graphs(path, num_outputs, threads or torch.get_num_threads())
+    return OnnxModel(graphs, config)
 
 
 _NATIVE_LOCK = threading.Lock()  # one redirection of fds 1 and 2 at a time (`_native_quiet`)
@@ -396,7 +256,8 @@ def _check_exact(
 ) -> None:
     """The float32 graphs give `forward`'s outputs on every probe pair (36 pairs of 6 texts of
     several lengths, in batches of several sizes) within EXACT_ATOL; else a ValueError."""
-    onnx_model = OnnxModel(form, {n: session(tmp / f, 1) for n, f in files.items()}, None, None)
+    graphs = OnnxGraphs(form, {n: session(tmp / f, 1) for n, f in files.items()}, None)
+    onnx_model = OnnxModel(graphs, None)
     idx = np.arange(len(probe))
     with torch.inference_mode():
         expected = model(collate(probe, idx)).float().numpy()  # (N, C)

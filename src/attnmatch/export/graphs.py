@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from attnmatch.data.schema import PairBatch
-from attnmatch.inputs.transformer import traceable_states
+from attnmatch.inputs.transformer_layer import traceable_states
 from attnmatch.models.contract import token_encoder, unwrap
 from attnmatch.models.pretrained import BiEncoder, CrossEncoder
 from attnmatch.nn.exporting import export_paths

@@ -26,9 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from attnmatch import configs
 from attnmatch.configs import ConfigError
@@ -46,6 +44,9 @@ from attnmatch.inputs.transformer import TransformerInputs, TransformerInputsCon
 from attnmatch.inputs.trigrams import TrigramInputs, TrigramInputsConfig
 from attnmatch.inputs.word_vectors import WordVectorInputs, WordVectorsConfig
 from attnmatch.inputs.wordpiece import WordPieceInputs, WordPieceInputsConfig
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torch import nn
 
 InputsConfig = (
     WordVectorsConfig

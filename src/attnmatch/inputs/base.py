@@ -15,15 +15,17 @@ the defaults and the bound on characters read). `truncated` counts the texts it 
 
 from __future__ import annotations
 
+import importlib
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
-from torch import nn
 
 if TYPE_CHECKING:  # pragma: no cover
+    from torch import nn
+
     from attnmatch.inputs import TokenEncoderConfig
 
 InputKind = Literal["word_vectors", "transformer", "trigrams", "wordpiece", "static"]
@@ -32,15 +34,28 @@ UNKNOWN_NOTE_THRESHOLD = 0.02
 """`unknown_note` speaks up above this share of unknown tokens."""
 
 
+class lazy_class:  # noqa: N801  a class attribute, named as one
+    """A class attribute that is the class `name` of `module`, imported when first read: an
+    input kind names its token-encoder module (torch) without importing it, so that
+    tokenizing and encoding texts need no torch (`attnmatch.runtime`)."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name = module, name
+
+    def __get__(self, instance: object, owner: type | None = None) -> type[nn.Module]:
+        return getattr(importlib.import_module(self.module), self.name)  # type: ignore[no-any-return]
+
+
 class Inputs:
     """One input kind: tokenize, fit, encode, build and initialise the token encoder, save/load.
 
-    Subclasses set `kind`, `config_cls` (the `[inputs]` section) and `encoder_cls` (the module).
+    Subclasses set `kind`, `config_cls` (the `[inputs]` section) and `encoder_cls` (the module,
+    a `lazy_class`: torch is imported when a model is built, not when texts are encoded).
     """
 
     kind: ClassVar[str]
     config_cls: ClassVar[type]
-    encoder_cls: ClassVar[type[nn.Module]]
+    encoder_cls: ClassVar[lazy_class]
     # The model directory's file that holds the saved state (config.json: the settings alone).
     state_file: ClassVar[str] = "config.json"
 

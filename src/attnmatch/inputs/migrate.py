@@ -8,9 +8,10 @@ field with the trigram table inside the model (`first.weight`, `conv.weight`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
 
 
 def migrate_v1(

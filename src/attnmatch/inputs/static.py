@@ -23,15 +23,16 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
-
-import torch
+from typing import TYPE_CHECKING, Literal
 
 from attnmatch import configs
 from attnmatch.atomic import atomic_directory
 from attnmatch.data.subword import SubwordTokenizer
 from attnmatch.data.tokenize import check_max_length
-from attnmatch.inputs.wordpiece import WordPieceEncoder, WordPieceInputs
+from attnmatch.inputs.wordpiece import WordPieceInputs
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
 
 PIP = "pip install 'attnmatch[static]'"
 
@@ -167,7 +168,6 @@ class StaticInputs(WordPieceInputs):
 
     kind = "static"
     config_cls = StaticInputsConfig
-    encoder_cls = WordPieceEncoder
 
     def _resolve(self) -> None:
         """Finds the source, distils (or reads the cached) vectors and their tokenizer."""

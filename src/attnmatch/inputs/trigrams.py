@@ -14,7 +14,6 @@ its batch to 30,000 trigrams).
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -22,14 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import torch
-import torch.nn.functional as F
-from torch import nn
 
 from attnmatch import configs
 from attnmatch.data.tokenize import DEFAULT_MAX_TOKENS, Tokenizer, check_max_length
 from attnmatch.data.trigrams import word_trigram_ids
-from attnmatch.inputs.base import Inputs
+from attnmatch.inputs.base import Inputs, lazy_class
 
 if TYPE_CHECKING:  # pragma: no cover
     from attnmatch.inputs import TokenEncoderConfig
@@ -75,68 +71,12 @@ class TrigramInputsConfig:
         return DEFAULT_MAX_TOKENS if self.max_length is None else self.max_length
 
 
-def word_trigram_sums(table: torch.Tensor, trigrams: torch.Tensor) -> torch.Tensor:
-    """table^T f_t for each word's trigram count vector f_t: the sum of the table rows of the
-    word's trigrams (padding id 0 adds nothing), an embedding bag per word.
-
-    Shape:
-        table: (V, D), trigrams: (B, T, K) -> (B, T, D)
-    """
-    b, t, k = trigrams.shape
-    sums = F.embedding_bag(trigrams.reshape(b * t, k), table, mode="sum", padding_idx=0)  # (B*T, D)
-    return sums.reshape(b, t, -1)
-
-
-class TrigramEncoder(nn.Module):
-    """Word vectors from letter-trigram bags: W^T f_t per word.
-
-    The table is initialised uniformly in +-sqrt(6 / (V + E)) (Xavier, as DSSM's first layer;
-    a model whose first layer has other fans rescales it with `rescale_init`); its padding row
-    is zero and never read.
-
-    Shape:
-        ids: (B, L, K) trigram ids, mask: (B, L) bool -> (B, L, E), zero on padding.
-    """
-
-    def __init__(self, config: TokenEncoderConfig) -> None:
-        super().__init__()
-        self.config = config
-        v, e = config.vocab_size, config.embedding_dim
-        self.bound = math.sqrt(6.0 / (v + e))
-        table = torch.empty(v, e).uniform_(-self.bound, self.bound)  # (V, E)
-        table[0] = 0.0  # padding: never read
-        self.table = nn.Parameter(table, requires_grad=config.trainable)
-        self.dropout = nn.Dropout(config.dropout)
-
-    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        if ids.dim() != 3 or ids.shape[:2] != mask.shape:
-            raise ValueError(
-                f"trigram inputs need (B, L, K) trigram ids aligned with the (B, L) mask "
-                f"{tuple(mask.shape)}, got shape {tuple(ids.shape)}"
-            )
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.table.shape[0]):
-            raise ValueError(
-                f"trigram ids outside 0..{self.table.shape[0] - 1}: the texts were not hashed "
-                f"into this table's {self.table.shape[0]} buckets"
-            )
-        words = word_trigram_sums(self.table, ids)  # (B, L, E)
-        return self.dropout(words) * mask.unsqueeze(-1)
-
-    @torch.no_grad()
-    def rescale_init(self, fan_in: int, fan_out: int) -> None:
-        """Rescales the initial table to +-sqrt(6 / (fan_in + fan_out)) (a model whose first
-        layer is this table with other fans, e.g. CDSSM's convolution)."""
-        bound = math.sqrt(6.0 / (fan_in + fan_out))
-        self.table.mul_(bound / self.bound)
-        self.bound = bound
-
-
 class TrigramInputs(Inputs):
     """Word tokens hashed into letter trigrams, and a trigram table (`TrigramInputsConfig`)."""
 
     kind = "trigrams"
     config_cls = TrigramInputsConfig
-    encoder_cls = TrigramEncoder
+    encoder_cls = lazy_class("attnmatch.inputs.layers", "TrigramEncoder")
 
     def __init__(self, config: TrigramInputsConfig) -> None:
         super().__init__(config)

@@ -18,16 +18,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import torch
-import torch.nn.functional as F
-from torch import nn
 
 from attnmatch import configs
 from attnmatch.data.tokenize import DEFAULT_MAX_TOKENS, Tokenizer, check_max_length
 from attnmatch.data.vocab import UNK_ID, Vocab
-from attnmatch.inputs.base import Inputs
+from attnmatch.inputs.base import Inputs, lazy_class
 
 if TYPE_CHECKING:  # pragma: no cover
+    from torch import nn
+
     from attnmatch.inputs import TokenEncoderConfig
 
 
@@ -91,75 +90,13 @@ class WordVectorsConfig:
         return n if isinstance(n, int) else None
 
 
-class WordVectorEncoder(nn.Module):
-    """A word-vector table; the `<pad>` row is zero.
-
-    The table is `embedding`, the fitted vocabulary's rows (trained when `trainable`), followed
-    by `pretrained`, a buffer of `config.pretrained_rows` rows (the words added from the
-    pretrained file), never trained: a fine-tuned model moves the vectors of the words it was
-    trained on and keeps the pretrained vectors of the others. The buffer starts at zero (no
-    random draws, so the rest of a model is initialised as without it) and is filled by
-    `load_pretrained`; without pretrained rows the module is exactly an `nn.Embedding`.
-
-    Shape:
-        ids: (B, L) long, mask: (B, L) bool -> (B, L, E), zero on padding.
-    """
-
-    pretrained: torch.Tensor | None
-
-    def __init__(self, config: TokenEncoderConfig) -> None:
-        super().__init__()
-        self.config = config
-        self.fitted_rows = config.vocab_size - config.pretrained_rows
-        self.embedding = nn.Embedding(self.fitted_rows, config.embedding_dim, padding_idx=0)
-        self.embedding.weight.requires_grad_(config.trainable)
-        pretrained = torch.zeros(config.pretrained_rows, config.embedding_dim)  # (P, E)
-        self.register_buffer("pretrained", pretrained if config.pretrained_rows else None)
-        self.dropout = nn.Dropout(config.dropout)
-
-    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        if self.pretrained is None:
-            vectors = self.embedding(ids)  # (B, L, E)
-        elif ids.device.type == "cpu":
-            # The added words' rows written over the fitted lookup: two passes over the
-            # vectors instead of four (`where` of two full lookups), same values.
-            added = ids >= self.fitted_rows  # (B, L)
-            vectors = self.embedding(ids.masked_fill(added, 0))  # (B, L, E); <pad>: no gradient
-            rows = ids[added] - self.fitted_rows  # (A,)
-            vectors = vectors.index_put_((added,), F.embedding(rows, self.pretrained))
-        else:  # no host synchronisation (the number of added words) on an accelerator
-            added = ids >= self.fitted_rows  # (B, L)
-            fitted = self.embedding(ids.masked_fill(added, 0))  # (B, L, E); <pad>: no gradient
-            rows = (ids - self.fitted_rows).clamp_min(0)  # (B, L)
-            vectors = torch.where(added.unsqueeze(-1), F.embedding(rows, self.pretrained), fitted)
-        return self.dropout(vectors).mul_(mask.unsqueeze(-1))
-
-    def rescale_init(self, fan_in: int, fan_out: int) -> None:
-        """A no-op: the initial values are the word vectors', not a random table to scale to a
-        model's first-layer fans (`TrigramEncoder.rescale_init`)."""
-
-    @torch.no_grad()
-    def load_pretrained(self, matrix: np.ndarray | torch.Tensor) -> None:
-        """Copies an aligned (vocab_size, E) matrix into the table (and its pretrained rows)."""
-        weight = torch.as_tensor(np.asarray(matrix), dtype=self.embedding.weight.dtype)
-        expected = (self.config.vocab_size, self.config.embedding_dim)
-        if tuple(weight.shape) != expected:
-            raise ValueError(
-                f"pretrained matrix has shape {tuple(weight.shape)}, expected {expected} "
-                f"(vocab_size, embedding_dim)"
-            )
-        self.embedding.weight.copy_(weight[: self.fitted_rows])
-        if self.pretrained is not None:
-            self.pretrained.copy_(weight[self.fitted_rows :])
-
-
 class WordVectorInputs(Inputs):
     """Word tokens, a `Vocab` and a word-vector table (`WordVectorsConfig`)."""
 
     kind = "word_vectors"
     state_file = "vocab.json"
     config_cls = WordVectorsConfig
-    encoder_cls = WordVectorEncoder
+    encoder_cls = lazy_class("attnmatch.inputs.layers", "WordVectorEncoder")
 
     def __init__(self, config: WordVectorsConfig, vocab: Vocab | None = None) -> None:
         super().__init__(config)

@@ -19,16 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-import torch
-from torch import nn
-
 from attnmatch import configs
 from attnmatch.data.subword import SubwordTokenizer
 from attnmatch.data.tokenize import check_max_length
+from attnmatch.inputs.base import lazy_class
 from attnmatch.inputs.subword import SubwordInputs
 
 if TYPE_CHECKING:  # pragma: no cover
-    from attnmatch.inputs import TokenEncoderConfig
+    import torch
+    from torch import nn
+
 
 TABLE_SUFFIX = "embeddings.word_embeddings.weight"  # the input table of a BERT-like encoder
 
@@ -59,38 +59,6 @@ class WordPieceInputsConfig:
         configs.check_dropout(self.dropout)
 
 
-class WordPieceEncoder(nn.Module):
-    """A sub-word vector table (an `nn.Embedding`).
-
-    Shape:
-        ids: (B, L) long, mask: (B, L) bool -> (B, L, E), zero on padding.
-    """
-
-    def __init__(self, config: TokenEncoderConfig) -> None:
-        super().__init__()
-        self.config = config
-        self.embedding = nn.Embedding(config.vocab_size, config.embedding_dim)
-        self.embedding.weight.requires_grad_(config.trainable)
-        self.dropout = nn.Dropout(config.dropout)
-
-    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        vectors = self.embedding(ids.masked_fill(~mask, 0))  # (B, L, E)
-        return self.dropout(vectors) * mask.unsqueeze(-1)  # (B, L, E)
-
-    def rescale_init(self, fan_in: int, fan_out: int) -> None:
-        """A no-op: the initial values are the encoder's table, not a random one to scale."""
-
-    @torch.no_grad()
-    def load_table(self, table: torch.Tensor) -> None:
-        """Copies a (vocab_size, E) table into the embedding."""
-        expected = tuple(self.embedding.weight.shape)
-        if tuple(table.shape) != expected:
-            raise ValueError(
-                f"the sub-word table has shape {tuple(table.shape)}, expected {expected}"
-            )
-        self.embedding.weight.copy_(table.to(self.embedding.weight.dtype))
-
-
 def read_table(directory: Path) -> torch.Tensor:
     """The input embedding table of the encoder in `directory` (its model.safetensors).
 
@@ -113,7 +81,7 @@ class WordPieceInputs(SubwordInputs):
 
     kind = "wordpiece"
     config_cls: ClassVar[type] = WordPieceInputsConfig
-    encoder_cls = WordPieceEncoder
+    encoder_cls = lazy_class("attnmatch.inputs.layers", "WordPieceEncoder")
 
     def __init__(
         self,

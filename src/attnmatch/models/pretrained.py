@@ -41,7 +41,8 @@ from torch import nn
 from attnmatch import configs
 from attnmatch.data.schema import PairBatch
 from attnmatch.inputs import TokenEncoderConfig, build_token_encoder
-from attnmatch.inputs.transformer import TransformerTokenEncoder, position_limit
+from attnmatch.inputs.transformer import position_limit
+from attnmatch.inputs.transformer_layer import TransformerTokenEncoder
 from attnmatch.models._registry import register_model, register_preset
 from attnmatch.nn.masking import masked_mean
 from attnmatch.tasks import ClassificationTask, RankingTask, RegressionTask, Task, for_task

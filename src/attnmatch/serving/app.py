@@ -1,4 +1,5 @@
-"""The HTTP API of `attnmatch serve`: FastAPI over a dict of loaded Matchers.
+"""The HTTP API of `attnmatch serve`: FastAPI over a dict of loaded Matchers (or exported
+models on `attnmatch.runtime`, which answer the same and need no torch).
 
 `create_app(models, settings=ServeSettings())` builds the app; the CLI runs it on uvicorn. Each
 model has a `Batcher` (`attnmatch.serving.batching`) through which rank, score, classify and
@@ -42,14 +43,13 @@ from prometheus_client import (
 )
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from attnmatch.devices import set_torch_threads
-from attnmatch.matcher import Matcher
+from attnmatch.runtime import ExportedMatcher
 from attnmatch.serving.batching import Batcher
 from attnmatch.serving.schemas import ExplainRequest, PairsRequest, RankRequest, RerankRequest
-from attnmatch.serving.search import add_search_route
 from attnmatch.tasks import Predictions
 
 if TYPE_CHECKING:  # pragma: no cover
+    from attnmatch.matcher import Matcher
     from attnmatch.retrieval.search import SearchIndex
 
 log = logging.getLogger("attnmatch.serve")
@@ -404,7 +404,7 @@ def _finite_json(value: Any) -> Any:
 
 
 def create_app(
-    models: dict[str, Matcher],
+    models: dict[str, Matcher | ExportedMatcher],
     *,
     settings: ServeSettings | None = None,
     index: SearchIndex | None = None,
@@ -432,7 +432,9 @@ def create_app(
     app.state.registry = metrics.registry
     _add_error_handlers(app)
     _add_routes(app, service)
-    if index is not None:
+    if index is not None:  # imported here: retrieval needs bm25s (and torch for dense search)
+        from attnmatch.serving.search import add_search_route
+
         add_search_route(app, index)
     _add_middleware(app, settings, metrics)
     return app
@@ -452,11 +454,14 @@ def _add_middleware(app: FastAPI, settings: ServeSettings, metrics: _Metrics) ->
 
 
 def _batchers(
-    models: dict[str, Matcher], settings: ServeSettings, metrics: _Metrics
+    models: dict[str, Matcher | ExportedMatcher], settings: ServeSettings, metrics: _Metrics
 ) -> dict[str, Batcher[Predictions]]:
-    """One `Batcher` of `Matcher.predict_pairs` per model, on the model's own thread."""
+    """One `Batcher` of `Matcher.predict_pairs` per model, on the model's own thread (torch's
+    threads set there for a torch model; an exported model's sessions took theirs at load)."""
 
     def set_threads() -> None:  # on each model's thread, before its first forward pass
+        from attnmatch.devices import set_torch_threads
+
         if settings.threads is not None:
             set_torch_threads(settings.threads)
 
@@ -467,7 +472,7 @@ def _batchers(
             max_wait_ms=settings.max_wait_ms,
             batching=settings.batching,
             on_batch=metrics.batch.labels(name).observe,
-            on_thread_start=set_threads,
+            on_thread_start=None if isinstance(matcher, ExportedMatcher) else set_threads,
             join=_joined,
         )
         for name, matcher in models.items()
@@ -549,7 +554,7 @@ class _Service:
     need them. Every prediction is the Matcher's (`predict_pairs`): the service decides
     nothing about tasks."""
 
-    models: dict[str, Matcher]
+    models: dict[str, Matcher | ExportedMatcher]
     batchers: dict[str, Batcher[Predictions]]
     settings: ServeSettings
     metrics: _Metrics
@@ -562,7 +567,7 @@ class _Service:
 
     # ------------------------------------------------------------- helpers
 
-    def pick(self, request: Request, name: str | None) -> tuple[str, Matcher]:
+    def pick(self, request: Request, name: str | None) -> tuple[str, Matcher | ExportedMatcher]:
         """The model named `name` (default: the first), recorded for the access log."""
         name = next(iter(self.models)) if name is None else name
         if name not in self.models:

@@ -18,24 +18,33 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from attnmatch.matcher import Matcher, load_matcher
-from attnmatch.retrieval.search import SearchIndex, load_index
+from attnmatch.loading import load_served
 from attnmatch.serving.app import ServeSettings, create_app
 from attnmatch.serving.limits import HttpLimits, protocol_options, use_limits
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attnmatch.matcher import Matcher
+    from attnmatch.retrieval.search import SearchIndex
+    from attnmatch.runtime import ExportedMatcher
 
 PLAN_ENV = "ATTNMATCH_SERVE_PLAN"
 
 
 def load_models(
-    specs: list[tuple[str, str]], device: Any, precision: str, backend: str = "auto"
-) -> dict[str, Matcher]:
-    """name -> the Matcher of each (name, spec), on `device` in `precision`, run by `backend`
-    (`Matcher.load`: torch, onnx or auto)."""
+    specs: list[tuple[str, str]],
+    device: Any,
+    precision: str,
+    backend: str = "auto",
+    *,
+    threads: int | None = None,
+) -> dict[str, Matcher | ExportedMatcher]:
+    """name -> the model of each (name, spec), on `device` in `precision`, run by `backend`
+    (`attnmatch.loading.load_served`: an exported directory on `attnmatch.runtime`, with
+    `threads` ONNX Runtime threads; anything else by `Matcher.load`: torch, onnx or auto)."""
     return {
-        name: load_matcher(spec, backend=backend).to(device, precision=precision)
-        for name, spec in specs
+        name: load_served(spec, device, precision, backend, threads=threads) for name, spec in specs
     }
 
 
@@ -50,7 +59,7 @@ def run(
     settings: ServeSettings,
     backend: str = "auto",
     limits: HttpLimits,
-    loaded: dict[str, Matcher] | None = None,
+    loaded: dict[str, Matcher | ExportedMatcher] | None = None,
     index: Path | None = None,
     loaded_index: SearchIndex | None = None,
 ) -> None:
@@ -72,15 +81,17 @@ def run(
     }
     log_requests()
     if workers == 1:
-        models = loaded if loaded is not None else load_models(specs, device, precision, backend)
+        models = loaded or load_models(specs, device, precision, backend, threads=settings.threads)
         if loaded_index is None and index is not None:
+            from attnmatch.retrieval.search import load_index
+
             loaded_index = load_index(index)
         app = create_app(models, settings=settings, index=loaded_index)
         uvicorn.Server(uvicorn.Config(app, **common)).run()
         return
     plan = {
         "models": specs,
-        "device": str(device),
+        "device": "cpu" if device is None else str(device),
         "precision": precision,
         "backend": backend,
         "settings": dataclasses.asdict(settings),
@@ -100,16 +111,19 @@ def run(
 
 def worker_app() -> Any:
     """The app of one worker process, built from the plan `run` left in the environment."""
-    import torch
-
     plan = json.loads(os.environ[PLAN_ENV])
     use_limits(HttpLimits(**plan["limits"]))
     settings = plan["settings"]
     settings["allowed_hosts"] = tuple(settings["allowed_hosts"])
     specs = [(name, spec) for name, spec in plan["models"]]
     log_requests()
-    models = load_models(specs, torch.device(plan["device"]), plan["precision"], plan["backend"])
-    index = None if plan["index"] is None else load_index(Path(plan["index"]))
+    threads = settings["threads"]
+    models = load_models(specs, plan["device"], plan["precision"], plan["backend"], threads=threads)
+    index = None
+    if plan["index"] is not None:
+        from attnmatch.retrieval.search import load_index
+
+        index = load_index(Path(plan["index"]))
     return create_app(models, settings=ServeSettings(**settings), index=index)
 
 

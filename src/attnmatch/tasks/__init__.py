@@ -44,12 +44,19 @@ from attnmatch.tasks.classification import (
     MULTICLASS_METRICS,
     ClassificationTask,
 )
-from attnmatch.tasks.ranking import GROUP_LOSSES, RANKING_METRICS, RankingTask, ranking_scores
+from attnmatch.tasks.ranking import (
+    GROUP_LOSSES,
+    RANKING_METRICS,
+    RankingTask,
+    output_scores,
+    ranking_scores,
+)
 from attnmatch.tasks.records import item_values, migrate_v1_task
 from attnmatch.tasks.regression import (
     REGRESSION_METRICS,
     RegressionTask,
     integral,
+    predicted_scores,
     regression_predictions,
 )
 
@@ -74,6 +81,8 @@ __all__ = [
     "item_values",
     "migrate_v1_task",
     "non_standard",
+    "output_scores",
+    "predicted_scores",
     "ranking_scores",
     "regression_predictions",
     "same_kind",

@@ -8,13 +8,12 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar, cast
 
 import numpy as np
-import torch
 from numpy.typing import ArrayLike
 
 from attnmatch.data.encoding import EncodedPairs
 from attnmatch.data.schema import Example
 from attnmatch.tasks.base import Predictions, Task, have_labels
-from attnmatch.tasks.ranking import RankingTask, ranking_scores
+from attnmatch.tasks.ranking import RankingTask, log_softmax, softmax
 from attnmatch.zero_shot import ScoreHead, fit_threshold
 
 CLASSIFICATION_METRICS = ("accuracy", "f1")
@@ -126,12 +125,12 @@ class ClassificationTask(Task):
     def decode(self, outputs: np.ndarray) -> Predictions:
         """Scores log P(last class) (e.g. "duplicate", "entailment"), labels, probabilities
         and, as relevance, P(last class): all of the logits shifted by the threshold."""
-        logits = torch.from_numpy(np.ascontiguousarray(self.shifted(outputs)))  # (N, C)
-        probabilities = torch.softmax(logits.float(), dim=-1).numpy()  # (N, C)
+        logits = np.asarray(self.shifted(outputs), dtype=np.float32)  # (N, C)
+        probabilities = softmax(logits)  # (N, C)
         return Predictions(
-            scores=ranking_scores(logits).numpy(),  # (N,)
+            scores=log_softmax(logits)[:, -1],  # (N,)
             relevance=probabilities[:, -1].astype(np.float64),  # P(last class)
-            labels=[self.class_names[int(i)] for i in logits.argmax(dim=-1)],
+            labels=[self.class_names[int(i)] for i in logits.argmax(axis=-1)],
             probabilities=probabilities,
             class_names=self.class_names,
         )

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 from numpy.typing import ArrayLike
 
 from attnmatch.calibration import PlattScaling, fit_platt
@@ -16,19 +14,49 @@ from attnmatch.data.encoding import EncodedPairs
 from attnmatch.tasks.base import Predictions, Task, group_names
 from attnmatch.zero_shot import ScoreHead
 
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
 RANKING_METRICS = ("map", "mrr", "ndcg@3", "ndcg@5", "p@1")
 GROUP_LOSSES = ("rank_hinge", "listwise")  # losses over ranking groups (positive + negatives)
 
 
 def ranking_scores(outputs: torch.Tensor) -> torch.Tensor:
-    """One relevance score per pair from model outputs.
+    """One relevance score per pair from model outputs, in torch (the losses' path, with
+    gradients; `output_scores` is the numpy one every prediction decodes with).
 
     (B, 1) -> the score; (B, C>=2) -> log P(match), the log-probability of the last class
     (ranks exactly like P(match)).
     """
+    import torch.nn.functional as F
+
     if outputs.shape[-1] == 1:
         return outputs[:, 0]
     return F.log_softmax(outputs, dim=-1)[:, -1]
+
+
+def output_scores(outputs: np.ndarray) -> np.ndarray:
+    """`ranking_scores` in numpy (float32), what decoding and evaluation read: (N, 1) -> the
+    score; (N, C>=2) -> log P(last class). Needs no torch (`attnmatch.runtime`)."""
+    outputs = np.asarray(outputs, dtype=np.float32)  # (N, C)
+    if outputs.shape[-1] == 1:
+        return outputs[:, 0].copy()  # (N,)
+    return log_softmax(outputs)[:, -1]  # (N,)
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """log softmax over the last axis in float32, as torch computes it (the maximum
+    subtracted first): (N, C) -> (N, C)."""
+    logits = np.asarray(logits, dtype=np.float32)  # (N, C)
+    shifted = logits - logits.max(axis=-1, keepdims=True)  # (N, C)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # (N, C)
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """softmax over the last axis in float32, as torch computes it: (N, C) -> (N, C)."""
+    logits = np.asarray(logits, dtype=np.float32)  # (N, C)
+    e = np.exp(logits - logits.max(axis=-1, keepdims=True))  # (N, C)
+    return e / e.sum(axis=-1, keepdims=True)  # (N, C)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,12 +105,12 @@ class RankingTask(Task):
     def calibrated_on(
         self, outputs: np.ndarray, labels: np.ndarray, *, metric: str | None = None
     ) -> Task:
-        scores = ranking_scores(torch.from_numpy(np.ascontiguousarray(outputs))).numpy()  # (N,)
+        scores = output_scores(outputs)  # (N,)
         return replace(self, calibration=fit_platt(scores, np.asarray(labels) > 0))
 
     def decode(self, outputs: np.ndarray) -> Predictions:
         """Scores; a probability of relevance only when the model carries a calibration."""
-        scores = ranking_scores(torch.from_numpy(np.ascontiguousarray(outputs))).numpy()  # (N,)
+        scores = output_scores(outputs)  # (N,)
         relevance = None if self.calibration is None else self.calibration.probability(scores)
         return Predictions(scores=scores, relevance=relevance)
 
@@ -96,7 +124,7 @@ class RankingTask(Task):
         # Imported on first evaluation: `attnmatch rank` and `score` start without metrics.
         from attnmatch.metrics import ranking_metrics
 
-        scores = ranking_scores(torch.from_numpy(outputs)).numpy()
+        scores = output_scores(outputs)  # (N,)
         return ranking_metrics(
             scores, data.labels, group_names(data), metrics=self.metrics, keep=self.keeps
         )

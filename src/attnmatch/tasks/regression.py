@@ -6,30 +6,49 @@ import math
 import numbers
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 from numpy.typing import ArrayLike
 
 from attnmatch.data.encoding import EncodedPairs
 from attnmatch.tasks.base import Predictions, Task, group_names, have_labels
+from attnmatch.tasks.ranking import softmax
 from attnmatch.zero_shot import ScoreHead, fit_line
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
 
 REGRESSION_METRICS = ("pearson", "spearman", "mse")
 
 
 def regression_predictions(outputs: torch.Tensor, min_score: float) -> torch.Tensor:
-    """Predicted scores: (B, 1) -> the value; (B, K) -> sum_i softmax_i (min_score + i).
+    """Predicted scores in torch (the losses' path; `predicted_scores` is the numpy one):
+    (B, 1) -> the value; (B, K) -> sum_i softmax_i (min_score + i).
 
     Shape:
         outputs: (B, 1) or (B, K) -> (B,)
     """
+    import torch
+    import torch.nn.functional as F
+
     if outputs.shape[-1] == 1:
         return outputs[:, 0]
     levels = min_score + torch.arange(outputs.shape[-1], device=outputs.device)  # (K,)
     return F.softmax(outputs.float(), dim=-1) @ levels.float()
+
+
+def predicted_scores(outputs: np.ndarray, min_score: float) -> np.ndarray:
+    """`regression_predictions` in numpy (float32), what decoding and evaluation read.
+
+    Shape:
+        outputs: (N, 1) or (N, K) -> (N,)
+    """
+    outputs = np.asarray(outputs, dtype=np.float32)  # (N, K)
+    if outputs.shape[-1] == 1:
+        return outputs[:, 0].copy()  # (N,)
+    levels = (min_score + np.arange(outputs.shape[-1])).astype(np.float32)  # (K,)
+    return softmax(outputs) @ levels  # (N,)
 
 
 def integral(value: float) -> float:
@@ -120,8 +139,7 @@ class RegressionTask(Task):
     def decode(self, outputs: np.ndarray) -> Predictions:
         """The predicted scores; as relevance, mapped linearly onto [0, 1] from the score
         range (a similarity, not a probability)."""
-        tensor = torch.from_numpy(np.ascontiguousarray(outputs))  # (N, K)
-        scores = regression_predictions(tensor, self.min_score).numpy()  # (N,)
+        scores = predicted_scores(outputs, self.min_score)  # (N,)
         span = self.max_score - self.min_score
         relevance = np.clip((scores.astype(np.float64) - self.min_score) / span, 0.0, 1.0)
         return Predictions(scores=scores, relevance=relevance)
@@ -134,7 +152,7 @@ class RegressionTask(Task):
         """A regression model's outputs read on its own range (which may differ from this
         protocol's); any other outputs on this protocol's."""
         own = model if isinstance(model, RegressionTask) else self
-        return regression_predictions(torch.from_numpy(outputs), own.min_score).numpy()
+        return predicted_scores(outputs, own.min_score)  # (N,)
 
     def measure(
         self, outputs: np.ndarray, data: EncodedPairs, *, model: Task | None = None

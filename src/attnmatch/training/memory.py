@@ -105,7 +105,7 @@ def release() -> None:
 
 def transformer_of(model: nn.Module) -> nn.Module | None:
     """The fine-tuned transformer encoder the model reads its inputs with, if any."""
-    from attnmatch.inputs.transformer import fine_tuned_transformer
+    from attnmatch.inputs.transformer_layer import fine_tuned_transformer
     from attnmatch.models import input_layer
 
     try:
