@@ -8,8 +8,10 @@ holds ONNX graphs instead of model.safetensors:
     tokenizer.json     or vocab.json: the inputs, as in the model directory
     metrics.json       as in the model directory (when it has one)
     onnx.json          {"format": "attnmatch.onnx/1", "form", "graphs": {name: file},
-                        "quantize": null | "int8", "opset"}
-    text.onnx, head.onnx (form "towers") or pairs.onnx (form "pairs")
+                        "quantize": null | "int8", "int8": {how int8 was written} (int8 only),
+                        "max_length": the packed form's cut of a pair (form "packed" only),
+                        "opset"}
+    text.onnx, head.onnx (form "towers"), packed.onnx (form "packed") or pairs.onnx ("pairs")
 
 `Matcher.load` reads it with no Python class of the model (`runtime.OnnxModel`). Export checks
 that the float32 graphs equal the model's `forward` within `EXACT_ATOL` on pairs of other
@@ -43,8 +45,8 @@ from attnmatch import __version__
 from attnmatch.atomic import atomic_directory
 from attnmatch.data.collate import collate
 from attnmatch.data.encoding import EncodedPairs
-from attnmatch.export.graphs import PAIR_INPUTS, Graph, graphs_of
-from attnmatch.export.runtime import OnnxModel, predict_onnx, session
+from attnmatch.export.graphs import PACKED_INPUTS, PAIR_INPUTS, Graph, graphs_of
+from attnmatch.export.runtime import OnnxModel, pack_pair_ids, predict_onnx, session
 from attnmatch.models.contract import TextModel
 from attnmatch.strict_json import read_json
 
@@ -56,6 +58,17 @@ MANIFEST = "onnx.json"
 OPSET = 17
 QUANTIZE = (None, "int8")
 EXACT_ATOL = 1e-5  # float32 graphs against `forward`, on the probe pairs
+# How `quantize="int8"` writes the graphs (recorded in onnx.json as "int8"; docs/speed.md has
+# the variants measured): ONNX Runtime's dynamic quantisation of the matrix products, int8
+# weights symmetric per output channel, full range; no node kept in float32.
+INT8: dict[str, Any] = {
+    "weights": "int8",
+    "per_channel": True,
+    "reduce_range": False,
+    "symmetric_weights": True,
+    "operators": ["MatMul", "Gemm"],
+    "exclude": [],
+}
 _FILES_KEPT = ("config.json", "tokenizer.json", "vocab.json", "metrics.json")
 # Texts of the example and probe pairs: of several lengths, so that a graph that froze a
 # length of the example is caught on the others.
@@ -75,7 +88,13 @@ def is_exported(path: str | Path) -> bool:
     return (Path(path) / MANIFEST).is_file()
 
 
-def export_onnx(matcher: Matcher, path: str | Path, *, quantize: str | None = None) -> Path:
+def export_onnx(
+    matcher: Matcher,
+    path: str | Path,
+    *,
+    quantize: str | None = None,
+    int8: dict[str, Any] | None = None,
+) -> Path:
     """Writes the exported directory of `matcher` (atomically) and returns its path: the model
     as ONNX graphs with dynamic batch and length axes (exported from a CPU copy), beside its
     config.json and inputs, so that `Matcher.load(path)` runs it on ONNX Runtime with no
@@ -84,6 +103,7 @@ def export_onnx(matcher: Matcher, path: str | Path, *, quantize: str | None = No
     Args:
         quantize: None (float32, equal to torch within `EXACT_ATOL`: checked on export) or
             "int8" (ONNX Runtime's dynamic int8 quantisation of the matrix products).
+        int8: how int8 quantises (`INT8`'s keys; default `INT8`), for comparing variants.
 
     Raises:
         ValueError: a lexical or already exported matcher, an unknown `quantize`, a model
@@ -107,23 +127,29 @@ def export_onnx(matcher: Matcher, path: str | Path, *, quantize: str | None = No
     model = copy.deepcopy(matcher.model).cpu().eval()
     probe = matcher.encode(_probe_examples())
     form, graphs = graphs_of(model)
+    max_length = next((g.max_length for g in graphs if g.max_length is not None), None)
     with atomic_directory(path) as tmp:
         files = {g.name: _export_graph(g, model, form, probe, tmp) for g in graphs}
-        _check_exact(model, form, files, probe, tmp)
+        _check_exact(model, form, files, probe, tmp, max_length)
+        int8 = INT8 if int8 is None else INT8 | int8
         if quantize == "int8":
             for name in files:
-                _quantize_int8(tmp / files[name])
+                _quantize_int8(tmp / files[name], int8)
         for name, text in header_files.items():
             (tmp / name).write_text(text, encoding="utf-8")
-        manifest = {
+        manifest: dict[str, Any] = {
             "format": FORMAT,
             "attnmatch_version": __version__,
             "form": form,
             "graphs": files,
             "quantize": quantize,
             "opset": OPSET,
-            "files": _recorded_files(tmp),  # every file's size and sha256, checked on load
         }
+        if quantize == "int8":
+            manifest["int8"] = int8
+        if max_length is not None:
+            manifest["max_length"] = max_length
+        manifest["files"] = _recorded_files(tmp)  # every file's size and sha256, checked on load
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return path
 
@@ -213,13 +239,20 @@ def load_onnx_model(path: str | Path, config: Any, *, threads: int | None = None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise ValueError(f"{manifest_file}: not an {FORMAT} manifest (field 'format')")
     form, graphs, quantize = manifest.get("form"), manifest.get("graphs"), manifest.get("quantize")
-    expected = {"towers": {"text", "head"}, "pairs": {"pairs"}}.get(str(form))
+    expected = _FORM_GRAPHS.get(str(form))
     if expected is None:
-        raise ValueError(f"{manifest_file}: field 'form' must be 'towers' or 'pairs', got {form!r}")
+        raise ValueError(
+            f"{manifest_file}: field 'form' must be 'towers', 'packed' or 'pairs', got {form!r}"
+        )
     if not isinstance(graphs, dict) or set(graphs) != expected:
         raise ValueError(f"{manifest_file}: field 'graphs' must name the graphs {sorted(expected)}")
     if quantize not in QUANTIZE:
         raise ValueError(f"{manifest_file}: field 'quantize' must be null or 'int8'")
+    max_length = manifest.get("max_length")
+    if form == "packed" and not (
+        isinstance(max_length, int) and not isinstance(max_length, bool) and max_length >= 2
+    ):
+        raise ValueError(f"{manifest_file}: field 'max_length' must be an integer >= 2")
     sessions = {}
     for name, file in graphs.items():
         graph_file = path / str(file)
@@ -236,10 +269,15 @@ def load_onnx_model(path: str | Path, config: Any, *, threads: int | None = None
             ) from e
         _check_graph(graph_file, name, sessions[name])
     _check_sizes(path, graphs, sessions, getattr(config, "num_outputs", None))
-    return OnnxModel(str(form), sessions, config, quantize)
+    return OnnxModel(
+        str(form), sessions, config, quantize, max_length if form == "packed" else None
+    )
 
 
-_GRAPH_INPUTS = {"text": ("ids", "mask"), "head": ("u", "v")}  # "pairs": some of PAIR_INPUTS
+_FORM_GRAPHS = {"towers": {"text", "head"}, "packed": {"packed"}, "pairs": {"pairs"}}
+_GRAPH_INPUTS = {"text": ("ids", "mask"), "head": ("u", "v")}
+# The graphs that may take some of their inputs (a traced graph drops those it does not read).
+_SOME_INPUTS = {"pairs": PAIR_INPUTS, "packed": PACKED_INPUTS}
 
 
 def _check_graph(file: Path, name: str, graph: Any) -> None:
@@ -247,12 +285,13 @@ def _check_graph(file: Path, name: str, graph: Any) -> None:
     of another kind (another file copied over it) is a ValueError naming the file."""
     got = tuple(i.name for i in graph.get_inputs())
     wanted = _GRAPH_INPUTS.get(name)
-    fits = got == wanted if wanted else bool(got) and set(got) <= set(PAIR_INPUTS)
+    some = _SOME_INPUTS.get(name, ())
+    fits = got == wanted if wanted else bool(got) and set(got) <= set(some)
     if not fits or len(graph.get_outputs()) != 1:
         raise ValueError(
             f"{file}: not the {name} graph of an export (inputs {list(got)}, "
             f"{len(graph.get_outputs())} outputs; the {name} graph takes "
-            f"{list(wanted or PAIR_INPUTS)} and gives one output): export the model again"
+            f"{list(wanted or some)} and gives one output): export the model again"
         )
 
 
@@ -270,7 +309,7 @@ def _check_sizes(
                 f"{path / files['head']}: reads vectors of {reads}, the text graph "
                 f"{files['text']} gives {width}: graphs of two exports; export the model again"
             )
-    scorer = "head" if "head" in last else "pairs"
+    scorer = "head" if "head" in last else next(iter(last))  # the graph giving the outputs
     columns = last[scorer][1]
     if num_outputs is not None and isinstance(columns, int) and columns != num_outputs:
         raise ValueError(
@@ -352,6 +391,10 @@ def _export_graph(graph: Graph, model: nn.Module, form: str, probe: EncodedPairs
         text = graphs_of(model)[1][0].module
         with torch.inference_mode():
             args = (text(batch.left_ids, batch.left_mask), text(batch.right_ids, batch.right_mask))
+    elif graph.inputs == PACKED_INPUTS:  # pairs of several lengths: padding at rows' ends
+        assert graph.max_length is not None
+        texts = [probe.texts[t] for t in probe.left[:4]], [probe.texts[t] for t in probe.right[:4]]
+        args = tuple(torch.from_numpy(x) for x in pack_pair_ids(*texts, graph.max_length))
     else:
         args = (batch.left_ids, batch.left_mask, batch.right_ids, batch.right_mask)
     file = f"{graph.name}.onnx"
@@ -392,24 +435,35 @@ def _export_graph(graph: Graph, model: nn.Module, form: str, probe: EncodedPairs
 
 
 def _check_exact(
-    model: nn.Module, form: str, files: dict[str, str], probe: EncodedPairs, tmp: Path
+    model: nn.Module,
+    form: str,
+    files: dict[str, str],
+    probe: EncodedPairs,
+    tmp: Path,
+    max_length: int | None,
 ) -> None:
     """The float32 graphs give `forward`'s outputs on every probe pair (36 pairs of 6 texts of
-    several lengths, in batches of several sizes) within EXACT_ATOL; else a ValueError."""
-    onnx_model = OnnxModel(form, {n: session(tmp / f, 1) for n, f in files.items()}, None, None)
-    idx = np.arange(len(probe))
-    with torch.inference_mode():
-        expected = model(collate(probe, idx)).float().numpy()  # (N, C)
-    try:
-        got = np.concatenate([predict_onnx(onnx_model, probe, size).numpy() for size in (7, 36)])
-    except Exception as e:  # ONNX Runtime refuses a shape the trace froze
-        reason = " ".join(str(e).split())[:200]
-        raise ValueError(
-            f"the {type(model).__name__} model does not export to ONNX: its traced graph "
-            f"fails on pairs of other lengths than the example's ({reason}); its forward "
-            "decides shapes from values"
-        ) from e
-    worst = float(np.abs(got - np.concatenate([expected, expected])).max())
+    several lengths, in batches of several sizes; for the packed form also pairs packed past
+    `max_length`, which both cut) within EXACT_ATOL; else a ValueError."""
+    sessions = {n: session(tmp / f, 1) for n, f in files.items()}
+    onnx_model = OnnxModel(form, sessions, None, None, max_length)
+    checks: list[tuple[EncodedPairs, tuple[int, ...]]] = [(probe, (7, 36))]
+    if max_length is not None:
+        checks.append((_long_probe(probe, max_length), (3,)))
+    worst = 0.0
+    for data, sizes in checks:
+        with torch.inference_mode():
+            expected = model(collate(data, np.arange(len(data)))).float().numpy()  # (N, C)
+        try:
+            got = [predict_onnx(onnx_model, data, size).numpy() for size in sizes]
+        except Exception as e:  # ONNX Runtime refuses a shape the trace froze
+            reason = " ".join(str(e).split())[:200]
+            raise ValueError(
+                f"the {type(model).__name__} model does not export to ONNX: its traced graph "
+                f"fails on pairs of other lengths than the example's ({reason}); its forward "
+                "decides shapes from values"
+            ) from e
+        worst = max([worst] + [float(np.abs(g - expected).max()) for g in got])
     if not worst <= EXACT_ATOL:
         raise ValueError(
             f"the {type(model).__name__} model does not export to ONNX: its traced graph "
@@ -418,15 +472,54 @@ def _check_exact(
         )
 
 
-def _quantize_int8(file: Path) -> None:
-    """Replaces the graph `file` by ONNX Runtime's dynamic int8 quantisation of its matrix
-    products (weights int8 per tensor, activations quantised per batch at run time)."""
+def _long_probe(probe: EncodedPairs, max_length: int) -> EncodedPairs:
+    """Pairs whose packed length passes `max_length` (the right text cut, its last token
+    lost), and one that fits: texts of the probe's longest text's word pieces repeated, each
+    at most `max_length` tokens."""
+    longest = max(probe.texts, key=len)  # [CLS] ... [SEP]
+    inner = longest[1:-1]
+
+    def text(n: int) -> np.ndarray:
+        body = np.resize(inner, max(n - 2, 0))
+        return np.concatenate([longest[:1], body, longest[-1:]]).astype(np.int64)
+
+    half = max_length // 2 + 1
+    texts = [text(max_length - 1), text(6), text(half), text(half), text(3)]
+    left, right = np.array([0, 2, 4], dtype=np.int64), np.array([1, 3, 1], dtype=np.int64)
+    return EncodedPairs(
+        texts=texts,
+        left=left,
+        right=right,
+        labels=np.zeros(3, dtype=np.float32),
+        group_ids=np.arange(3, dtype=np.int64),
+        group_names=["0", "1", "2"],
+    )
+
+
+def _quantize_int8(file: Path, options: dict[str, Any]) -> None:
+    """Replaces the graph `file` by ONNX Runtime's dynamic int8 quantisation as `options` say
+    (`INT8`'s keys): int8 weights of the named operators, per output channel or per tensor,
+    activations quantised per batch at run time; nodes whose name contains a string of
+    `exclude` stay float32."""
+    import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    excluded = [
+        node.name
+        for node in onnx.load(str(file), load_external_data=False).graph.node
+        if any(part in node.name for part in options["exclude"])
+    ]
     out = file.with_name(file.stem + ".int8.onnx")
     with _quiet():
         quantize_dynamic(
-            file, out, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gemm"]
+            file,
+            out,
+            weight_type=QuantType.QInt8 if options["weights"] == "int8" else QuantType.QUInt8,
+            per_channel=options["per_channel"],
+            reduce_range=options["reduce_range"],
+            op_types_to_quantize=list(options["operators"]),
+            nodes_to_exclude=excluded,
+            extra_options={"WeightSymmetric": options["symmetric_weights"]},
         )
     out.replace(file)
 
