@@ -156,10 +156,10 @@ def st_style(matcher: Matcher, kind: str, folder: Path, threads: int) -> Callabl
 def build(kind: str, folder: Path, batch_size: int) -> tuple[Matcher, Path, Path]:
     """The torch matcher of `kind` and its fp32 and int8 exports (written once into `folder`)."""
     if kind == "bi":
-        matcher = Matcher.from_encoder("minilm-l6", batch_size=batch_size)
+        matcher = Matcher.from_encoder("minilm-l6")
     else:  # weights of all-MiniLM-L6-v2 and a fresh head: the cost is the trained one's
         matcher = Matcher.untrained("cross_encoder", inputs="minilm-l6", task=RankingTask())
-        matcher.batch_size = batch_size
+    matcher.batch_size = batch_size
     fp32, int8 = folder / f"{kind}-fp32", folder / f"{kind}-int8"
     if not fp32.exists():
         export_onnx(matcher, fp32)

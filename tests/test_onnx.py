@@ -165,6 +165,8 @@ def test_backends_load_and_refuse_clearly(
         on_onnx.save(tmp_path / "again")
     with pytest.raises(ValueError, match="quantize must be"):
         export_onnx(bi, tmp_path / "x", quantize="int4")
+    with pytest.raises(ValueError, match="int8 takes"):
+        export_onnx(bi, tmp_path / "x", quantize="int8", int8={"per_row": True})
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "notes.txt").write_text("mine")
     with pytest.raises(ValueError, match="not replacing it"):
