@@ -19,8 +19,9 @@ packs a pair to the longest pair's width, read with `.item()`; it sets a mask in
 traced graph would freeze at the example's values. The graphs compute the same outputs without
 those decisions (every row encoded; the cross-encoder's pairs packed before the graph, or, inside
 the pairs graph of a cross-encoder with exact-match features, to the width L + R - 1 with the
-extra columns masked). Every other model exports its own `forward` as traced, and `export_onnx` keeps it only
-if it equals `forward` on pairs of other lengths than the example's (`check_exact`).
+extra columns masked). Every other model exports its own `forward` as traced, and `export_onnx`
+keeps it only if it equals `forward` on pairs of other lengths than the example's
+(`check_exact`).
 
 Dims: B pairs or texts, T / L / R tokens, W = L + R - 1 packed tokens, E vector size,
 C outputs, H hidden size.
@@ -293,8 +294,8 @@ WRAPPERS: dict[type[nn.Module], Callable[[nn.Module], tuple[str, list[Graph]]]] 
 
 
 def graphs_of(model: nn.Module) -> tuple[str, list[Graph]]:
-    """The form ("towers", "packed" or "pairs") and graphs of `model` (module docstring), each graph's
-    module in eval mode. A module is built in training mode, and `torch.onnx.export` puts a
+    """The form ("towers", "packed" or "pairs") and graphs of `model` (module docstring), each
+    graph's module in eval mode. A module is built in training mode, and `torch.onnx.export` puts a
     module back in the mode it found it in: a wrapper left in training mode would switch the
     wrapped model's dropout back on after its export (a fine-tuned encoder's, which a frozen
     one never runs), and the check against `forward` would then compare with dropout."""
