@@ -2,12 +2,14 @@
 sentence-transformers-style ONNX Runtime run, side by side on 1 and 2 threads, interleaved.
 
 Every configuration scores the same pairs (the first `--pairs` pairs of WikiQA test, texts as
-given, tokenization included) with the same all-MiniLM-L6-v2 weights:
+given, tokenization included) with the same all-MiniLM-L6-v2 weights, torch and the exports in
+the same batches (`--batch-size` pairs, length-bucketed: equal batching):
 
-- torch: `Matcher.score` on the torch model (length-bucketed batches of 512; the bi-encoder
-  encodes a text repeated within a batch once);
+- torch: `Matcher.score` on the torch model (the bi-encoder encodes each distinct text once,
+  in batches of at most 4,096 padded tokens);
 - onnx-fp32 / onnx-int8: `Matcher.score` on the exported directory (`attnmatch.export.export_onnx`,
-  `quantize=None` / `"int8"`; the bi-encoder encodes each distinct text once);
+  `quantize=None` / `"int8"`, the int8 `attnmatch.export.INT8` writes; the bi-encoder encodes
+  each distinct text once, the cross-encoder's pairs are packed in numpy before its graph);
 - st-style-onnx: what sentence-transformers' ONNX backend runs, done here with ONNX Runtime
   directly because that backend needs `optimum`, which is not installed here: the Hugging Face
   tokenizer, the transformer exported to ONNX (input_ids, attention_mask, token_type_ids ->
@@ -18,16 +20,19 @@ given, tokenization included) with the same all-MiniLM-L6-v2 weights:
 
 Each round times every configuration once, in a fresh random order; the reported figure is the
 median pairs/s over `--rounds` rounds, and the ratios are taken against torch on the same thread
-count. The machine may be shared: run under `nice`, read the ratios.
+count. The machine may be shared: run under `nice`, read the ratios; on one thread the rates
+over the process's CPU seconds (`cpu`) are printed too, which other processes' load barely
+moves (on 2 threads they add the threads' seconds and are left out).
 
-Run: nice -n 10 python benchmarks/onnx_speed.py --pairs 300 --rounds 3 --threads 1,2 \\
-         --output results/onnx_speed_cpu.json
+Run: nice -n 10 python benchmarks/onnx_speed.py --pairs 300 --rounds 5 --threads 1 \\
+         --batch-size 32 --output results/onnx_speed_cpu.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import random
 import statistics
@@ -148,12 +153,13 @@ def st_style(matcher: Matcher, kind: str, folder: Path, threads: int) -> Callabl
     return score_bi if kind == "bi" else score_cross
 
 
-def build(kind: str, folder: Path) -> tuple[Matcher, Path, Path]:
+def build(kind: str, folder: Path, batch_size: int) -> tuple[Matcher, Path, Path]:
     """The torch matcher of `kind` and its fp32 and int8 exports (written once into `folder`)."""
     if kind == "bi":
         matcher = Matcher.from_encoder("minilm-l6")
     else:  # weights of all-MiniLM-L6-v2 and a fresh head: the cost is the trained one's
         matcher = Matcher.untrained("cross_encoder", inputs="minilm-l6", task=RankingTask())
+    matcher.batch_size = batch_size
     fp32, int8 = folder / f"{kind}-fp32", folder / f"{kind}-int8"
     if not fp32.exists():
         export_onnx(matcher, fp32)
@@ -170,6 +176,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--models", default="bi,cross")
+    ap.add_argument("--batch-size", type=int, default=32, help="Pairs a batch (torch and ONNX).")
     ap.add_argument("--work-dir", type=Path, default=None, help="Keep the exports here.")
     ap.add_argument("--output", type=Path, default=None)
     args = ap.parse_args()
@@ -177,17 +184,22 @@ def main() -> None:
     folder = args.work_dir or Path(tempfile.mkdtemp(prefix="onnx-speed-"))
     folder.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)
-    built = {kind: build(kind, folder) for kind in args.models.split(",")}
+    built = {kind: build(kind, folder, args.batch_size) for kind in args.models.split(",")}
     scorers: dict[tuple[str, int, str], Callable[..., Any]] = {}
     outputs: dict[tuple[str, str], np.ndarray] = {}
     for threads in (int(t) for t in args.threads.split(",")):
         torch.set_num_threads(threads)  # the exported matchers' sessions take torch's count
         for kind, (matcher, fp32, int8) in built.items():
             scorers[kind, threads, "torch"] = matcher.score
-            scorers[kind, threads, "onnx-fp32"] = Matcher.load(fp32).score
-            scorers[kind, threads, "onnx-int8"] = Matcher.load(int8).score
+            scorers[kind, threads, "onnx-fp32"] = Matcher.load(
+                fp32, batch_size=args.batch_size
+            ).score
+            scorers[kind, threads, "onnx-int8"] = Matcher.load(
+                int8, batch_size=args.batch_size
+            ).score
             scorers[kind, threads, "st-style-onnx"] = st_style(matcher, kind, folder, threads)
     times: dict[tuple[str, int, str], list[float]] = {key: [] for key in scorers}
+    cpu_times: dict[tuple[str, int, str], list[float]] = {key: [] for key in scorers}
     rng = random.Random(0)
     for key, score in scorers.items():  # warm-up, and the outputs for the agreement check
         torch.set_num_threads(key[1])
@@ -197,9 +209,10 @@ def main() -> None:
         rng.shuffle(keys)
         for key in keys:
             torch.set_num_threads(key[1])
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             scorers[key](pairs)
             times[key].append(len(pairs) / (time.perf_counter() - start))
+            cpu_times[key].append(len(pairs) / (time.process_time() - cpu))
         print(f"round {r + 1}/{args.rounds} done", flush=True)
     rows = []
     for (kind, threads, config), rates in times.items():
@@ -217,19 +230,28 @@ def main() -> None:
                 "rates": [round(x, 1) for x in rates],
             }
         )
+        if threads == 1:
+            cpu, cpu_base = (statistics.median(cpu_times[kind, 1, c]) for c in (config, "torch"))
+            rows[-1] |= {"pairs_per_cpu_s": round(cpu, 1), "cpu_vs_torch": round(cpu / cpu_base, 2)}
     for row in rows:
         st = statistics.median(times[row["model"], row["threads"], "st-style-onnx"])
         row["vs_st_style"] = round(row["pairs_per_s"] / st, 2)
-    print(f"{'model':6} {'thr':>3} {'config':14} {'pairs/s':>9} {'x torch':>8} {'x st':>6}")
+    print(
+        f"{'model':6} {'thr':>3} {'config':14} {'pairs/s':>9} {'x torch':>8} {'x st':>6} "
+        f"{'cpu p/s':>8} {'cpu x torch':>11}"
+    )
     for row in rows:
         print(
             f"{row['model']:6} {row['threads']:>3} {row['config']:14} {row['pairs_per_s']:>9} "
-            f"{row['vs_torch']:>8} {row['vs_st_style']:>6}"
+            f"{row['vs_torch']:>8} {row['vs_st_style']:>6} {row.get('pairs_per_cpu_s', '-'):>8} "
+            f"{row.get('cpu_vs_torch', '-'):>11}"
         )
     if args.output is not None:
         meta = {
             "pairs": len(pairs),
             "rounds": args.rounds,
+            "batch_size": args.batch_size,
+            "load_average": [round(x, 2) for x in os.getloadavg()],
             "machine": platform.processor() or platform.machine(),
             "torch": torch.__version__,
             "note": "shared machine: compare the ratios; st-style-onnx is ONNX Runtime run as "

@@ -14,7 +14,8 @@ import pytest
 
 from attnmatch import Matcher
 from attnmatch.data.datasets import load_split
-from attnmatch.export import EXACT_ATOL, export_onnx, is_exported
+from attnmatch.data.schema import Example
+from attnmatch.export import EXACT_ATOL, INT8, export_onnx, is_exported
 from attnmatch.export.runtime import OnnxModel
 from attnmatch.tasks import RankingTask, Task
 from tests.models.conftest import tiny_inputs, tiny_model
@@ -137,7 +138,10 @@ def test_int8_export_is_quantised_and_close(bi: Matcher, exported: dict[str, Pat
     ops = {node.op_type for node in graph.node}
     assert "DynamicQuantizeLinear" in ops or "MatMulInteger" in ops
     manifest = json.loads((exported["bi-int8"] / "onnx.json").read_text())
-    assert manifest["quantize"] == "int8"
+    assert manifest["quantize"] == "int8" and manifest["int8"] == INT8
+    # per output channel: a scale per column of each quantised weight, not one per tensor
+    scales = [t for t in graph.initializer if t.name.endswith("_scale") and len(t.dims) == 1]
+    assert scales and all(t.dims[0] > 1 for t in scales)
     int8 = Matcher.load(exported["bi-int8"]).score(PAIRS)
     fp32 = bi.score(PAIRS)
     assert np.isfinite(int8).all() and np.abs(int8 - fp32).max() < 0.1
@@ -161,6 +165,8 @@ def test_backends_load_and_refuse_clearly(
         on_onnx.save(tmp_path / "again")
     with pytest.raises(ValueError, match="quantize must be"):
         export_onnx(bi, tmp_path / "x", quantize="int4")
+    with pytest.raises(ValueError, match="int8 takes"):
+        export_onnx(bi, tmp_path / "x", quantize="int8", int8={"per_row": True})
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "notes.txt").write_text("mine")
     with pytest.raises(ValueError, match="not replacing it"):
@@ -303,3 +309,94 @@ def test_a_bi_encoder_with_exact_match_features_exports_as_one_pairs_graph(
     got, want = Matcher.load(exported).outputs(pairs), matcher.outputs(pairs)
     np.testing.assert_allclose(got, want, rtol=0, atol=EXACT_ATOL)
     assert not np.allclose(want, want[0])
+
+
+def test_pack_pair_ids_packs_as_the_model_does() -> None:
+    """The runtime's numpy packing equals `pack_pairs` (the model's, in torch) on texts of
+    many lengths, empty ones and pairs cut at max_length among them."""
+    import torch
+
+    from attnmatch.data.collate import pad_ids
+    from attnmatch.models.pretrained import pack_pairs
+    from attnmatch.runtime.graphs import pack_pair_ids
+
+    rng = np.random.default_rng(0)
+    texts = [rng.integers(5, 40, size=n) for n in (0, 1, 2, 3, 7, 12, 20, 31)]
+    pairs = [(a, b) for a in range(len(texts)) for b in range(len(texts))]
+    left, right = [texts[a] for a, _ in pairs], [texts[b] for _, b in pairs]
+    for max_length in (2, 9, 24, 64):
+        got = pack_pair_ids(left, right, max_length)
+        want = pack_pairs(*pad_ids(left), *pad_ids(right), max_length)
+        for g, w in zip(got, want, strict=True):
+            assert g.shape == tuple(w.shape)
+            np.testing.assert_array_equal(g, w.numpy())
+        cut = [len(a) + max(len(b) - 1, 0) > max_length for a, b in zip(left, right, strict=True)]
+        assert any(cut) == (max_length < 61) and not all(cut)  # 31 + 30 tokens fit in 64
+    assert torch.is_tensor(want[0])
+
+
+def test_a_cross_encoder_exports_over_packed_pairs_cut_as_forward_cuts(
+    encoder_dir: Path, tmp_path: Path
+) -> None:
+    """Form "packed": pairs packed before the graph, one batch of very different lengths, and
+    pairs whose packed length passes the model's max_length (64, the tiny BERT's positions):
+    the right text's end cut as `forward` cuts it (its last [SEP], or all of it, too)."""
+    long_text = " ".join(WORDS * 4)
+    pairs = [
+        ("ice", "water"),
+        (long_text, long_text),
+        (long_text, "ice"),
+        ("ice", long_text),
+        ("how are glacier caves formed ?", "a glacier cave is a cave formed in the ice"),
+    ]
+    for pooling, max_length in (("cls", 40), ("segments", 40), ("segments", 256)):
+        inputs = {
+            "kind": "transformer",
+            "source": str(encoder_dir),
+            "trainable": True,
+            "max_length": max_length,
+        }
+        matcher = Matcher.untrained(
+            "cross_encoder", inputs=inputs, task=RankingTask(), overrides={"pooling": pooling}
+        )
+        path = export_onnx(matcher, tmp_path / f"{pooling}-{max_length}")
+        manifest = json.loads((path / "onnx.json").read_text())
+        assert manifest["form"] == "packed" and manifest["graphs"] == {"packed": "packed.onnx"}
+        assert manifest["max_length"] == matcher.model.max_length == 64
+        data = matcher.encode([Example(left=a, right=b, label=0) for a, b in pairs])
+        lengths = data.text_lengths
+        packed = lengths[data.left] + lengths[data.right] - 1
+        assert packed.max() > 64 and packed.min() < 8  # cut pairs beside short ones
+        loaded = Matcher.load(path, batch_size=len(pairs))  # one batch, as torch's
+        got, want = loaded.outputs(pairs), matcher.outputs(pairs)
+        np.testing.assert_allclose(got, want, rtol=0, atol=EXACT_ATOL)
+        assert not np.allclose(want, want[0])
+
+
+def test_an_export_of_the_earlier_pairs_form_still_loads(
+    cross: Matcher, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cross-encoder exports written before the packed form hold one pairs graph that packs
+    inside the graph: they load and score as before."""
+    from attnmatch.export import graphs
+    from attnmatch.models.pretrained import CrossEncoder
+
+    with monkeypatch.context() as patch:
+        patch.setitem(graphs.FORMS, CrossEncoder, graphs.INNER_FORMS[CrossEncoder])
+        path = export_onnx(cross, tmp_path / "pairs-form")
+    manifest = json.loads((path / "onnx.json").read_text())
+    assert manifest["form"] == "pairs" and "max_length" not in manifest
+    got, want = Matcher.load(path).outputs(PAIRS), cross.outputs(PAIRS)
+    np.testing.assert_allclose(got, want, rtol=0, atol=EXACT_ATOL)
+
+
+def test_a_packed_export_without_its_max_length_is_refused(
+    exported: dict[str, Path], tmp_path: Path
+) -> None:
+    copy = Path(shutil.copytree(exported["cross"], tmp_path / "copy"))
+    manifest = json.loads((copy / "onnx.json").read_text())
+    assert manifest["form"] == "packed"
+    del manifest["max_length"], manifest["files"]
+    (copy / "onnx.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match=r"onnx\.json: field 'max_length'"):
+        Matcher.load(copy)

@@ -33,8 +33,8 @@ def export(
         _Quantize | None,
         typer.Option(
             "--quantize",
-            help="int8: ONNX Runtime's dynamic int8 matrix products (default: float32, equal "
-            "to torch within 1e-5).",
+            help="int8: ONNX Runtime's dynamic int8 matrix products, weights per output "
+            "channel (default: float32, equal to torch within 1e-5).",
         ),
     ] = None,
 ) -> None:

@@ -8,15 +8,18 @@ holds ONNX graphs instead of model.safetensors:
     tokenizer.json     or vocab.json: the inputs, as in the model directory
     metrics.json       as in the model directory (when it has one)
     onnx.json          {"format": "attnmatch.onnx/1", "form", "graphs": {name: file},
-                        "quantize": null | "int8", "opset"}
-    text.onnx, head.onnx (form "towers") or pairs.onnx (form "pairs")
+                        "quantize": null | "int8", "int8": {how int8 was written} (int8 only),
+                        "max_length": the packed form's cut of a pair (form "packed" only),
+                        "opset"}
+    text.onnx, head.onnx (form "towers"), packed.onnx (form "packed") or pairs.onnx ("pairs")
 
 `Matcher.load` reads it with no Python class of the model (`runtime.OnnxModel`). Export checks
 that the float32 graphs equal the model's `forward` within `EXACT_ATOL` on pairs of other
 lengths than the example it traces, and refuses a model whose graphs do not
 (`graphs.py` says why a traced `forward` may not). int8 is ONNX Runtime's dynamic quantisation
-(`onnxruntime.quantization.quantize_dynamic`: int8 weights of the matrix products, activations
-quantised per batch at run time); its metric change is measured, not checked (docs/speed.md).
+(`onnxruntime.quantization.quantize_dynamic`: int8 weights of the matrix products, a scale per
+output channel, activations quantised per batch at run time; `INT8`, recorded in onnx.json);
+its metric change is measured, not checked (docs/speed.md).
 """
 
 from __future__ import annotations
@@ -48,10 +51,12 @@ from attnmatch.models.contract import TextModel
 from attnmatch.runtime.graphs import (
     FORMAT,
     MANIFEST,
+    PACKED_INPUTS,
     QUANTIZE,
     OnnxGraphs,
     is_exported,
     load_graphs,
+    pack_pair_ids,
     recorded_files,
     session,
 )
@@ -64,6 +69,28 @@ if TYPE_CHECKING:  # pragma: no cover
 
 OPSET = 17
 EXACT_ATOL = 1e-5  # float32 graphs against `forward`, on the probe pairs
+# How `quantize="int8"` writes the graphs (recorded in onnx.json as "int8"; docs/speed.md has
+# the variants measured): ONNX Runtime's dynamic quantisation, int8 weights symmetric per
+# output channel, full range, of every operator it quantises (the matrix products, and the
+# embeddings' lookups per tensor); no node kept in float32. sentence-transformers' "avx512_vnni"
+# configuration; of the variants measured, the one that keeps the zero-shot MiniLM
+# bi-encoder's WikiQA test MAP within .005 (-.0049; per tensor -.0143).
+INT8: dict[str, Any] = {
+    "weights": "int8",
+    "per_channel": True,
+    "reduce_range": False,
+    "symmetric_weights": True,
+    "operators": [
+        "Conv",
+        "MatMul",
+        "Attention",
+        "LSTM",
+        "Gather",
+        "Transpose",
+        "EmbedLayerNormalization",
+    ],
+    "exclude": [],
+}
 _FILES_KEPT = ("config.json", "tokenizer.json", "vocab.json", "metrics.json")
 # Texts of the example and probe pairs: of several lengths, so that a graph that froze a
 # length of the example is caught on the others.
@@ -78,7 +105,13 @@ _TEXTS = (
 )
 
 
-def export_onnx(matcher: Matcher, path: str | Path, *, quantize: str | None = None) -> Path:
+def export_onnx(
+    matcher: Matcher,
+    path: str | Path,
+    *,
+    quantize: str | None = None,
+    int8: dict[str, Any] | None = None,
+) -> Path:
     """Writes the exported directory of `matcher` (atomically) and returns its path: the model
     as ONNX graphs with dynamic batch and length axes (exported from a CPU copy), beside its
     config.json and inputs, so that `Matcher.load(path)` runs it on ONNX Runtime with no
@@ -87,6 +120,7 @@ def export_onnx(matcher: Matcher, path: str | Path, *, quantize: str | None = No
     Args:
         quantize: None (float32, equal to torch within `EXACT_ATOL`: checked on export) or
             "int8" (ONNX Runtime's dynamic int8 quantisation of the matrix products).
+        int8: how int8 quantises (`INT8`'s keys; default `INT8`), for comparing variants.
 
     Raises:
         ValueError: a lexical or already exported matcher, an unknown `quantize`, a model
@@ -101,6 +135,9 @@ def export_onnx(matcher: Matcher, path: str | Path, *, quantize: str | None = No
         header_files = _kept_files(matcher.save(Path(saved) / "model"))
     if quantize not in QUANTIZE:
         raise ValueError(f"quantize must be None or 'int8', got {quantize!r}")
+    unknown = sorted(set(int8 or {}) - set(INT8))
+    if unknown or (int8 or {}).get("weights", "int8") not in ("int8", "uint8"):
+        raise ValueError(f"int8 takes {sorted(INT8)} (weights 'int8' or 'uint8'), got {int8!r}")
     path = Path(path)
     if path.exists() and not (path.is_dir() and (is_exported(path) or not any(path.iterdir()))):
         raise ValueError(
@@ -110,23 +147,29 @@ def export_onnx(matcher: Matcher, path: str | Path, *, quantize: str | None = No
     model = copy.deepcopy(matcher.model).cpu().eval()
     probe = matcher.encode(_probe_examples())
     form, graphs = graphs_of(model)
+    max_length = next((g.max_length for g in graphs if g.max_length is not None), None)
     with atomic_directory(path) as tmp:
         files = {g.name: _export_graph(g, model, form, probe, tmp) for g in graphs}
-        _check_exact(model, form, files, probe, tmp)
+        _check_exact(model, form, files, probe, tmp, max_length)
+        int8 = INT8 if int8 is None else INT8 | int8
         if quantize == "int8":
             for name in files:
-                _quantize_int8(tmp / files[name])
+                _quantize_int8(tmp / files[name], int8)
         for name, text in header_files.items():
             (tmp / name).write_text(text, encoding="utf-8")
-        manifest = {
+        manifest: dict[str, Any] = {
             "format": FORMAT,
             "attnmatch_version": __version__,
             "form": form,
             "graphs": files,
             "quantize": quantize,
             "opset": OPSET,
-            "files": recorded_files(tmp),  # every file's size and sha256, checked on load
         }
+        if quantize == "int8":
+            manifest["int8"] = int8
+        if max_length is not None:
+            manifest["max_length"] = max_length
+        manifest["files"] = recorded_files(tmp)  # every file's size and sha256, checked on load
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return path
 
@@ -212,6 +255,10 @@ def _export_graph(graph: Graph, model: nn.Module, form: str, probe: EncodedPairs
         text = graphs_of(model)[1][0].module
         with torch.inference_mode():
             args = (text(batch.left_ids, batch.left_mask), text(batch.right_ids, batch.right_mask))
+    elif graph.inputs == PACKED_INPUTS:  # pairs of several lengths: padding at rows' ends
+        assert graph.max_length is not None
+        texts = [probe.texts[t] for t in probe.left[:4]], [probe.texts[t] for t in probe.right[:4]]
+        args = tuple(torch.from_numpy(x) for x in pack_pair_ids(*texts, graph.max_length))
     else:
         args = (batch.left_ids, batch.left_mask, batch.right_ids, batch.right_mask)
     file = f"{graph.name}.onnx"
@@ -252,25 +299,35 @@ def _export_graph(graph: Graph, model: nn.Module, form: str, probe: EncodedPairs
 
 
 def _check_exact(
-    model: nn.Module, form: str, files: dict[str, str], probe: EncodedPairs, tmp: Path
+    model: nn.Module,
+    form: str,
+    files: dict[str, str],
+    probe: EncodedPairs,
+    tmp: Path,
+    max_length: int | None,
 ) -> None:
     """The float32 graphs give `forward`'s outputs on every probe pair (36 pairs of 6 texts of
-    several lengths, in batches of several sizes) within EXACT_ATOL; else a ValueError."""
-    graphs = OnnxGraphs(form, {n: session(tmp / f, 1) for n, f in files.items()}, None)
-    onnx_model = OnnxModel(graphs, None)
-    idx = np.arange(len(probe))
-    with torch.inference_mode():
-        expected = model(collate(probe, idx)).float().numpy()  # (N, C)
-    try:
-        got = np.concatenate([predict_onnx(onnx_model, probe, size).numpy() for size in (7, 36)])
-    except Exception as e:  # ONNX Runtime refuses a shape the trace froze
-        reason = " ".join(str(e).split())[:200]
-        raise ValueError(
-            f"the {type(model).__name__} model does not export to ONNX: its traced graph "
-            f"fails on pairs of other lengths than the example's ({reason}); its forward "
-            "decides shapes from values"
-        ) from e
-    worst = float(np.abs(got - np.concatenate([expected, expected])).max())
+    several lengths, in batches of several sizes; for the packed form also pairs packed past
+    `max_length`, which both cut) within EXACT_ATOL; else a ValueError."""
+    sessions = {n: session(tmp / f, 1) for n, f in files.items()}
+    onnx_model = OnnxModel(OnnxGraphs(form, sessions, None, max_length), None)
+    checks: list[tuple[EncodedPairs, tuple[int, ...]]] = [(probe, (7, 36))]
+    if max_length is not None:
+        checks.append((_long_probe(probe, max_length), (3,)))
+    worst = 0.0
+    for data, sizes in checks:
+        with torch.inference_mode():
+            expected = model(collate(data, np.arange(len(data)))).float().numpy()  # (N, C)
+        try:
+            got = [predict_onnx(onnx_model, data, size).numpy() for size in sizes]
+        except Exception as e:  # ONNX Runtime refuses a shape the trace froze
+            reason = " ".join(str(e).split())[:200]
+            raise ValueError(
+                f"the {type(model).__name__} model does not export to ONNX: its traced graph "
+                f"fails on pairs of other lengths than the example's ({reason}); its forward "
+                "decides shapes from values"
+            ) from e
+        worst = max([worst] + [float(np.abs(g - expected).max()) for g in got])
     if not worst <= EXACT_ATOL:
         raise ValueError(
             f"the {type(model).__name__} model does not export to ONNX: its traced graph "
@@ -279,15 +336,54 @@ def _check_exact(
         )
 
 
-def _quantize_int8(file: Path) -> None:
-    """Replaces the graph `file` by ONNX Runtime's dynamic int8 quantisation of its matrix
-    products (weights int8 per tensor, activations quantised per batch at run time)."""
+def _long_probe(probe: EncodedPairs, max_length: int) -> EncodedPairs:
+    """Pairs whose packed length passes `max_length` (the right text cut, its last token
+    lost), and one that fits: texts of the probe's longest text's word pieces repeated, each
+    at most `max_length` tokens."""
+    longest = max(probe.texts, key=len)  # [CLS] ... [SEP]
+    inner = longest[1:-1]
+
+    def text(n: int) -> np.ndarray:
+        body = np.resize(inner, max(n - 2, 0))
+        return np.concatenate([longest[:1], body, longest[-1:]]).astype(np.int64)
+
+    half = max_length // 2 + 1
+    texts = [text(max_length - 1), text(6), text(half), text(half), text(3)]
+    left, right = np.array([0, 2, 4], dtype=np.int64), np.array([1, 3, 1], dtype=np.int64)
+    return EncodedPairs(
+        texts=texts,
+        left=left,
+        right=right,
+        labels=np.zeros(3, dtype=np.float32),
+        group_ids=np.arange(3, dtype=np.int64),
+        group_names=["0", "1", "2"],
+    )
+
+
+def _quantize_int8(file: Path, options: dict[str, Any]) -> None:
+    """Replaces the graph `file` by ONNX Runtime's dynamic int8 quantisation as `options` say
+    (`INT8`'s keys): int8 weights of the named operators, per output channel or per tensor,
+    activations quantised per batch at run time; nodes whose name contains a string of
+    `exclude` stay float32."""
+    import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    excluded = [
+        node.name
+        for node in onnx.load(str(file), load_external_data=False).graph.node
+        if any(part in node.name for part in options["exclude"])
+    ]
     out = file.with_name(file.stem + ".int8.onnx")
     with _quiet():
         quantize_dynamic(
-            file, out, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gemm"]
+            file,
+            out,
+            weight_type=QuantType.QInt8 if options["weights"] == "int8" else QuantType.QUInt8,
+            per_channel=options["per_channel"],
+            reduce_range=options["reduce_range"],
+            op_types_to_quantize=list(options["operators"]),
+            nodes_to_exclude=excluded,
+            extra_options={"WeightSymmetric": options["symmetric_weights"]},
         )
     out.replace(file)
 

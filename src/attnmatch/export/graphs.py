@@ -1,24 +1,30 @@
 """The ONNX graphs of a model: which computation each graph holds, its inputs and dynamic axes.
 
-A model exports in one of two forms (`FORMS`, by the model's exact class, like the whole-input
+A model exports in one of three forms (`FORMS`, by the model's exact class, like the whole-input
 paths of `models/fast/`):
 
 - **towers** (the bi-encoder): a `text` graph, (ids (B, T), mask (B, T)) -> vectors (B, E), and
   a `head` graph, (u (B, E), v (B, E)) -> (B, C). The runtime encodes each distinct text once
   and scores the pairs from the vectors, as sentence-transformers encodes a corpus once.
-- **pairs** (the cross-encoder and every other model): one `pairs` graph, (left_ids (B, L),
-  left_mask, right_ids (B, R), right_mask) -> (B, C).
+- **packed** (the cross-encoder): one `packed` graph over pairs packed outside the graph as a
+  tokenizer packs a pair (`runtime.pack_pair_ids`: `[CLS] a [SEP] b [SEP]`, cut to the model's
+  max_length, right-padded), (ids (B, W), mask (B, W), types (B, W)) -> (B, C): the transformer
+  and the model's head (`CrossEncoder.outputs`, which reads each text's span from the types).
+- **pairs** (late interaction, every other model, and exports written before the packed form):
+  one `pairs` graph, (left_ids (B, L), left_mask, right_ids (B, R), right_mask) -> (B, C).
 
 The bi- and cross-encoder's graphs are written for export and equal `forward` up to float
 rounding: `forward` decides things from values (it encodes a text repeated in a batch once; it
 packs a pair to the longest pair's width, read with `.item()`; it sets a mask in place), which a
 traced graph would freeze at the example's values. The graphs compute the same outputs without
-those decisions (every row encoded; pairs packed to the width L + R - 1, the extra columns
-masked). Every other model exports its own `forward`, traced inside `nn.exporting.export_paths`:
-the shared building blocks that decide from values (the seed models' BiLSTM and GRU over packed
-sequences, k-max pooling, convolution padding, IARNN-CONTEXT's step loop) take paths there whose
-shapes follow the inputs. `export_onnx` keeps the graph only if it equals `forward` (run outside
-the export paths) on pairs of other lengths than the example's (`check_exact`).
+those decisions (every row encoded; the cross-encoder's pairs packed before the graph, or, inside
+the pairs graph of a cross-encoder with exact-match features, to the width L + R - 1 with the
+extra columns masked). Every other model exports its own `forward`, traced inside
+`nn.exporting.export_paths`: the shared building blocks that decide from values (the seed
+models' BiLSTM and GRU over packed sequences, k-max pooling, convolution padding, IARNN-CONTEXT's
+step loop) take paths there whose shapes follow the inputs. `export_onnx` keeps the graph only if
+it equals `forward` (run outside the export paths) on pairs of other lengths than the example's
+(`check_exact`).
 
 Dims: B pairs or texts, T / L / R tokens, W = L + R - 1 packed tokens, E vector size,
 C outputs, H hidden size.
@@ -39,8 +45,11 @@ from attnmatch.models.pretrained import BiEncoder, CrossEncoder
 from attnmatch.nn.exporting import export_paths
 from attnmatch.nn.masking import masked_mean
 from attnmatch.nn.overlap import WithOverlapFeatures
+from attnmatch.runtime.graphs import PACKED_INPUTS, PAIR_INPUTS
 
-PAIR_INPUTS = ("left_ids", "left_mask", "right_ids", "right_mask")
+# The packed graph's exporter (`Graph.exporter`): both are exact on it (padding only at a row's
+# end); this one runs faster under ONNX Runtime (docs/speed.md).
+PACKED_EXPORTER = "trace"
 
 
 @dataclass(frozen=True)
@@ -48,8 +57,9 @@ class Graph:
     """One graph to export: a module whose `forward` takes `inputs` (in order) and returns
     `output`; `axes[name]` names the dynamic axes of each input and of the output. `exporter`:
     "trace" (torch's TorchScript tracer, seconds) or "torch.export" (a minute or two for
-    MiniLM; the tracer mis-exports the transformer over packed pairs, whose masks have
-    padding inside a row, and `torch.export` exports it exactly)."""
+    MiniLM; the tracer mis-exports the transformer over pairs packed inside the graph, whose
+    masks have padding inside a row, and `torch.export` exports it exactly). `max_length`: the
+    packed form's cut of a pair (recorded in onnx.json; the runtime packs to it)."""
 
     name: str
     module: nn.Module
@@ -57,6 +67,7 @@ class Graph:
     output: str
     axes: dict[str, dict[int, str]]
     exporter: str = "trace"
+    max_length: int | None = None
 
 
 def _pair_axes(output: str) -> dict[str, dict[int, str]]:
@@ -129,6 +140,21 @@ class _CrossEncoderPairs(nn.Module):
         return self.model.outputs(hidden, mask, types)  # (B, C)
 
 
+class _CrossEncoderPacked(nn.Module):
+    """A cross-encoder over pairs packed before the graph (`runtime.pack_pair_ids`, the
+    packing of `pack_pairs`): (ids (B, W), mask (B, W), types (B, W)) -> (B, C). Padding is
+    only at a row's end, as a tokenizer pads a batch of pairs."""
+
+    def __init__(self, model: CrossEncoder) -> None:
+        super().__init__()
+        self.encoder = token_encoder(model)
+        self.model = model  # its head on the states (`CrossEncoder.outputs`, as `pooling` says)
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor, types: torch.Tensor) -> torch.Tensor:
+        hidden = traceable_states(self.encoder, ids, mask, types)  # (B, W, H)
+        return self.model.outputs(hidden, mask, types)  # (B, C)
+
+
 class _Forward(nn.Module):
     """A model's own `forward` over the four id tensors of a batch, inside the building blocks'
     export paths (`nn.exporting`): -> (B, C)."""
@@ -189,9 +215,10 @@ class _WithOverlapPairs(nn.Module):
 
 def _with_overlap(model: nn.Module) -> tuple[str, list[Graph]]:
     assert isinstance(model, WithOverlapFeatures)
-    if type(model.inner) not in FORMS:
+    inner = INNER_FORMS.get(type(model.inner))
+    if inner is None:
         return _own_forward(model)
-    form, graphs = graphs_of(model.inner)
+    form, graphs = inner(model.inner)
     exporter = "torch.export" if any(g.exporter == "torch.export" for g in graphs) else "trace"
     module = _WithOverlapPairs(model, form, graphs)
     return "pairs", [
@@ -234,12 +261,35 @@ def _cross_pairs(model: nn.Module) -> tuple[str, list[Graph]]:
     ]
 
 
+def _cross_packed(model: nn.Module) -> tuple[str, list[Graph]]:
+    assert isinstance(model, CrossEncoder)
+    if model.late:  # each text keeps its own positions: no packing (`_cross_pairs`)
+        return _cross_pairs(model)
+    axes = {name: {0: "batch", 1: "width"} for name in PACKED_INPUTS}
+    graph = Graph(
+        "packed",
+        _CrossEncoderPacked(model),
+        PACKED_INPUTS,
+        "outputs",
+        axes | {"outputs": {0: "batch"}},
+        exporter=PACKED_EXPORTER,
+        max_length=model.max_length,
+    )
+    return "packed", [graph]
+
+
 def _own_forward(model: nn.Module) -> tuple[str, list[Graph]]:
     return "pairs", [Graph("pairs", _Forward(model), PAIR_INPUTS, "outputs", _pair_axes("outputs"))]
 
 
 # The export form of each model class with a graph written for export; others: `_own_forward`.
 FORMS: dict[type[nn.Module], Callable[[nn.Module], tuple[str, list[Graph]]]] = {
+    BiEncoder: _towers,
+    CrossEncoder: _cross_packed,
+}
+# The graphs of a model inside a wrapper whose graph reads both texts' ids (`_with_overlap`):
+# the cross-encoder packs its pairs inside that graph.
+INNER_FORMS: dict[type[nn.Module], Callable[[nn.Module], tuple[str, list[Graph]]]] = {
     BiEncoder: _towers,
     CrossEncoder: _cross_pairs,
 }
@@ -249,8 +299,8 @@ WRAPPERS: dict[type[nn.Module], Callable[[nn.Module], tuple[str, list[Graph]]]] 
 
 
 def graphs_of(model: nn.Module) -> tuple[str, list[Graph]]:
-    """The form ("towers" or "pairs") and graphs of `model` (module docstring), each graph's
-    module in eval mode. A module is built in training mode, and `torch.onnx.export` puts a
+    """The form ("towers", "packed" or "pairs") and graphs of `model` (module docstring), each
+    graph's module in eval mode. A module is built in training mode, and `torch.onnx.export` puts a
     module back in the mode it found it in: a wrapper left in training mode would switch the
     wrapped model's dropout back on after its export (a fine-tuned encoder's, which a frozen
     one never runs), and the check against `forward` would then compare with dropout."""

@@ -54,6 +54,10 @@ class OnnxModel(nn.Module):
         if self.form == "towers":
             u, v = self.graphs.vectors(*left), self.graphs.vectors(*right)  # (B, E) each
             return torch.from_numpy(self.graphs.head(u, v))  # (B, C)
+        if self.form == "packed":  # each text's real tokens, packed in numpy
+            lefts = [ids[m] for ids, m in zip(*left, strict=True)]
+            rights = [ids[m] for ids, m in zip(*right, strict=True)]
+            return torch.from_numpy(self.graphs.packed(lefts, rights))  # (B, C)
         return torch.from_numpy(self.graphs.pairs(*left, *right))  # (B, C)
 
 

@@ -3,15 +3,17 @@ every file checked against it, one session per graph, and the whole-input infere
 numpy (the torch backend's `attnmatch.export.runtime.OnnxModel` runs the same `OnnxGraphs`).
 
 For the towers form every distinct text of the input is encoded once, in length-sorted batches
-of `TEXT_BATCH` texts, then the head graph scores the pairs from the vectors; for the pairs
-form the pairs run in length-bucketed batches (`attnmatch.data.collate.bucketed_batches`), as
-`Matcher.predict` runs a torch model, of at most `PAIR_BATCH` pairs.
+of `TEXT_BATCH` texts, then the head graph scores the pairs from the vectors; for the pairs and
+packed forms the pairs run in length-bucketed batches (`attnmatch.data.collate.bucketed_batches`),
+as `Matcher.predict` runs a torch model, of at most `PAIR_BATCH` pairs; the packed form's pairs
+are packed here in numpy (`pack_pair_ids`), as the model packs them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,8 +28,13 @@ FORMAT = "attnmatch.onnx/1"
 MANIFEST = "onnx.json"
 QUANTIZE = (None, "int8")
 PAIR_INPUTS = ("left_ids", "left_mask", "right_ids", "right_mask")
-# The inputs of the towers' graphs ("pairs": some of PAIR_INPUTS, a traced graph drops unused ones).
+PACKED_INPUTS = ("ids", "mask", "types")
+# The graphs of each form (onnx.json's "form").
+FORM_GRAPHS = {"towers": {"text", "head"}, "packed": {"packed"}, "pairs": {"pairs"}}
+# The inputs of the towers' graphs, all of them.
 GRAPH_INPUTS = {"text": ("ids", "mask"), "head": ("u", "v")}
+# The graphs that may take some of their inputs (a traced graph drops those it does not read).
+SOME_INPUTS = {"pairs": PAIR_INPUTS, "packed": PACKED_INPUTS}
 # Texts per batch of the towers' text graph: length-sorted, so padding is small; larger batches
 # gain nothing on a CPU and cost memory.
 TEXT_BATCH = 64
@@ -69,19 +76,48 @@ def default_threads() -> int:
     return max(len(os.sched_getaffinity(0)), 1)
 
 
+def pack_pair_ids(
+    left: Sequence[np.ndarray], right: Sequence[np.ndarray], max_length: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each pair as one sequence, as `models.pretrained.pack_pairs` packs it (and a tokenizer
+    packs a pair): the left text's ids, then the right text's without its first token
+    (`[CLS] a [SEP]` + `[CLS] b [SEP]` -> `[CLS] a [SEP] b [SEP]`), cut to `max_length`,
+    right-padded with 0 to the longest (at least 1 column).
+
+    Returns:
+        ids (B, W) int64, mask (B, W) bool (True on real tokens), types (B, W) int64 (1 on the
+        right text's tokens, 0 elsewhere).
+    """
+    n_left = np.fromiter((len(a) for a in left), dtype=np.int64, count=len(left))
+    n_right = np.fromiter((max(len(b) - 1, 0) for b in right), dtype=np.int64, count=len(right))
+    total = np.minimum(n_left + n_right, max_length)  # (B,)
+    width = max(int(total.max(initial=0)), 1)
+    ids = np.zeros((len(left), width), dtype=np.int64)  # (B, W)
+    for row, (a, b) in enumerate(zip(left, right, strict=True)):
+        seq = np.concatenate([a, b[1:]])[:max_length]
+        ids[row, : len(seq)] = seq
+    pos = np.arange(width)[None, :]  # (1, W)
+    mask = pos < total[:, None]  # (B, W)
+    types = (mask & (pos >= n_left[:, None])).astype(np.int64)  # (B, W)
+    return ids, mask, types
+
+
 @dataclass
 class OnnxGraphs:
     """The sessions of an exported directory's graphs (`load_graphs`).
 
     Args:
-        form: "towers" (graphs "text" and "head") or "pairs" (graph "pairs").
+        form: "towers" (graphs "text" and "head"), "packed" (graph "packed") or "pairs"
+            (graph "pairs").
         sessions: one ONNX Runtime session per graph name.
         quantize: None or "int8", as exported.
+        max_length: the packed form's cut of a pair (onnx.json's `max_length`); else None.
     """
 
     form: str
     sessions: dict[str, Any]
     quantize: str | None
+    max_length: int | None = None
 
     def vectors(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """The text graph: (B, T) ids and mask -> (B, E)."""
@@ -95,6 +131,15 @@ class OnnxGraphs:
         """The pairs graph: padded ids and masks of each side -> (B, C)."""
         feed = {"left_ids": li, "left_mask": lm, "right_ids": ri, "right_mask": rm}
         graph = self.sessions["pairs"]
+        names = [i.name for i in graph.get_inputs()]  # a traced graph drops unused inputs
+        return graph.run(None, {name: feed[name] for name in names})[0]  # (B, C)
+
+    def packed(self, left: Sequence[np.ndarray], right: Sequence[np.ndarray]) -> np.ndarray:
+        """The packed graph on pairs of texts' ids (each text's real tokens): -> (B, C)."""
+        assert self.max_length is not None  # the packed form's manifest records it
+        ids, mask, types = pack_pair_ids(left, right, self.max_length)  # (B, W) each
+        feed = {"ids": ids, "mask": mask, "types": types}
+        graph = self.sessions["packed"]
         names = [i.name for i in graph.get_inputs()]  # a traced graph drops unused inputs
         return graph.run(None, {name: feed[name] for name in names})[0]  # (B, C)
 
@@ -112,9 +157,13 @@ class OnnxGraphs:
             return np.concatenate(chunks)  # (N, C)
         out: np.ndarray | None = None
         for idx in bucketed_batches(data, min(batch_size, PAIR_BATCH)):
-            li, lm = pad_arrays([data.texts[t] for t in data.left[idx]])  # (b, L)
-            ri, rm = pad_arrays([data.texts[t] for t in data.right[idx]])  # (b, R)
-            scores = self.pairs(li, lm, ri, rm)  # (b, C)
+            lefts = [data.texts[t] for t in data.left[idx]]
+            rights = [data.texts[t] for t in data.right[idx]]
+            if self.form == "packed":
+                scores = self.packed(lefts, rights)  # (b, C)
+            else:
+                (li, lm), (ri, rm) = pad_arrays(lefts), pad_arrays(rights)  # (b, L), (b, R)
+                scores = self.pairs(li, lm, ri, rm)  # (b, C)
             if out is None:
                 out = np.empty((len(data), scores.shape[1]), dtype=np.float32)
             out[idx] = scores
@@ -153,13 +202,20 @@ def load_graphs(path: str | Path, num_outputs: int | None, threads: int) -> Onnx
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise ValueError(f"{manifest_file}: not an {FORMAT} manifest (field 'format')")
     form, graphs, quantize = manifest.get("form"), manifest.get("graphs"), manifest.get("quantize")
-    expected = {"towers": {"text", "head"}, "pairs": {"pairs"}}.get(str(form))
+    expected = FORM_GRAPHS.get(str(form))
     if expected is None:
-        raise ValueError(f"{manifest_file}: field 'form' must be 'towers' or 'pairs', got {form!r}")
+        raise ValueError(
+            f"{manifest_file}: field 'form' must be 'towers', 'packed' or 'pairs', got {form!r}"
+        )
     if not isinstance(graphs, dict) or set(graphs) != expected:
         raise ValueError(f"{manifest_file}: field 'graphs' must name the graphs {sorted(expected)}")
     if quantize not in QUANTIZE:
         raise ValueError(f"{manifest_file}: field 'quantize' must be null or 'int8'")
+    max_length = manifest.get("max_length")
+    if form == "packed" and not (
+        isinstance(max_length, int) and not isinstance(max_length, bool) and max_length >= 2
+    ):
+        raise ValueError(f"{manifest_file}: field 'max_length' must be an integer >= 2")
     sessions = {}
     for name, file in graphs.items():
         graph_file = path / str(file)
@@ -176,7 +232,7 @@ def load_graphs(path: str | Path, num_outputs: int | None, threads: int) -> Onnx
             ) from e
         _check_graph(graph_file, name, sessions[name])
     _check_sizes(path, graphs, sessions, num_outputs)
-    return OnnxGraphs(str(form), sessions, quantize)
+    return OnnxGraphs(str(form), sessions, quantize, max_length if form == "packed" else None)
 
 
 def _check_graph(file: Path, name: str, graph: Any) -> None:
@@ -184,12 +240,13 @@ def _check_graph(file: Path, name: str, graph: Any) -> None:
     of another kind (another file copied over it) is a ValueError naming the file."""
     got = tuple(i.name for i in graph.get_inputs())
     wanted = GRAPH_INPUTS.get(name)
-    fits = got == wanted if wanted else bool(got) and set(got) <= set(PAIR_INPUTS)
+    some = SOME_INPUTS.get(name, ())
+    fits = got == wanted if wanted else bool(got) and set(got) <= set(some)
     if not fits or len(graph.get_outputs()) != 1:
         raise ValueError(
             f"{file}: not the {name} graph of an export (inputs {list(got)}, "
             f"{len(graph.get_outputs())} outputs; the {name} graph takes "
-            f"{list(wanted or PAIR_INPUTS)} and gives one output): export the model again"
+            f"{list(wanted or some)} and gives one output): export the model again"
         )
 
 
@@ -207,7 +264,7 @@ def _check_sizes(
                 f"{path / files['head']}: reads vectors of {reads}, the text graph "
                 f"{files['text']} gives {width}: graphs of two exports; export the model again"
             )
-    scorer = "head" if "head" in last else "pairs"
+    scorer = "head" if "head" in last else next(iter(last))  # the graph giving the outputs
     columns = last[scorer][1]
     if num_outputs is not None and isinstance(columns, int) and columns != num_outputs:
         raise ValueError(
