@@ -53,9 +53,9 @@ def _matcher(name: str, task: Task, num_outputs: int = 1) -> Matcher:
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A towers export (a bi-encoder on sub-words, calibrated) and pairs exports (IARNN on
-    word vectors) of each task kind: classification with a threshold, 3 classes, regression
-    over score levels."""
+    """A towers export (a bi-encoder on sub-words, calibrated), pairs exports (IARNN on word
+    vectors) of each task kind (classification with a threshold, 3 classes, regression over
+    score levels) and a packed export (a cross-encoder, its pairs packed in numpy)."""
     out = tmp_path_factory.mktemp("exports")
     three = ClassificationTask(class_names=("contradiction", "neutral", "entailment"))
     matchers = {
@@ -65,13 +65,15 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         ),
         "pairs-3": _matcher("iarnn", three, 3),
         "pairs-levels": _matcher("iarnn", RegressionTask(min_score=0, max_score=5), 6),
+        "packed": _matcher("cross_encoder", RankingTask()),
     }
     return {name: export_onnx(m, out / name) for name, m in matchers.items()}
 
 
-@pytest.mark.parametrize("name", ["bi", "pairs-binary", "pairs-3", "pairs-levels"])
+@pytest.mark.parametrize("name", ["bi", "pairs-binary", "pairs-3", "pairs-levels", "packed"])
 def test_the_same_numbers_as_the_matcher(exported: dict[str, Path], name: str) -> None:
     torch_side, onnx_only = Matcher.load(exported[name]), runtime.load(exported[name])
+    assert onnx_only.graphs.form == {"bi": "towers", "packed": "packed"}.get(name, "pairs")
     want, got = torch_side.predict_pairs(PAIRS), onnx_only.predict_pairs(PAIRS)
     np.testing.assert_allclose(got.scores, want.scores, rtol=0, atol=1e-6)
     assert got.scores.dtype == np.float32 and got.labels == want.labels
