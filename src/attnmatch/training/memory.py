@@ -161,9 +161,11 @@ def plan(model: nn.Module, data: Any, batches: list[np.ndarray], limit: int | No
         )
     transformer: Any = encoder.transformer  # a Hugging Face model
     transformer.config.use_cache = False  # else a warning that it is turned off
-    transformer.gradient_checkpointing_enable(
-        gradient_checkpointing_kwargs={"use_reentrant": False}  # the RNG state is kept
-    )
+    kwargs = {"use_reentrant": False}  # the RNG state is kept
+    if hasattr(transformer, "activation_checkpointing_enable"):  # transformers >= 5.x's name
+        transformer.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        transformer.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     line = (
         f"memory: estimated peak {estimate:,.0f} MB (the widest batch's activations "
         f"{needed:,.0f}) is over train.max_memory = {limit:,} MB: the encoder's activations "
