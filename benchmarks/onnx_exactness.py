@@ -55,15 +55,7 @@ SPLITS = {
 }
 CROSS_SPLITS = ("wikiqa:test", "sts-benchmark:test")
 PRIMARY = {"ranking": "map", "regression": "pearson", "classification": "accuracy"}
-_EVERY_OP = [
-    "Conv",
-    "MatMul",
-    "Attention",
-    "LSTM",
-    "Gather",
-    "Transpose",
-    "EmbedLayerNormalization",
-]
+_EVERY_OP = list(INT8["operators"])  # every operator ONNX Runtime quantises
 _BASE = {"weights": "int8", "reduce_range": False, "symmetric_weights": True, "exclude": []}
 VARIANTS: dict[str, dict[str, Any]] = {
     "per-tensor": _BASE | {"per_channel": False, "operators": ["MatMul", "Gemm"]},

@@ -4,8 +4,9 @@ the refusal of a non-finite output and the order of a ranking (`Matcher` on torc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -79,3 +80,17 @@ def type_of(value: object) -> str:
     if isinstance(value, tuple | list):
         return f"a {type(value).__name__} of {len(value)}"
     return f"a {type(value).__name__}"
+
+
+def classified(
+    task: Any, pairs: Sequence[tuple[str, str]], predict: Callable[[Sequence[Any]], Any]
+) -> list[str]:
+    """The class name of each pair from `predict(pairs).labels` (a `Predictions`); a task
+    without labels (ranking, regression) is refused in one line."""
+    if not task.has_labels:
+        raise ValueError(f"classify needs a classification model; this one is {task.kind}")
+    if len(pairs) == 0:
+        return []
+    labels = predict(pairs).labels
+    assert labels is not None  # a task with labels decodes them
+    return list(labels)

@@ -33,7 +33,15 @@ import torch
 from torch import nn
 
 from attnmatch import model_dir
-from attnmatch.answering import Ranked, check_finite, check_pairs, check_ranking, ranked, type_of
+from attnmatch.answering import (
+    Ranked,
+    check_finite,
+    check_pairs,
+    check_ranking,
+    classified,
+    ranked,
+    type_of,
+)
 from attnmatch.data.collate import bucketed_batches, collate, pad_ids, token_budget_batches
 from attnmatch.data.encoding import EncodedPairs, encode_examples
 from attnmatch.data.schema import Example
@@ -571,13 +579,7 @@ class Matcher:
 
     def classify(self, pairs: Sequence[tuple[str, str]]) -> list[str]:
         """The predicted class name of each pair (classification models only)."""
-        if not self.task.has_labels:
-            raise ValueError(f"classify needs a classification model; this one is {self.task.kind}")
-        if len(pairs) == 0:
-            return []
-        labels = self.predict_pairs(pairs).labels
-        assert labels is not None  # a task with labels decodes them
-        return labels
+        return classified(self.task, pairs, self.predict_pairs)
 
     def explain(self, left: str, right: str) -> dict[str, Any]:
         """The model's attention maps for one pair, with the tokens they refer to.

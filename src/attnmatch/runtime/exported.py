@@ -18,7 +18,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from attnmatch.answering import Ranked, check_finite, check_pairs, check_ranking, ranked
+from attnmatch.answering import (
+    Ranked,
+    check_finite,
+    check_pairs,
+    check_ranking,
+    classified,
+    ranked,
+)
 from attnmatch.data.encoding import EncodedPairs, encode_examples
 from attnmatch.data.schema import Example
 from attnmatch.inputs import Inputs, load_inputs
@@ -94,13 +101,7 @@ class ExportedMatcher:
 
     def classify(self, pairs: Sequence[tuple[str, str]]) -> list[str]:
         """The predicted class name of each pair (classification models only)."""
-        if not self.task.has_labels:
-            raise ValueError(f"classify needs a classification model; this one is {self.task.kind}")
-        if len(pairs) == 0:
-            return []
-        labels = self.predict_pairs(pairs).labels
-        assert labels is not None  # a task with labels decodes them
-        return labels
+        return classified(self.task, pairs, self.predict_pairs)
 
     def explain(self, left: str, right: str) -> dict[str, Any]:
         """Refused: an exported model has no attention maps."""
