@@ -421,3 +421,57 @@ def test_the_committed_false_positive_rates_are_within_the_nominal_rate() -> Non
     fp = json.loads((REPOSITORY / "results" / "claims" / "false_positives.json").read_text())
     assert fp["spreads"] >= 20 and fp["reps"] >= 1000
     assert fp["new"]["holds_max"] <= 0.05 and fp["new"]["holds_mean"] <= 0.025
+
+
+def test_reproduce_add_seeds_keeps_recorded_seeds_and_trains_only_the_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    from attnmatch.research.reproduce import reproduce
+
+    _project(tmp_path, monkeypatch)
+    runs, results = tmp_path / "runs", tmp_path / "results"
+    both = reproduce("tiny", seeds=[1, 2], runs_dir=runs, results_dir=results, progress=False)
+    reproduce("tiny", seeds=[1], runs_dir=runs, results_dir=results, progress=False)
+    shutil.rmtree(runs / "tiny" / "gated" / "seed-1")  # the recorded seed's run is gone
+    merged = reproduce(
+        "tiny", seeds=[1, 2], rows=["gated"], runs_dir=runs, results_dir=results,
+        progress=False, update=True, add_seeds=True,
+    )  # fmt: skip
+    assert not (runs / "tiny" / "gated" / "seed-1").exists()  # seed 1 was not trained again
+    row = json.loads((results / "tiny.json").read_text())["rows"][1]
+    assert row == merged["rows"][1]
+    whole = both["rows"][1]
+    assert row["seeds"] == [1, 2]
+    for key in ("best_epochs", "train_pairs_per_s", "wall_time_s", "commits"):
+        assert len(row[key]) == 2
+    for section in ("metrics", "dev"):
+        for metric, values in whole[section].items():
+            assert row[section][metric]["runs"] == pytest.approx(values["runs"])
+            assert row[section][metric]["mean"] == pytest.approx(values["mean"])
+            assert row[section][metric]["std"] == pytest.approx(values["std"])
+    # nothing left to add: the row is kept as it is
+    again = reproduce(
+        "tiny", seeds=[2], rows=["gated"], runs_dir=runs, results_dir=results,
+        progress=False, update=True, add_seeds=True,
+    )  # fmt: skip
+    assert again["rows"][1] == row
+
+
+def test_merge_seeds_refuses_shared_seeds_and_changed_experiments() -> None:
+    from attnmatch.research.reproduce import merge_seeds
+
+    def row(seeds: list[int], experiment: dict[str, object]) -> dict[str, object]:
+        runs = {"map": {"mean": 0.5, "std": 0.0, "runs": [0.5] * len(seeds)}}
+        lists = {k: [0] * len(seeds) for k in ("best_epochs", "train_pairs_per_s")}
+        lists |= {k: [0] * len(seeds) for k in ("wall_time_s", "commits", "train_time_s")}
+        return {"id": "r", "seeds": seeds, "metrics": runs, "per_group": {}, "dev": runs,
+                "experiment": experiment, **lists}  # fmt: skip
+
+    with pytest.raises(ValueError, match=r"seeds \[1\] are recorded already"):
+        merge_seeds(row([1], {"a": 1}), row([1, 2], {"a": 1}))
+    with pytest.raises(ValueError, match="another experiment"):
+        merge_seeds(row([1], {"a": 1}), row([2], {"a": 2}))
+    merged = merge_seeds(row([3], {"a": 1}), row([1], {"a": 1, "added_since": "x"}))
+    assert merged["seeds"] == [1, 3]

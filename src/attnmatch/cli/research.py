@@ -151,6 +151,13 @@ def reproduce(
         bool,
         typer.Option(help="With --rows: replace those rows in the written table."),
     ] = False,
+    add_seeds: Annotated[
+        bool,
+        typer.Option(
+            help="With --update: keep each row's recorded seeds and train only the seeds of "
+            "--seeds it lacks (its means recomputed over all)."
+        ),
+    ] = False,
     device: Annotated[
         str | None, typer.Option(help="claims: train on this device (cpu, cuda, cuda:N).")
     ] = None,
@@ -182,6 +189,10 @@ def reproduce(
         raise typer.BadParameter(
             "--update replaces the rows given with --rows", param_hint="--update"
         )
+    if add_seeds and not update:
+        raise typer.BadParameter(
+            "--add-seeds goes with --update and --rows", param_hint="--add-seeds"
+        )
     if row_ids is None or update:
         check_output_folder(results_dir, "--results-dir")
     spec = load_table(find_table(table))
@@ -194,6 +205,7 @@ def reproduce(
         progress=progress,
         console=err,
         update=update,
+        add_seeds=add_seeds,
     )
     _print_lines(render_markdown(result, spec.metrics))
     if row_ids is None or update:

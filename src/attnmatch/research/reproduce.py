@@ -56,7 +56,7 @@ from attnmatch.research.results_index import render_markdown, write_results_read
 from attnmatch.strict_json import dumps_json
 from attnmatch.terminal import shown
 from attnmatch.training.config import ExperimentConfig
-from attnmatch.training.trainer import environment, train_seeds
+from attnmatch.training.trainer import environment, summarize, train_seeds
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -212,11 +212,14 @@ def reproduce(
     progress: bool = True,
     console: Console | None = None,
     update: bool = False,
+    add_seeds: bool = False,
 ) -> dict[str, Any]:
     """Trains every row of `table` over `seeds` and writes results/<table>.{json,md}.
 
     With `rows`, the results are not written, unless `update`: then those rows replace their
-    namesakes in the existing results/<table>.json (the other rows are kept as they are)."""
+    namesakes in the existing results/<table>.json (the other rows are kept as they are). With
+    `add_seeds` too, a row keeps the seeds it records and trains only those of `seeds` it lacks
+    (`merge_seeds`): a row can gain a seed after its run folders are gone."""
     console = console or Console(stderr=True)
     env = environment()  # the code that runs is the code at the start
     say_if_dirty(env["commit"], console)
@@ -226,11 +229,14 @@ def reproduce(
     for row in selected:  # before any training: every run folder stays inside runs_dir
         inside(runs_dir, spec.table, row.id)
     previous: dict[str, Any] | None = None
+    if add_seeds and (rows is None or not update):
+        raise ValueError("add_seeds adds seeds to the rows an update names: give rows and update")
     if rows is not None and update:
         saved = inside(results_dir, spec.table + ".json")
         if not saved.is_file():
             raise FileNotFoundError(f"{saved}: no table to update; reproduce the whole table first")
         previous = json.loads(saved.read_text(encoding="utf-8"))
+    recorded = {r["id"]: r for r in previous["rows"]} if previous and add_seeds else {}
     if rows is None or update:
         for suffix in (".json", ".md"):
             inside(results_dir, spec.table + suffix)
@@ -247,8 +253,16 @@ def reproduce(
         row_seeds = [s for s in seeds if s in row.seeds] if row.seeds else seeds
         if not row_seeds:
             row_seeds = list(row.seeds)
+        old = recorded.get(row.id)
+        if old is not None:
+            row_seeds = [s for s in row_seeds if s not in old["seeds"]]
+            if not row_seeds:
+                console.print(shown(f"{row.id}: already has seeds {old['seeds']}"), highlight=False)
+                out_rows.append(old)
+                continue
         console.rule(f"[bold]{shown(f'{spec.table}: {row.label} ({row.id})')}, seeds {row_seeds}")
-        out_rows.append(_train_row(spec, row, exp, row_seeds, runs_dir, progress, console))
+        fresh = _train_row(spec, row, exp, row_seeds, runs_dir, progress, console)
+        out_rows.append(fresh if old is None else merge_seeds(old, fresh))
     result = {
         "table": spec.table,
         "title": spec.title,
@@ -295,6 +309,52 @@ def _merge_rows(
     ]
     result.update(notes=list(spec.notes), summary=spec.summary, title=spec.title)
     return spec
+
+
+def _same_experiment(old: Any, new: Any) -> bool:
+    """Whether a recorded experiment is `new`: equal, where a key the record lacks (an option
+    added after it was trained) is taken as equal."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return set(old) <= set(new) and all(_same_experiment(old[k], new[k]) for k in old)
+    return bool(old == new)
+
+
+# A results row's lists with one entry per seed, in the order of its "seeds".
+_PER_SEED = ("best_epochs", "train_pairs_per_s", "wall_time_s", "commits", "train_time_s")
+
+
+def merge_seeds(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """The results row of `old`'s seeds and `new`'s together, in order of seed: each seed's
+    values as its run recorded them, means and sample standard deviations recomputed
+    (`summarize`); the header of `new`. The experiments must be the same (`_same_experiment`:
+    an option added since `old` was recorded is not a difference).
+
+    Raises:
+        ValueError: the rows share a seed, or were trained from other experiments (the row's
+            configuration changed since `old` was recorded).
+    """
+    shared = sorted(set(old["seeds"]) & set(new["seeds"]))
+    if shared:
+        raise ValueError(f"{new['id']}: seeds {shared} are recorded already")
+    if not _same_experiment(old.get("experiment"), new.get("experiment")):
+        raise ValueError(
+            f"{new['id']}: its recorded seeds were trained from another experiment (the table's "
+            "row changed since): reproduce all its seeds instead"
+        )
+    seeds = sorted(old["seeds"] + new["seeds"])
+    by_seed = {s: (old, i) for i, s in enumerate(old["seeds"])}
+    by_seed |= {s: (new, i) for i, s in enumerate(new["seeds"])}
+
+    def runs(section: str, metric: str) -> list[float]:
+        return [float(r[section][metric]["runs"][i]) for r, i in (by_seed[s] for s in seeds)]
+
+    merged = dict(new, seeds=seeds)
+    for key in _PER_SEED:
+        merged[key] = [r[key][i] for r, i in (by_seed[s] for s in seeds)]
+    for section in ("metrics", "per_group", "dev"):
+        names = [m for m in new[section] if m in old[section]]
+        merged[section] = {m: summarize([{m: v} for v in runs(section, m)])[m] for m in names}
+    return merged
 
 
 def _selected_rows(spec: TableSpec, rows: list[str] | None) -> list[TableRow]:
