@@ -165,6 +165,24 @@ def test_rank_and_score_run_without_torch(exported: dict[str, Path], tmp_path: P
     np.testing.assert_allclose(scores, Matcher.load(path).score(PAIRS), atol=1e-5)
 
 
+OWN_DATA = Path(__file__).resolve().parents[1] / "examples" / "own_data"
+
+
+@pytest.mark.parametrize(("name", "folder"), [("bi", "faq"), ("pairs-binary", "paraphrase")])
+def test_evaluate_gives_the_matchers_metrics_without_torch(
+    exported: dict[str, Path], name: str, folder: str
+) -> None:
+    dataset = f"pairs:{OWN_DATA / folder}:test"
+    want = Matcher.load(exported[name]).evaluate(dataset).metrics
+    got = runtime.load(exported[name]).evaluate(dataset).metrics
+    assert got.keys() == want.keys()
+    np.testing.assert_allclose([got[k] for k in want], list(want.values()), atol=1e-6)
+    done = _blocked(CLI, "evaluate", str(exported[name]), "--dataset", dataset, "--json")
+    assert done.returncode == 0 and "torch imported: False" in done.stderr, done.stderr
+    printed = json.loads(done.stdout)["metrics"]
+    np.testing.assert_allclose([printed[k] for k in want], list(want.values()), atol=1e-6)
+
+
 def test_commands_that_need_torch_say_so(exported: dict[str, Path]) -> None:
     done = _blocked(CLI, "train", "--dataset", "wikiqa")
     assert done.returncode == 2

@@ -94,3 +94,26 @@ def classified(
     labels = predict(pairs).labels
     assert labels is not None  # a task with labels decodes them
     return list(labels)
+
+
+def evaluation_split(task: Any, dataset: str, data_dir: Any, options: dict[str, Any]) -> Any:
+    """(the examples, the protocol) a model of `task` is evaluated on for a dataset reference
+    ("wikiqa:test", "pairs:FOLDER:test"; the split defaults to test): your own pairs are read as
+    the model's task, and a classifier on a ranking split whose labels are its classes is scored
+    as a classifier (`Task.protocol_for`).
+
+    Raises:
+        ValueError: the split has no protocol, or `task` cannot be evaluated on it.
+    """
+    from attnmatch.data.datasets import load_split, resolve_dataset_ref
+
+    name, split_name, folder = resolve_dataset_ref(dataset, default_split="test")
+    if name == "pairs" and "task" not in options:
+        options = {**options, "task": task.kind}
+    split = load_split(name, split_name, data_dir=folder or data_dir, **options)
+    if split.protocol is None:
+        raise ValueError(f"{name}:{split_name} has no evaluation protocol")
+    where = f"{name}:{split_name}"
+    protocol = task.protocol_for(split.protocol, split.examples, where)
+    task.check_evaluable(protocol, where)
+    return split.examples, protocol

@@ -39,6 +39,7 @@ from attnmatch.answering import (
     check_pairs,
     check_ranking,
     classified,
+    evaluation_split,
     ranked,
     type_of,
 )
@@ -628,18 +629,8 @@ class Matcher:
             ValueError: the split has no protocol, or this model's task cannot be evaluated on
                 it (e.g. a regression model on a ranking split).
         """
-        from attnmatch.data.datasets import load_split, resolve_dataset_ref
-
-        name, split_name, folder = resolve_dataset_ref(dataset, default_split="test")
-        if name == "pairs" and "task" not in options:
-            options = {**options, "task": self.task.kind}
-        split = load_split(name, split_name, data_dir=folder or data_dir, **options)
-        if split.protocol is None:
-            raise ValueError(f"{name}:{split_name} has no evaluation protocol")
-        where = f"{name}:{split_name}"
-        protocol = self.task.protocol_for(split.protocol, split.examples, where)
-        self.task.check_evaluable(protocol, where)
-        return self.evaluate_examples(split.examples, protocol)
+        examples, protocol = evaluation_split(self.task, dataset, data_dir, options)
+        return self.evaluate_examples(examples, protocol)
 
     def evaluate_examples(self, examples: Sequence[Example], protocol: Task) -> Report:
         """The protocol's metrics of this matcher on `examples` (`report_from_outputs`).

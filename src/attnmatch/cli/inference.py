@@ -23,7 +23,6 @@ from attnmatch.cli.options import (
     DeviceOption,
     Precision,
     PrecisionOption,
-    checked_device,
     default_run_tag,
     load_model,
     model_device,
@@ -111,9 +110,9 @@ def evaluate(
         options["filtered"] = True
     if per_query is not None:
         check_output_file(per_query, "--per-query")
-    torch_device = checked_device(device, precision.value)
+    where = model_device(model_dir, device, precision.value, backend)  # exported: no torch
     with reading(model_dir):
-        matcher = load_model(model_dir, torch_device, precision, backend)
+        matcher = load_model(model_dir, where, precision, backend)
     with reading(f"--dataset {dataset}"):
         report = matcher.evaluate(dataset, data_dir=data_dir, **options)
     if per_query is not None:

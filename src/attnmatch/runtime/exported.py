@@ -5,8 +5,8 @@ and `predict_pairs`, the same numbers: the same inputs encode the texts, the sam
 `OnnxGraphs.predict` runs the graphs, the same `Task.decode` reads the outputs). Deviations
 from `Matcher`: the model config is not rebuilt (torch's model registry): of it only
 `num_outputs` and the encoder's `kind` and `vocab_size` are read and checked; there are no
-attention maps (`explain` refuses in one line), no `evaluate`, `embed` or `to`; it runs on the
-CPU in float32.
+attention maps (`explain` refuses in one line), no `embed` or `to`; it runs on the CPU in
+float32.
 """
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ from attnmatch.answering import (
     check_pairs,
     check_ranking,
     classified,
+    evaluation_split,
     ranked,
 )
 from attnmatch.data.encoding import EncodedPairs, encode_examples
 from attnmatch.data.schema import Example
+from attnmatch.evaluation import Report, report_from_outputs
 from attnmatch.inputs import Inputs, load_inputs
 from attnmatch.model_header import check_task_fits, load_task, read_exported_header, read_metrics
 from attnmatch.runtime.graphs import OnnxGraphs, check_exported_files, default_threads, load_graphs
@@ -102,6 +104,24 @@ class ExportedMatcher:
     def classify(self, pairs: Sequence[tuple[str, str]]) -> list[str]:
         """The predicted class name of each pair (classification models only)."""
         return classified(self.task, pairs, self.predict_pairs)
+
+    def evaluate(
+        self, dataset: str, *, data_dir: str | Path | None = None, **options: Any
+    ) -> Report:
+        """Evaluates on a dataset split under its official protocol (`Matcher.evaluate`)."""
+        examples, protocol = evaluation_split(self.task, dataset, data_dir, options)
+        return self.evaluate_examples(examples, protocol)
+
+    def evaluate_examples(self, examples: Sequence[Example], protocol: Task) -> Report:
+        """The protocol's metrics of this model on `examples` (`Matcher.evaluate_examples`).
+
+        Raises:
+            ValueError: no examples, or this model's task cannot be evaluated under `protocol`.
+        """
+        self.task.check_evaluable(protocol, f"the {protocol.name} examples")
+        data = self.encode(examples)
+        outputs = check_finite(self.predict(data), "output", str(self.path))
+        return report_from_outputs(outputs, data, protocol, task=self.task)
 
     def explain(self, left: str, right: str) -> dict[str, Any]:
         """Refused: an exported model has no attention maps."""
