@@ -224,3 +224,39 @@ def test_the_service_runs_without_torch(exported: dict[str, Path]) -> None:
     assert sorted(r["score"] for r in answers["rerank"]) == pytest.approx(sorted(relevance))
     nli = Matcher.load(exported["pairs-3"]).classify([("w1 w2", "w3"), ("w6", "w6")])
     assert answers["classify"]["labels"] == nli and answers["health"] == {"status": "ok"}
+
+
+def test_a_bm25_index_serves_without_torch(exported: dict[str, Path], tmp_path: Path) -> None:
+    """`serve --index` of a BM25 index with an exported reranker: retrieval is bm25s and
+    numpy, the reranking the runtime's (a dense index still encodes queries with torch)."""
+    from attnmatch.retrieval import build_index
+
+    corpus = tmp_path / "corpus.jsonl"
+    texts = ["w1 w2 w3 w4", "w4 w5", "w1 w2", "w6 w7", "w2 w9 w1"]
+    corpus.write_text(
+        "".join(json.dumps({"id": f"p{i}", "text": t}) + "\n" for i, t in enumerate(texts))
+    )
+    build_index(corpus, tmp_path / "index")
+    code = """
+    import json
+
+    from fastapi.testclient import TestClient
+
+    from attnmatch.retrieval.search import load_index
+    from attnmatch.serving import create_app
+    from attnmatch.serving.server import load_models
+
+    app = create_app(load_models([("ranker", sys.argv[1])], None, "fp32"), index=load_index(sys.argv[2]))
+    with TestClient(app) as client:
+        print(json.dumps(client.post("/v1/search", json={"query": "w1 w2", "top_k": 3}).json()))
+    print("torch imported:", "torch" in sys.modules, file=sys.stderr)
+    """
+    done = _blocked(code, str(exported["bi"]), str(tmp_path / "index"))
+    assert done.returncode == 0 and "torch imported: False" in done.stderr, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["first_stage"] == "bm25" and len(answer["results"]) == 3
+    found = [r["text"] for r in answer["results"]]
+    scores = Matcher.load(exported["bi"]).predict_pairs([("w1 w2", t) for t in found])
+    assert [r["score"] for r in answer["results"]] == pytest.approx(
+        sorted(scores.scores, reverse=True), abs=1e-6
+    )

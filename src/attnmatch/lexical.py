@@ -40,7 +40,7 @@ import torch
 from numpy.typing import NDArray
 
 from attnmatch.data.schema import PairBatch
-from attnmatch.data.tokenize import Tokenizer
+from attnmatch.data.tokenize import lexical_words
 from attnmatch.models.contract import TextModel
 from attnmatch.zero_shot import ScoreHead
 
@@ -64,7 +64,6 @@ class LexicalScorer:
             )
         self.kind = kind
         self.background: tuple[str, ...] = ()
-        self._tokenizer = Tokenizer(lowercase=True)
         self._background_words: dict[str, list[str]] = {}
 
     @property
@@ -81,8 +80,7 @@ class LexicalScorer:
 
     def words(self, text: str) -> list[str]:
         """The lower-cased word tokens the scorer compares (punctuation dropped)."""
-        # The tokenizer's only tokens without a letter or digit are single symbols.
-        return [t for t in self._tokenizer.tokenize(text) if len(t) > 1 or t.isalnum()]
+        return lexical_words(text)
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> NDArray[np.float32]:
         """Shape: N pairs -> (N,) float32; higher = more shared words."""

@@ -122,3 +122,13 @@ class Tokenizer:
         if unknown:
             raise ValueError(f"unknown tokenizer settings: {sorted(unknown)}")
         return cls(**data)  # type: ignore[arg-type]
+
+
+_LOWERCASE = Tokenizer(lowercase=True)
+
+
+def lexical_words(text: str) -> list[str]:
+    """The lower-cased word tokens lexical scoring compares (`attnmatch.lexical`, BM25
+    retrieval): the tokenizer's tokens without punctuation (its only tokens without a letter or
+    digit are single symbols)."""
+    return [t for t in _LOWERCASE.tokenize(text) if len(t) > 1 or t.isalnum()]

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 EXACT_UP_TO = 200_000
 """The most vectors kept in an exact index; a larger corpus gets an inverted file."""
@@ -53,8 +52,9 @@ class TextEncoder:
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Shape: N texts -> (N, E) float32, unit rows (a text without tokens: zeros)."""
-        vectors = self._matcher.embed(list(texts))  # (N, E)
-        return torch.nn.functional.normalize(vectors, dim=-1).numpy()
+        vectors = self._matcher.embed(list(texts)).numpy()  # (N, E)
+        norms = np.linalg.norm(vectors, axis=-1, keepdims=True)  # (N, 1)
+        return (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
 def build_vector_index(vectors: np.ndarray, seed: int = 0) -> Any:

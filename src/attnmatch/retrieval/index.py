@@ -41,6 +41,7 @@ import numpy as np
 from attnmatch import __version__
 from attnmatch.atomic import atomic_directory
 from attnmatch.data.textfile import DatasetFormatError, open_text, parse_json_line
+from attnmatch.data.tokenize import lexical_words
 from attnmatch.retrieval import dense
 from attnmatch.retrieval.corpus import Passage, check_passages, read_corpus
 
@@ -76,10 +77,8 @@ class IndexInfo:
 
 
 def _words(texts: list[str]) -> list[list[str]]:
-    from attnmatch.lexical import LexicalScorer
-
-    scorer = LexicalScorer("bm25")  # the lexical matcher's words: one tokenizer for BM25
-    return [scorer.words(t) for t in texts]
+    """The lexical matcher's words (`lexical_words`): one tokenizer for BM25."""
+    return [lexical_words(t) for t in texts]
 
 
 def _write_bm25(folder: Path, texts: list[str]) -> None:

@@ -22,7 +22,7 @@ from typing import Any, Literal, Protocol, get_args
 
 import numpy as np
 
-from attnmatch.data.tokenize import CHARS_PER_TOKEN, DEFAULT_MAX_TOKENS
+from attnmatch.data.tokenize import CHARS_PER_TOKEN, DEFAULT_MAX_TOKENS, lexical_words
 from attnmatch.retrieval import dense
 from attnmatch.retrieval import index as index_files
 from attnmatch.retrieval.fusion import reciprocal_rank_fusion
@@ -127,9 +127,7 @@ class SearchIndex:
 
     def bm25(self, query: str, depth: int) -> list[tuple[int, float]]:
         """(row, score) of the `depth` best passages sharing a word with the query."""
-        from attnmatch.lexical import LexicalScorer
-
-        scores = index_files.bm25_scores(self._bm25, LexicalScorer("bm25").words(query))
+        scores = index_files.bm25_scores(self._bm25, lexical_words(query))
         matched = np.flatnonzero(scores > 0)
         if len(matched) > depth:
             matched = matched[np.argpartition(-scores[matched], depth - 1)[:depth]]
