@@ -53,11 +53,19 @@ def main() -> None:
         action="store_true",
         help="attnmatch's earlier batching: up to 512 texts a batch, padded to the longest",
     )
+    parser.add_argument(
+        "--token-budget",
+        type=int,
+        default=None,
+        help="padded tokens per batch of attnmatch (default: its EMBED_TOKENS)",
+    )
     args = parser.parse_args()
-    if args.no_token_budget:
-        import attnmatch.matcher
+    import attnmatch.matcher
 
+    if args.no_token_budget:
         attnmatch.matcher.EMBED_TOKENS = 10**9
+    elif args.token_budget is not None:
+        attnmatch.matcher.EMBED_TOKENS = args.token_budget
     from sentence_transformers import SentenceTransformer
 
     torch.set_num_threads(1)
@@ -88,7 +96,8 @@ def main() -> None:
             f"{n} pairs ({texts} distinct texts a round), one thread, median of {args.rounds}: "
             f"attnmatch {n / median['attnmatch']:,.0f} pairs/s, sentence-transformers "
             f"{n / median['sentence-transformers']:,.0f} pairs/s: "
-            f"{median['sentence-transformers'] / median['attnmatch']:.2f}x",
+            f"{median['sentence-transformers'] / median['attnmatch']:.2f}x "
+            f"(token budget {attnmatch.matcher.EMBED_TOKENS})",
             flush=True,
         )
 

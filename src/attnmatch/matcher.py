@@ -80,9 +80,12 @@ from attnmatch.models.pretrained import BiEncoder
 from attnmatch.nn.overlap import WithOverlapFeatures
 from attnmatch.tasks import Predictions, RankingTask, Task
 
-# Padded tokens per batch of `Matcher.embed` (at most `batch_size` texts too): 64 texts of
-# 64 sub-words, where MiniLM on one CPU thread runs fastest (docs/speed.md).
-EMBED_TOKENS = 4096
+# Padded tokens per batch of `Matcher.embed` on the CPU (at most `batch_size` texts too): small
+# length-sorted batches keep MiniLM's activations in cache; on one thread 512 tokens score 1.36x /
+# 1.30x sentence-transformers' pairs/s at 300 / 1,000 WikiQA pairs, 4,096 tokens 1.01x / 1.19x
+# (docs/speed.md). On an accelerator, where larger batches pay, `EMBED_TOKENS_ACCELERATOR`.
+EMBED_TOKENS = 512
+EMBED_TOKENS_ACCELERATOR = 4096
 
 # Labelled pairs that calibrate a zero-shot matcher: Examples or (left, right, label) tuples.
 Calibration = Sequence[Example] | Sequence[tuple[str, str, int | float]]
@@ -509,7 +512,8 @@ class Matcher:
     def embed(self, texts: Sequence[str]) -> torch.Tensor:
         """The sentence vectors of a bi-encoder (`models.pretrained.BiEncoder.embed`), each
         distinct text encoded once, in batches of similar lengths of at most `batch_size`
-        texts and `EMBED_TOKENS` padded tokens: (N, E) float32 on the CPU.
+        texts and `EMBED_TOKENS` padded tokens (`EMBED_TOKENS_ACCELERATOR` off the CPU):
+        (N, E) float32 on the CPU.
 
         Raises:
             TypeError: the model is not a bi-encoder.
@@ -527,7 +531,8 @@ class Matcher:
         model.eval()
         try:
             with torch.inference_mode(), autocast(self.device, self.precision):
-                for idx in token_budget_batches(lengths, self.batch_size, EMBED_TOKENS):
+                budget = EMBED_TOKENS if self.device.type == "cpu" else EMBED_TOKENS_ACCELERATOR
+                for idx in token_budget_batches(lengths, self.batch_size, budget):
                     tokens, mask = pad_ids([ids[i] for i in idx])  # (b, T)
                     out = model.embed(tokens.to(self.device), mask.to(self.device))  # (b, E)
                     vectors[torch.from_numpy(idx)] = out.float().cpu()

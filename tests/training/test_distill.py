@@ -488,12 +488,13 @@ def test_the_distill_command_trains_the_tasks_student_when_none_is_named(
 
     monkeypatch.setattr(distill_runs, "distill_splits", capture)
     monkeypatch.setattr(module, "default_student", lambda splits: "mpcnn_attention")
+    monkeypatch.setattr(module, "default_student_why", lambda splits: "a reason")
     base = [
         "distill", "--teacher", "bm25", "--dataset", "pairs", "--data-dir", str(FIXTURE),
         "--inputs", "random", "-o", str(tmp_path / "run"),
     ]  # fmt: skip
     result = CliRunner().invoke(app, base)
-    assert models == ["mpcnn_attention"] and "the task's default" in result.output
+    assert models == ["mpcnn_attention"] and "the task's default: a reason" in result.output
     CliRunner().invoke(app, [*base, "--student", "mvlstm"])
     CliRunner().invoke(app, [*base, "--set", "model=hcrn"])
     assert models == ["mpcnn_attention", "mvlstm", "hcrn"]

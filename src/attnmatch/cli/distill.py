@@ -144,7 +144,8 @@ def _teachers_inputs(teacher: Any, source: str, splits: Any) -> str | None:
     if inputs is not None:
         err.print(
             f"student inputs: {inputs} (the teacher's own token vectors, distilled once by "
-            "model2vec; --inputs to choose others)",
+            "model2vec: for ranking they beat GloVe and word pieces, WikiQA .714 against .654 "
+            "and .691 in results/distill.md; --inputs to choose others)",
             markup=False,
             highlight=False,
         )
@@ -186,7 +187,7 @@ def _student_and_splits(
     without a student named (`--student`, `--set model=`), the task's (`default_student`);
     without inputs named, the teacher's static vectors where the task reads them by default
     (`_teachers_inputs`; `teacher`: the first teacher and its source)."""
-    from attnmatch.training.distillation import default_student
+    from attnmatch.training.distillation import default_student, default_student_why
     from attnmatch.training.experiment import load_splits
 
     config = _student_config(sets, flags, inputs)
@@ -194,7 +195,12 @@ def _student_and_splits(
     if flags["model"] is None and "model" not in parse_sets(sets):
         flags = flags | {"model": default_student(splits)}
         config = _student_config(sets, flags, inputs)
-        err.print(f"student: {flags['model']} (the task's default; --student to choose another)")
+        err.print(
+            f"student: {flags['model']} (the task's default: {default_student_why(splits)}; "
+            "--student to choose another)",
+            markup=False,
+            highlight=False,
+        )
     if inputs is None and not any(s.startswith("inputs") for s in sets):
         chosen = _teachers_inputs(*teacher, splits)
         if chosen is not None:

@@ -45,7 +45,7 @@ from attnmatch import __version__
 from attnmatch.atomic import atomic_directory
 from attnmatch.data.collate import collate
 from attnmatch.data.encoding import EncodedPairs
-from attnmatch.export.graphs import Graph, graphs_of
+from attnmatch.export.graphs import Graph, eager_attention, graphs_of
 from attnmatch.export.runtime import OnnxModel, predict_onnx
 from attnmatch.models.contract import TextModel
 from attnmatch.runtime.graphs import (
@@ -145,6 +145,7 @@ def export_onnx(
             "path, or remove it first)"
         )
     model = copy.deepcopy(matcher.model).cpu().eval()
+    eager_attention(model)
     probe = matcher.encode(_probe_examples())
     form, graphs = graphs_of(model)
     max_length = next((g.max_length for g in graphs if g.max_length is not None), None)

@@ -35,9 +35,10 @@ FORM_GRAPHS = {"towers": {"text", "head"}, "packed": {"packed"}, "pairs": {"pair
 GRAPH_INPUTS = {"text": ("ids", "mask"), "head": ("u", "v")}
 # The graphs that may take some of their inputs (a traced graph drops those it does not read).
 SOME_INPUTS = {"pairs": PAIR_INPUTS, "packed": PACKED_INPUTS}
-# Texts per batch of the towers' text graph: length-sorted, so padding is small; larger batches
-# gain nothing on a CPU and cost memory.
-TEXT_BATCH = 64
+# Texts per batch of the towers' text graph, length-sorted: small batches pad less and keep their
+# activations in cache. MiniLM on one thread, 1,500 WikiQA test texts: batches of 8 run 1.12x
+# (float32) and 1.13x (int8) faster than batches of 32; 64 are no faster than 32 (docs/speed.md).
+TEXT_BATCH = 8
 # Pairs per batch of the pairs graph, whatever the matcher's batch size: a batch is padded to its
 # longest pair, and smaller length-sorted batches pad less and keep their (B, L, R) tensors in
 # cache: the seed models' graphs run 1.7-2.9x faster than in batches of 512 on one thread

@@ -95,6 +95,15 @@ DISTILL_STUDENTS: dict[type[Task], str] = {
     ClassificationTask: "amvlstm_q",
     RegressionTask: "mpcnn_attention",
 }
+# Why, in one line each, as `attnmatch distill` says when it chooses the default student.
+DISTILL_STUDENTS_WHY: dict[type[Task], str] = {
+    RankingTask: "aMV-LSTM (Q) ranks best of the students measured (results/distill.md: WikiQA "
+    ".714 from the fine-tuned teacher, 44x its pairs/s)",
+    ClassificationTask: "aMV-LSTM (Q) is the fast classifier student (results/distill.md: own "
+    "paraphrase .625-.688, above both lexical floors)",
+    RegressionTask: "attention MP-CNN learns a similarity score where aMV-LSTM (Q) does not "
+    "(results/distill.md: STS Benchmark .747 against .163)",
+}
 # Whether a student of a transformer bi-encoder reads the teacher's static vectors by default
 # (`default_inputs`): measured better for ranking only (WikiQA .714 against .654 on GloVe; own
 # FAQ .586 against .095), worse on the own paraphrase (.463 against .575) and similarity sets
@@ -750,6 +759,12 @@ def default_student(splits: tuple[Split, Split | None, Split | None]) -> str:
     (`DISTILL_STUDENTS`)."""
     train_split, dev, _ = splits
     return for_task(DISTILL_STUDENTS, experiment_task(train_split, dev))
+
+
+def default_student_why(splits: tuple[Split, Split | None, Split | None]) -> str:
+    """Why the task's default student is (`DISTILL_STUDENTS_WHY`), in one line."""
+    train_split, dev, _ = splits
+    return for_task(DISTILL_STUDENTS_WHY, experiment_task(train_split, dev))
 
 
 def default_inputs(teacher: Matcher, source: str, task: Task) -> str | None:
