@@ -48,6 +48,7 @@ from attnmatch.tasks import Task
 
 SPLITS = {
     "wikiqa:test": Task(kind="ranking"),
+    "wikiqa:dev": Task(kind="ranking"),  # where an int8 variant is chosen
     "sts-benchmark:test": Task(kind="regression", min_score=0, max_score=5),
     "pairs:examples/own_data/faq:test": Task(kind="ranking"),
     "pairs:examples/own_data/paraphrase:test": Task(kind="classification", class_names=("0", "1")),
