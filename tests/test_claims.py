@@ -475,3 +475,16 @@ def test_merge_seeds_refuses_shared_seeds_and_changed_experiments() -> None:
         merge_seeds(row([1], {"a": 1}), row([2], {"a": 2}))
     merged = merge_seeds(row([3], {"a": 1}), row([1], {"a": 1, "added_since": "x"}))
     assert merged["seeds"] == [1, 3]
+
+
+def test_add_seeds_without_update_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from attnmatch.cli import app
+
+    _project(tmp_path, monkeypatch)
+    done = CliRunner().invoke(app, ["reproduce", "tiny", "--rows", "gated", "--add-seeds"])
+    assert done.exit_code == 2
+    assert "--add-seeds goes with --update and --rows" in " ".join(done.output.split())

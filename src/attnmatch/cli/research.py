@@ -184,17 +184,7 @@ def reproduce(
 
     seed_list = parse_seeds(seeds)
     row_ids = None if rows is None else _row_ids(rows)
-    check_output_folder(runs_dir, "--runs-dir")
-    if update and row_ids is None:
-        raise typer.BadParameter(
-            "--update replaces the rows given with --rows", param_hint="--update"
-        )
-    if add_seeds and not update:
-        raise typer.BadParameter(
-            "--add-seeds goes with --update and --rows", param_hint="--add-seeds"
-        )
-    if row_ids is None or update:
-        check_output_folder(results_dir, "--results-dir")
+    _check_table_options(row_ids, update, add_seeds, runs_dir, results_dir)
     spec = load_table(find_table(table))
     result = run(
         table,
@@ -210,6 +200,24 @@ def reproduce(
     _print_lines(render_markdown(result, spec.metrics))
     if row_ids is None or update:
         _say_claims_stale(results_dir)
+
+
+def _check_table_options(
+    row_ids: list[str] | None, update: bool, add_seeds: bool, runs_dir: Path, results_dir: Path
+) -> None:
+    """The folders and the --rows / --update / --add-seeds combination of `reproduce TABLE`,
+    each refusal one line naming the option."""
+    check_output_folder(runs_dir, "--runs-dir")
+    if update and row_ids is None:
+        raise typer.BadParameter(
+            "--update replaces the rows given with --rows", param_hint="--update"
+        )
+    if add_seeds and not update:
+        raise typer.BadParameter(
+            "--add-seeds goes with --update and --rows", param_hint="--add-seeds"
+        )
+    if row_ids is None or update:
+        check_output_folder(results_dir, "--results-dir")
 
 
 def _say_claims_stale(results_dir: Path) -> None:

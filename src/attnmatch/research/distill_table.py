@@ -67,6 +67,7 @@ ROWS = (
     Row("msrp-amvlstm_q-glove", "MSRP", "accuracy", "aMV-LSTM (Q), GloVe 50d", FINE_TUNED, None, None),
     Row("msrp-mpcnn_attention-glove", "MSRP", "accuracy", "attention MP-CNN, GloVe 50d", CROSS, None, None),
     Row("sick-entailment-damm-glove", "SICK entailment", "accuracy", "DAMM, GloVe 50d", FINE_TUNED, None, None),
+    Row("sick-entailment-damm-static", "SICK entailment", "accuracy", "DAMM, MiniLM static vectors", FINE_TUNED, None, None),
 )  # fmt: skip
 
 

@@ -240,29 +240,10 @@ def reproduce(
     if rows is None or update:
         for suffix in (".json", ".md"):
             inside(results_dir, spec.table + suffix)
-    out_rows = []
-    for row in selected:
-        exp = experiment_for(spec, row)
-        if row.not_run:
-            console.print(
-                shown(f"{spec.table}: {row.label} ({row.id}) not run: {row.not_run}"),
-                highlight=False,
-            )
-            out_rows.append(_not_run_row(spec, row, exp))
-            continue
-        row_seeds = [s for s in seeds if s in row.seeds] if row.seeds else seeds
-        if not row_seeds:
-            row_seeds = list(row.seeds)
-        old = recorded.get(row.id)
-        if old is not None:
-            row_seeds = [s for s in row_seeds if s not in old["seeds"]]
-            if not row_seeds:
-                console.print(shown(f"{row.id}: already has seeds {old['seeds']}"), highlight=False)
-                out_rows.append(old)
-                continue
-        console.rule(f"[bold]{shown(f'{spec.table}: {row.label} ({row.id})')}, seeds {row_seeds}")
-        fresh = _train_row(spec, row, exp, row_seeds, runs_dir, progress, console)
-        out_rows.append(fresh if old is None else merge_seeds(old, fresh))
+    out_rows = [
+        _row_result(spec, row, seeds, recorded.get(row.id), runs_dir, progress, console)
+        for row in selected
+    ]
     result = {
         "table": spec.table,
         "title": spec.title,
@@ -284,6 +265,38 @@ def reproduce(
                 spec = _merge_rows(result, out_rows, saved, spec, table)
             _write_result(result, spec, Path(results_dir))
     return result
+
+
+def _row_result(
+    spec: TableSpec,
+    row: TableRow,
+    seeds: list[int],
+    old: dict[str, Any] | None,
+    runs_dir: str | Path,
+    progress: bool,
+    console: Console,
+) -> dict[str, Any]:
+    """`row`'s results row: its "not run" row, or its runs over `seeds` (cut to the row's own
+    seeds); with the row `old` as recorded (`add_seeds`), only the seeds it lacks are trained
+    and merged into it (`merge_seeds`)."""
+    exp = experiment_for(spec, row)
+    if row.not_run:
+        console.print(
+            shown(f"{spec.table}: {row.label} ({row.id}) not run: {row.not_run}"),
+            highlight=False,
+        )
+        return _not_run_row(spec, row, exp)
+    row_seeds = [s for s in seeds if s in row.seeds] if row.seeds else seeds
+    if not row_seeds:
+        row_seeds = list(row.seeds)
+    if old is not None:
+        row_seeds = [s for s in row_seeds if s not in old["seeds"]]
+        if not row_seeds:
+            console.print(shown(f"{row.id}: already has seeds {old['seeds']}"), highlight=False)
+            return old
+    console.rule(f"[bold]{shown(f'{spec.table}: {row.label} ({row.id})')}, seeds {row_seeds}")
+    fresh = _train_row(spec, row, exp, row_seeds, runs_dir, progress, console)
+    return fresh if old is None else merge_seeds(old, fresh)
 
 
 def _merge_rows(
