@@ -461,7 +461,14 @@ def _weights_line(rows: list[dict[str, Any]]) -> list[str]:
     other = [r for r in rows if r.get("weights") and r["weights"] != usual]
     if not other:
         return []
-    said = "; ".join(f"{r['dataset']}: {' and '.join(r['weights'])} only" for r in other)
+    datasets = [r["dataset"] for r in other]
+
+    def name(r: dict[str, Any]) -> str:  # a dataset with several such rows: each row's student
+        return (
+            f"{r['dataset']} ({r['student']})" if datasets.count(r["dataset"]) > 1 else r["dataset"]
+        )
+
+    said = "; ".join(f"{name(r)}: {' and '.join(r['weights'])} only" for r in other)
     return [
         "",
         f"Teacher weights tried by each seed (the better on dev kept): {' and '.join(usual)}, "
