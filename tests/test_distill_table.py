@@ -195,3 +195,13 @@ def test_ablation_cells_are_read_from_their_runs_or_kept_from_the_json(tmp_path:
         f"| WikiQA | aMV-LSTM (Q) | {first.inputs} | {first.transfer} | 61,052 | no | 0.770 | 0.720 |"
         in page
     )
+
+
+def test_the_json_keeps_value_lists_on_one_line() -> None:
+    from attnmatch.research.distill_table import dumps_compact
+
+    data = {"rows": [{"items": {"keys": ["a", "b"], "values": [[0.5, 1.0], [0.0, 1e-3]]}}], "e": {}}
+    text = dumps_compact(data)
+    assert json.loads(text) == data
+    assert '"keys": ["a", "b"]' in text and "[0.5, 1.0]" in text
+    assert dumps_compact({"a": [1, {"b": 2}]}) == json.dumps({"a": [1, {"b": 2}]}, indent=2)

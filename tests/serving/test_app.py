@@ -31,6 +31,37 @@ def _matcher(name: str, task: Task, num_outputs: int = 1) -> Matcher:
     )
 
 
+def tiny_bi_encoder() -> Matcher:
+    """The ranker the ONNX variants of this suite export: a tiny bi-encoder."""
+    model = tiny_model("bi_encoder")
+    return Matcher(
+        model=model.eval(),
+        model_type="bi_encoder",
+        inputs=tiny_inputs(model),
+        task=Task(kind="ranking"),
+    )
+
+
+def beside_torch_models(ranker: Any) -> dict[str, Any]:
+    """`ranker` served as "ranker", with aMV-LSTM (attention maps) and a 3-class MV-LSTM on
+    torch beside it, as the suite's `models`."""
+    classes = Task(kind="classification", class_names=("contradiction", "neutral", "entailment"))
+    return {
+        "ranker": ranker,
+        "amvlstm": _matcher("amvlstm_q", Task(kind="ranking")),
+        "nli": _matcher("mvlstm", classes, num_outputs=3),
+    }
+
+
+def check_exported_ranker_listed(client: TestClient) -> None:
+    """/v1/models of `beside_torch_models` around a bi-encoder run on ONNX Runtime."""
+    rows = {m["name"]: m for m in client.get("/v1/models").json()["models"]}
+    assert list(rows) == ["ranker", "amvlstm", "nli"]
+    assert rows["ranker"]["type"] == "bi_encoder" and rows["ranker"]["attention"] is False
+    assert rows["ranker"]["task"] == "ranking" and rows["ranker"]["relevance"] == "score"
+    assert rows["amvlstm"]["attention"] is True
+
+
 @pytest.fixture(scope="module")
 def models() -> dict[str, Matcher]:
     """A ranker without attention maps (cbow_mlp), aMV-LSTM with them, and a 3-class model."""

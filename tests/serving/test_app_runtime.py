@@ -1,8 +1,9 @@
 """The service's tests (`test_app.py`) with the default model an exported directory served by
 `attnmatch.runtime` (ONNX Runtime with no torch: what `attnmatch serve EXPORTED` serves): the
 "ranker" is a tiny bi-encoder exported to ONNX and loaded with `attnmatch.runtime.load`;
-aMV-LSTM and the 3-class MV-LSTM, which do not export, stay on torch beside it. Every endpoint
-of the suite runs against it (/v1/rank, /rerank, /v1/score, health, metrics, limits, errors)."""
+aMV-LSTM and the 3-class MV-LSTM stay on torch beside it (attention maps, and both
+backends in one app). Every endpoint of the suite runs against it (/v1/rank, /rerank,
+/v1/score, health, metrics, limits, errors)."""
 
 from __future__ import annotations
 
@@ -13,38 +14,19 @@ from fastapi.testclient import TestClient
 
 from attnmatch import runtime
 from attnmatch.export import export_onnx
-from attnmatch.matcher import Matcher
-from attnmatch.tasks import Task
-from tests.models.conftest import tiny_inputs, tiny_model
 from tests.serving import test_app
 from tests.serving.test_app import *  # noqa: F403  the same tests, on the models below
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    classes = Task(kind="classification", class_names=("contradiction", "neutral", "entailment"))
-    model = tiny_model("bi_encoder")
-    bi = Matcher(
-        model=model.eval(),
-        model_type="bi_encoder",
-        inputs=tiny_inputs(model),
-        task=Task(kind="ranking"),
-    )
-    exported = export_onnx(bi, tmp_path_factory.mktemp("ranker") / "onnx")
-    return {
-        "ranker": runtime.load(exported, batch_size=4),
-        "amvlstm": test_app._matcher("amvlstm_q", Task(kind="ranking")),
-        "nli": test_app._matcher("mvlstm", classes, num_outputs=3),
-    }
+    exported = export_onnx(test_app.tiny_bi_encoder(), tmp_path_factory.mktemp("ranker") / "onnx")
+    return test_app.beside_torch_models(runtime.load(exported, batch_size=4))
 
 
 def test_models_lists_type_task_inputs_and_attention(client: TestClient) -> None:  # noqa: F811
     """As in test_app.py, for this module's ranker (an exported bi-encoder, no torch)."""
-    rows = {m["name"]: m for m in client.get("/v1/models").json()["models"]}
-    assert list(rows) == ["ranker", "amvlstm", "nli"]
-    assert rows["ranker"]["type"] == "bi_encoder" and rows["ranker"]["attention"] is False
-    assert rows["ranker"]["task"] == "ranking" and rows["ranker"]["relevance"] == "score"
-    assert rows["amvlstm"]["attention"] is True
+    test_app.check_exported_ranker_listed(client)
 
 
 def test_the_ranker_runs_on_the_runtime(models: dict[str, object], tmp_path: Path) -> None:

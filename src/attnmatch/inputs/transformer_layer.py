@@ -90,20 +90,9 @@ class TransformerTokenEncoder(nn.Module):
             types = None if token_type_ids is None else token_type_ids[:, :positions]
             hidden = self._encode(ids[:, :positions], mask[:, :positions], types)  # (B, P, H)
             return F.pad(hidden, (0, 0, 0, width - positions))  # (B, L, H)
-        # A text without tokens attends to its first (padding) position instead of nothing;
-        # its output is zeroed by the caller.
-        attend = mask.clone()  # (B, L)
-        attend[:, 0] |= ~mask.any(dim=1)
-        ids = ids.masked_fill(~mask, self.pad_id)  # (B, L)
-        want_all = self.layer != self.num_layers
-        out = self.transformer(
-            input_ids=ids,
-            attention_mask=attend.long(),
-            token_type_ids=token_type_ids,
-            output_hidden_states=want_all,
-            return_dict=True,
-        )
-        return out.hidden_states[self.layer] if want_all else out.last_hidden_state
+        # The export's path, without in-place updates: the same states (a text without tokens
+        # attends to its first position; padding zero).
+        return traceable_states(self, ids, mask, token_type_ids)  # (B, L, H)
 
     def encode_late(
         self,
